@@ -1,0 +1,35 @@
+# gpumon developer and user entry points. Needs only python3 (>= 3.10); `make test` also installs
+# Debian's prometheus package (prometheus + promtool) when it is missing.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+SPEC   ?= gpumon.yaml
+OUT    ?= output
+
+.PHONY: render check test lint demo clean
+
+$(BIN)/gpumon: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[test]'
+	@touch $@
+
+render: $(BIN)/gpumon            ## render rules, dashboards, rule tests and runbooks into output/
+	$(BIN)/gpumon render $(SPEC) -o $(OUT)
+
+check: $(BIN)/gpumon             ## fail when output/ is stale (the PR drift check)
+	$(BIN)/gpumon render $(SPEC) -o $(OUT) --check
+
+prometheus-installed:
+	@command -v promtool >/dev/null 2>&1 && command -v prometheus >/dev/null 2>&1 || { \
+	  echo "installing Debian's prometheus package (prometheus + promtool)"; \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends prometheus >/dev/null; }
+.PHONY: prometheus-installed
+
+test: $(BIN)/gpumon prometheus-installed   ## run the whole test suite (real Prometheus and promtool)
+	$(BIN)/python -m pytest -q
+
+clean:
+	rm -rf $(VENV) .pytest_cache

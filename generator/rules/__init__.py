@@ -1,0 +1,38 @@
+"""Rule generation: spec -> ordered rule groups.
+
+Each alert shape is a small constructor in its own module (exporter targets, inventory and
+coverage, presence, values, gaps); :func:`build_groups` lists the groups in a fixed order so
+rendering is deterministic.
+"""
+
+from __future__ import annotations
+
+from ..spec import Spec
+from . import exporter, gaps, inventory, presence, values
+from .model import Rule, RuleGroup
+
+__all__ = ["Rule", "RuleGroup", "build_groups", "all_rules"]
+
+
+def build_groups(spec: Spec) -> list[RuleGroup]:
+    """All rule groups for ``spec``, in evaluation-friendly order (recording rules first).
+
+    Returns:
+        groups named ``<spec name>.<part>``; the gaps group evaluates every minute (its
+        ``count_over_time`` windows are the costliest part).
+    """
+    p = spec.name
+    groups = [
+        RuleGroup(f"{p}.inventory", tuple(inventory.field_present(spec) + inventory.inventory(spec)
+                                          + inventory.coverage(spec) + inventory.aggregates(spec))),
+        RuleGroup(f"{p}.exporter", tuple(exporter.rules(spec))),
+        RuleGroup(f"{p}.presence", tuple(presence.rules(spec))),
+        RuleGroup(f"{p}.values", tuple(values.rules(spec))),
+        RuleGroup(f"{p}.gaps", tuple(gaps.rules(spec)), interval=60.0),
+    ]
+    return groups
+
+
+def all_rules(spec: Spec) -> list[Rule]:
+    """Every rule of every group, flattened in group order."""
+    return [r for g in build_groups(spec) for r in g.rules]

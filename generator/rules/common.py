@@ -1,0 +1,34 @@
+"""Pieces every alert constructor shares: severity/extra labels and the runbook link."""
+
+from __future__ import annotations
+
+from ..durations import format_duration
+from ..spec import Spec
+from ..texts import annotations
+from .model import Rule
+
+
+def alert(spec: Spec, name: str, expr: str, *, severity: str, for_: float, kind: str,
+          labels: dict[str, str] | None = None, **context) -> Rule:
+    """Build an alerting rule with severity, the spec's extra labels, annotation texts of
+    ``kind`` (templates/annotations.yaml) and a ``runbook_url`` of ``<base>/<name>.md``."""
+    all_labels = dict(spec.alerts.labels)
+    all_labels.update(labels or {})
+    all_labels["severity"] = severity
+    ctx = _base_context(spec)
+    ctx.update(context)
+    ctx.setdefault("for_", format_duration(for_))
+    notes = annotations(kind, **ctx) + (("runbook_url", f"{spec.alerts.runbook_url}/{name}.md"),)
+    return Rule(expr=expr.strip(), alert=name, for_=for_, labels=tuple(sorted(all_labels.items())),
+                annotations=notes)
+
+
+def record(name: str, expr: str, labels: dict[str, str] | None = None) -> Rule:
+    """Build a recording rule (``level:metric:operations`` naming is the caller's job)."""
+    return Rule(expr=expr.strip(), record=name, labels=tuple(sorted((labels or {}).items())))
+
+
+def _base_context(spec: Spec) -> dict:
+    lab = spec.exporter.labels
+    return {"job": spec.exporter.job, "node": lab.node, "gpu": lab.gpu, "gpu_index": lab.gpu_index,
+            "mig": lab.mig_instance}

@@ -1,0 +1,55 @@
+"""Alerts on the exporter targets themselves: the layer every per-GPU signal depends on."""
+
+from __future__ import annotations
+
+from ..spec import Spec
+from .common import alert
+from .model import Rule
+from .promql import dur, job_sel, num
+
+
+def target_missing(spec: Spec) -> Rule:
+    """No ``up`` series at all for the job. ``absent()`` with an equality matcher keeps ``job``."""
+    return alert(spec, "GpuExporterTargetMissing", f"absent({job_sel(spec, 'up')})",
+                 severity="critical", for_=spec.alerts.for_, kind="exporter_target_missing")
+
+
+def down(spec: Spec) -> Rule:
+    """A target whose scrapes fail (``up == 0``)."""
+    return alert(spec, "GpuExporterDown", f"{job_sel(spec, 'up')} == 0",
+                 severity="critical", for_=spec.alerts.for_, kind="exporter_down")
+
+
+def flapping(spec: Spec) -> Rule:
+    """A target that keeps going down and up: each recovery resets ``for`` on :func:`down`,
+    so it never fires (cloudflare/pint#966). Needs both a low success share and repeated changes,
+    so one clean outage (one change down, one up) does not also count as flapping."""
+    w = dur(spec.alerts.flapping_window)
+    up = job_sel(spec, "up")
+    expr = (f"avg_over_time({up}[{w}]) < {num(spec.alerts.flapping_min_up_ratio)}\n"
+            f"and\nchanges({up}[{w}]) > 2")
+    return alert(spec, "GpuExporterFlapping", expr, severity="warning", for_=spec.alerts.for_,
+                 kind="exporter_flapping", window=w)
+
+
+def empty(spec: Spec) -> Rule:
+    """Up, but zero samples: dcgm-exporter serves an empty page while DCGM is not readable.
+    ``scrape_samples_scraped`` is also 0 when the scrape fails, hence ``and up == 1``."""
+    expr = f"{job_sel(spec, 'scrape_samples_scraped')} == 0\nand\n{job_sel(spec, 'up')} == 1"
+    return alert(spec, "GpuExporterEmpty", expr, severity="critical", for_=spec.alerts.for_,
+                 kind="exporter_empty")
+
+
+def scrape_slow(spec: Spec) -> Rule:
+    """Scrape duration above a share of the timeout: the step before scrapes time out
+    (dcgm-exporter#607: ~10.001 s against the 10 s default on big nodes)."""
+    limit = spec.alerts.scrape_slow_ratio * spec.exporter.scrape_timeout
+    expr = f"{job_sel(spec, 'scrape_duration_seconds')} > {num(round(limit, 3))}"
+    return alert(spec, "GpuExporterScrapeSlow", expr, severity="warning", for_=max(spec.alerts.for_, 600.0),
+                 kind="exporter_scrape_slow", ratio_pct=num(round(spec.alerts.scrape_slow_ratio * 100, 1)),
+                 timeout=dur(spec.exporter.scrape_timeout))
+
+
+def rules(spec: Spec) -> list[Rule]:
+    """All exporter-target alerts, in a stable order."""
+    return [target_missing(spec), down(spec), flapping(spec), empty(spec), scrape_slow(spec)]

@@ -1,0 +1,38 @@
+"""Names of gpumon's recording rules (``level:metric:operations``) and of the label that names a
+DCGM field on them. Dashboards, tests and the validator import these; do not spell them elsewhere.
+
+Levels: ``job_gpu`` = job plus the GPU identity labels (node, UUID, gpu index, MIG instance,
+cluster when set); ``job_node`` = job plus node (and cluster); ``job`` = the whole job.
+"""
+
+#: label carrying the DCGM field name on per-field recording rules and alerts
+FIELD_LABEL = "dcgm_field"
+
+#: 1 per (target, GPU, field) for every required/optional field present now (keeps ``instance``)
+FIELD_PRESENT = "job_gpu:dcgm_field_present:group"
+#: 1 per GPU reporting at least one required field now: the GPU inventory
+INVENTORY = "job_gpu:gpumon_inventory:group"
+#: GPUs reporting now, per job
+GPUS_REPORTING = "job:gpumon_gpus_reporting:count"
+#: GPUs seen within the inventory lookback, per job
+GPUS_KNOWN = "job:gpumon_gpus_known:count"
+#: GPUs reporting now, per node
+NODE_GPUS_REPORTING = "job_node:gpumon_gpus_reporting:count"
+#: share of inventory GPUs reporting each field, per job and per node (0..1)
+COVERAGE = "job_dcgm_field:gpumon_coverage:ratio"
+NODE_COVERAGE = "job_node_dcgm_field:gpumon_coverage:ratio"
+
+
+def sample_ratio(window: str) -> str:
+    """Share of a target's successful scrapes in ``window`` that carried a field, per GPU."""
+    return f"job_gpu:dcgm_field_samples:ratio{window}"
+
+
+def node_sum(field: str) -> str:
+    """Per-node sum of a device-wide field, MIG instances de-duplicated by UUID."""
+    return f"job_node:{field}:sum"
+
+
+def energy_watts(level: str, window: str) -> str:
+    """Power in watts derived from the energy counter (mJ) with rate() over ``window``."""
+    return f"{level}:dcgm_energy_watts:rate{window}"

@@ -1,0 +1,92 @@
+"""Alerts for series that go missing: per field fleet-wide, per node and per GPU, GPUs lost
+altogether, and series that lost their identity labels.
+
+The three per-field tiers exclude each other, so one cause pages once: a field gone everywhere
+fires one fleet alert; gone on every GPU of one node, one node alert; gone on some GPUs, one
+alert per GPU. All tiers only look at nodes that report now, so a target that is down or gone
+(already alerted by the exporter alerts) does not page once per GPU.
+"""
+
+from __future__ import annotations
+
+from ..durations import format_duration
+from ..spec import Metric, Spec
+from . import names
+from .common import alert
+from .model import Rule
+from .promql import by, dur, gpu_ids, job_sel, node_ids
+
+
+def _present(spec: Spec, m: Metric) -> str:
+    return f'{names.FIELD_PRESENT}{{job="{spec.exporter.job}",{names.FIELD_LABEL}="{m.name}"}}'
+
+
+def _inventory(spec: Spec, m: Metric) -> str:
+    """The inventory, without MIG instances for fields DCGM does not report per instance."""
+    if m.mig == "unsupported":
+        return f'{names.INVENTORY}{{{spec.exporter.labels.mig_instance}=""}}'
+    return names.INVENTORY
+
+
+def _absent_window(spec: Spec) -> float:
+    return max(600.0, 4 * spec.exporter.sample_interval)
+
+
+def metric_absent(spec: Spec, m: Metric) -> Rule:
+    """Field absent for every GPU while at least one target is up (config/version problem).
+    ``absent_over_time`` with an equality matcher on job keeps ``job`` on the alert."""
+    w = dur(_absent_window(spec))
+    expr = (f"absent_over_time({job_sel(spec, m.name)}[{w}])\n"
+            f"and on (job)\ngroup by (job) ({job_sel(spec, 'up')} == 1)")
+    return alert(spec, "GpuMetricAbsent", expr, severity="critical", for_=spec.alerts.for_,
+                 kind="metric_absent", labels={names.FIELD_LABEL: m.name}, metric=m.name, title=m.title,
+                 window=w)
+
+
+def node_metric_missing(spec: Spec, m: Metric) -> Rule:
+    """Field missing on every GPU of a node that reports other fields, while other nodes have it."""
+    nodes = by(node_ids(spec))
+    expr = (f"(\n  group by ({nodes}) ({_inventory(spec, m)})\n"
+            f"  unless on ({nodes})\n  group by ({nodes}) ({_present(spec, m)})\n)\n"
+            f"and on (job)\ngroup by (job) ({_present(spec, m)})")
+    return alert(spec, "GpuNodeMetricMissing", expr, severity="warning", for_=spec.alerts.for_,
+                 kind="node_metric_missing", labels={names.FIELD_LABEL: m.name}, metric=m.name, title=m.title)
+
+
+def gpu_metric_missing(spec: Spec, m: Metric) -> Rule:
+    """Field missing on a GPU that reports other fields, while other GPUs of its node have it."""
+    ids, nodes = by(gpu_ids(spec)), by(node_ids(spec))
+    expr = (f"(\n  {_inventory(spec, m)}\n  unless on ({ids})\n  {_present(spec, m)}\n)\n"
+            f"and on ({nodes})\ngroup by ({nodes}) ({_present(spec, m)})")
+    return alert(spec, "GpuMetricMissing", expr, severity="warning", for_=spec.alerts.for_,
+                 kind="gpu_metric_missing", labels={names.FIELD_LABEL: m.name}, metric=m.name, title=m.title)
+
+
+def gpu_lost(spec: Spec) -> Rule:
+    """A GPU seen within the inventory lookback that reports nothing now, on a node that still
+    reports other GPUs (a GPU off the bus; an exporter that no longer sees it)."""
+    ids, nodes = by(gpu_ids(spec)), by(node_ids(spec))
+    lookback = dur(spec.alerts.inventory_lookback)
+    expr = (f"(\n  max_over_time({names.INVENTORY}[{lookback}])\n  unless on ({ids})\n  {names.INVENTORY}\n)\n"
+            f"and on ({nodes})\ngroup by ({nodes}) ({names.INVENTORY})")
+    return alert(spec, "GpuLost", expr, severity="critical", for_=spec.alerts.for_, kind="gpu_lost",
+                 lookback=format_duration(spec.alerts.inventory_lookback))
+
+
+def identity_label_missing(spec: Spec) -> Rule:
+    """Series without the node or GPU label (``Hostname`` renamed ``hostname`` after exporter
+    4.8.2; ``uuid`` in 1.x compatibility mode): per-GPU rules and dashboards cannot see them."""
+    lab = spec.exporter.labels
+    src = f'{names.FIELD_PRESENT}{{job="{spec.exporter.job}",{lab.node}=""}}'
+    src2 = f'{names.FIELD_PRESENT}{{job="{spec.exporter.job}",{lab.gpu}=""}}'
+    expr = f"group by (job, instance) ({src} or {src2})"
+    return alert(spec, "GpuIdentityLabelMissing", expr, severity="warning", for_=spec.alerts.for_,
+                 kind="identity_label_missing")
+
+
+def rules(spec: Spec) -> list[Rule]:
+    """Presence alerts: three tiers per required field, then whole-GPU and label checks."""
+    out: list[Rule] = []
+    for m in spec.required_metrics:
+        out += [metric_absent(spec, m), node_metric_missing(spec, m), gpu_metric_missing(spec, m)]
+    return out + [gpu_lost(spec), identity_label_missing(spec)]

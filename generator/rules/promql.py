@@ -1,0 +1,68 @@
+"""Small PromQL builders shared by the rule constructors (strings only; validity is checked by
+tests with promql-parser and promtool)."""
+
+from __future__ import annotations
+
+from ..durations import format_duration
+from ..spec import DCGM_BLANK_MIN, Metric, Spec
+
+
+def selector(metric: str, **matchers: str) -> str:
+    """``metric{k="v",...}`` with equality matchers in the given order; values are escaped."""
+    inner = ",".join(f'{k}="{_escape(v)}"' for k, v in matchers.items())
+    return f"{metric}{{{inner}}}" if inner else metric
+
+
+def _escape(value: str) -> str:
+    return value.replace("\\", "\\\\").replace('"', '\\"')
+
+
+def by(labels: tuple[str, ...] | list[str]) -> str:
+    """``job, Hostname, UUID`` for ``by (...)`` / ``on (...)`` clauses."""
+    return ", ".join(labels)
+
+
+def dur(seconds: float) -> str:
+    """A PromQL range/offset duration for ``seconds`` (``1800`` -> ``30m``)."""
+    return format_duration(seconds)
+
+
+def num(value: float) -> str:
+    """A number as PromQL writes it: ``83`` not ``83.0``."""
+    return str(int(value)) if float(value).is_integer() else repr(float(value))
+
+
+def job_sel(spec: Spec, metric: str) -> str:
+    """``metric{job="<exporter job>"}``."""
+    return selector(metric, job=spec.exporter.job)
+
+
+def gpu_ids(spec: Spec, metric: Metric | None = None) -> tuple[str, ...]:
+    """Labels that identify the entity a metric's value belongs to, job first.
+
+    Device-wide fields on MIG (``mig: device``) are repeated on every MIG instance, so their
+    entity is the GPU (the MIG instance label is left out, which de-duplicates by UUID).
+    """
+    labels = spec.exporter.labels
+    ids = labels.identity
+    if metric is not None and metric.mig == "device":
+        ids = tuple(x for x in ids if x != labels.mig_instance)
+    return ("job",) + ids
+
+
+def node_ids(spec: Spec) -> tuple[str, ...]:
+    """``job`` plus the labels that identify a node."""
+    return ("job",) + spec.exporter.labels.node_identity
+
+
+def valid_values(spec: Spec, metric: Metric) -> str:
+    """The metric's series filtered to plausible readings: inside the spec range, below the DCGM
+    blank sentinels and not NaN (every comparison with NaN is false)."""
+    expr = job_sel(spec, metric.name)
+    if metric.range_min is not None:
+        expr += f" >= {num(metric.range_min)}"
+    if metric.range_max is not None:
+        expr += f" <= {num(metric.range_max)}"
+    else:
+        expr += f" < {DCGM_BLANK_MIN}"
+    return expr

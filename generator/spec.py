@@ -1,0 +1,444 @@
+"""The gpumon spec: YAML on disk -> validated, immutable model every renderer and check uses.
+
+A spec file is checked against the JSON Schema shipped in ``generator/schema/gpumon.schema.json``
+and then against rules a schema cannot express (duplicate metrics, ranges, intervals). Every
+problem is reported at once as ``FILE:LINE:COL: path.to.key: message``; loading never raises
+anything but :class:`SpecError`.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+from dataclasses import dataclass, field
+from functools import cached_property
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+from ruamel.yaml import YAML
+from ruamel.yaml.comments import CommentedMap, CommentedSeq
+from ruamel.yaml.error import MarkedYAMLError
+
+from .durations import parse_duration
+
+#: Labels that change with restarts or with ``honor_labels`` and must never identify a GPU.
+VOLATILE_LABELS = ("instance", "pod", "namespace", "container", "service", "endpoint")
+
+#: DCGM blank-value base for FP64 fields (2^47); INT64 blanks (>= 9223372036854775792) are larger.
+#: Source: DCGM ``dcgm_structs.h`` (DCGM_FP64_BLANK, DCGM_INT64_BLANK); a value >= this is a
+#: "blank / not found / not supported / no permission" code, not a reading.
+DCGM_BLANK_MIN = 140737488355328
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One spec error: where (file, 1-based line and column, JSON path) and what."""
+
+    file: str
+    line: int
+    column: int
+    path: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.line}:{self.column}: {self.path or '<root>'}: {self.message}"
+
+
+class SpecError(Exception):
+    """Raised when a spec cannot be loaded; ``problems`` lists every error found, in file order."""
+
+    def __init__(self, problems: list[Problem]):
+        self.problems = sorted(problems, key=lambda p: (p.file, p.line, p.column, p.path))
+        super().__init__("\n".join(str(p) for p in self.problems))
+
+
+@dataclass(frozen=True)
+class Threshold:
+    """A bad-value threshold: the value is bad when ``value <op> threshold`` for ``for_`` seconds."""
+
+    alert: str
+    severity: str
+    op: str
+    value: float
+    for_: float
+    summary: str | None = None
+
+
+@dataclass(frozen=True)
+class Metric:
+    """One DCGM field the fleet reports, as the spec describes it.
+
+    ``range_min``/``range_max`` bound plausible readings (inclusive, ``None`` = open) in ``unit``.
+    ``presence`` is ``required`` (every GPU), ``optional`` (checked when present) or ``sparse``
+    (exists only after an event; absence never alerts).
+    """
+
+    name: str
+    kind: str
+    unit: str
+    presence: str
+    description: str = ""
+    title: str = ""
+    range_min: float | None = None
+    range_max: float | None = None
+    thresholds: tuple[Threshold, ...] = ()
+    mig: str = "device"
+    frozen_check: bool = False
+    legacy_names: tuple[str, ...] = ()
+    alert_labels: tuple[str, ...] = ()
+
+    @property
+    def required(self) -> bool:
+        return self.presence == "required"
+
+    @property
+    def has_range(self) -> bool:
+        return self.range_min is not None or self.range_max is not None
+
+    @property
+    def camel(self) -> str:
+        """``DCGM_FI_DEV_GPU_TEMP`` -> ``GpuTemp`` (for derived alert names)."""
+        base = self.name
+        for prefix in ("DCGM_FI_DEV_", "DCGM_FI_PROF_", "DCGM_FI_", "DCGM_EXP_"):
+            if base.startswith(prefix):
+                base = base[len(prefix):]
+                break
+        return "".join(part.capitalize() for part in base.lower().split("_") if part)
+
+
+@dataclass(frozen=True)
+class Labels:
+    """Label names dcgm-exporter puts on every GPU series (source: dcgm-exporter
+    ``internal/pkg/rendermetrics``; ``Hostname`` became ``hostname`` in PR #655)."""
+
+    node: str = "Hostname"
+    gpu: str = "UUID"
+    gpu_index: str = "gpu"
+    mig_instance: str = "GPU_I_ID"
+    cluster: str | None = None
+    model: str = "modelName"
+    driver_version: str = "DCGM_FI_DRIVER_VERSION"
+
+    @property
+    def identity(self) -> tuple[str, ...]:
+        """Labels that identify one GPU (or MIG instance), in a stable order."""
+        base = (self.node, self.gpu, self.gpu_index, self.mig_instance)
+        return ((self.cluster,) if self.cluster else ()) + base
+
+    @property
+    def node_identity(self) -> tuple[str, ...]:
+        """Labels that identify one node."""
+        return ((self.cluster,) if self.cluster else ()) + (self.node,)
+
+
+@dataclass(frozen=True)
+class Exporter:
+    """The dcgm-exporter scrape job; intervals in seconds."""
+
+    job: str
+    scrape_interval: float = 15.0
+    scrape_timeout: float = 10.0
+    collect_interval: float = 30.0
+    labels: Labels = field(default_factory=Labels)
+    driver_version: str | None = None
+
+    @property
+    def sample_interval(self) -> float:
+        """Seconds between distinct readings: max(scrape interval, collect interval)."""
+        return max(self.scrape_interval, self.collect_interval)
+
+    @property
+    def min_rate_window(self) -> float:
+        """Shortest window (seconds) a rate()/increase() may use: 2 x max(scrape, collect)."""
+        return 2 * self.sample_interval
+
+
+@dataclass(frozen=True)
+class AlertSettings:
+    """Alerting defaults; durations in seconds, ratios in 0..1."""
+
+    for_: float = 300.0
+    labels: tuple[tuple[str, str], ...] = ()
+    runbook_url: str = "../runbooks"
+    inventory_lookback: float = 3600.0
+    gap_window: float = 1800.0
+    gap_min_ratio: float = 0.8
+    flapping_window: float = 600.0
+    flapping_min_up_ratio: float = 0.9
+    frozen_window: float = 600.0
+    implausible_for: float = 0.0
+    scrape_slow_ratio: float = 0.8
+
+
+@dataclass(frozen=True)
+class PrometheusRuleMeta:
+    """Metadata of the rendered PrometheusRule object."""
+
+    name: str = "gpumon"
+    namespace: str = "monitoring"
+    labels: tuple[tuple[str, str], ...] = (("release", "kube-prometheus-stack"),)
+
+
+@dataclass(frozen=True)
+class Spec:
+    """A loaded, validated spec. ``raw`` is the plain-dict document (sections such as
+    ``dashboards`` and ``kubernetes`` are read from it by their renderers)."""
+
+    path: str
+    name: str
+    exporter: Exporter
+    alerts: AlertSettings
+    prometheus_rule: PrometheusRuleMeta
+    metrics: tuple[Metric, ...]
+    raw: dict = field(default_factory=dict, compare=False, hash=False)
+
+    @property
+    def required_metrics(self) -> tuple[Metric, ...]:
+        return tuple(m for m in self.metrics if m.presence == "required")
+
+    @property
+    def tracked_metrics(self) -> tuple[Metric, ...]:
+        """Required and optional metrics: those whose presence is recorded per GPU."""
+        return tuple(m for m in self.metrics if m.presence != "sparse")
+
+    @cached_property
+    def metric_names(self) -> frozenset[str]:
+        return frozenset(m.name for m in self.metrics)
+
+    def metric(self, name: str) -> Metric | None:
+        """The spec'd metric called ``name``, or None."""
+        return next((m for m in self.metrics if m.name == name), None)
+
+
+# --------------------------------------------------------------------------- loading
+
+
+def schema() -> dict:
+    """The spec's JSON Schema (draft-07) as a dict, read from the installed package."""
+    text = resources.files("generator").joinpath("schema/gpumon.schema.json").read_text("utf-8")
+    return json.loads(text)
+
+
+def default_spec_path() -> Path:
+    """Path of the bundled default spec (``gpumon.yaml`` at the repository root)."""
+    return Path(__file__).resolve().parent.parent / "gpumon.yaml"
+
+
+def load_spec(path: str | Path) -> Spec:
+    """Load, validate and model a spec file.
+
+    Args:
+        path: the YAML file.
+    Returns:
+        the :class:`Spec`.
+    Raises:
+        SpecError: with every problem found (unreadable file, YAML syntax, schema, semantics),
+            each with file, line, column and JSON path.
+    """
+    name = str(path)
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise SpecError([Problem(name, 1, 1, "", f"cannot read spec: {exc.strerror or exc}")]) from None
+    return parse_spec(text, name)
+
+
+def parse_spec(text: str, name: str = "<spec>") -> Spec:
+    """Like :func:`load_spec` on a string; ``name`` is used in error positions."""
+    yaml = YAML(typ="rt")
+    try:
+        doc = yaml.load(text)
+    except MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        line, col = (mark.line + 1, mark.column + 1) if mark else (1, 1)
+        raise SpecError([Problem(name, line, col, "", f"YAML syntax error: {exc.problem or exc}")]) from None
+    if not isinstance(doc, CommentedMap):
+        raise SpecError([Problem(name, 1, 1, "", "the spec must be a YAML mapping (see gpumon.yaml)")])
+    plain = _to_plain(doc)
+    problems = _schema_problems(doc, plain, name)
+    if problems:
+        raise SpecError(problems)
+    problems = _semantic_problems(doc, plain, name)
+    if problems:
+        raise SpecError(problems)
+    return _build(plain, name)
+
+
+def _to_plain(node: Any) -> Any:
+    if isinstance(node, dict):
+        return {str(k): _to_plain(v) for k, v in node.items()}
+    if isinstance(node, list):
+        return [_to_plain(v) for v in node]
+    if isinstance(node, bool) or node is None or isinstance(node, (int, float, str)):
+        return node
+    return str(node)
+
+
+def _position(doc: Any, path: list, key_of_last: bool = False) -> tuple[int, int]:
+    """1-based (line, column) of the node at ``path``; of the key itself when ``key_of_last``."""
+    node, line, col = doc, 0, 0
+    for i, step in enumerate(path):
+        last = i == len(path) - 1
+        try:
+            if isinstance(node, CommentedMap) and step in node:
+                line, col = node.lc.key(step) if (last and key_of_last) else node.lc.value(step)
+                node = node[step]
+            elif isinstance(node, CommentedSeq) and isinstance(step, int) and step < len(node):
+                line, col = node.lc.item(step)
+                node = node[step]
+            else:
+                break
+        except (KeyError, TypeError, AttributeError):
+            break
+    else:
+        if isinstance(node, (CommentedMap, CommentedSeq)) and not path:
+            line, col = 0, 0
+    return line + 1, col + 1
+
+
+def _format_path(path: list) -> str:
+    out = ""
+    for step in path:
+        out += f"[{step}]" if isinstance(step, int) else (f".{step}" if out else str(step))
+    return out
+
+
+def _schema_problems(doc: CommentedMap, plain: dict, name: str) -> list[Problem]:
+    validator = jsonschema.Draft7Validator(schema())
+    problems = []
+    for err in validator.iter_errors(plain):
+        problems.extend(_explain(err, doc, name))
+    return problems
+
+
+def _explain(err: jsonschema.ValidationError, doc: CommentedMap, name: str) -> list[Problem]:
+    path = list(err.absolute_path)
+    if err.validator == "additionalProperties":
+        allowed = sorted(err.schema.get("properties", {}))
+        extra = sorted(set(err.instance) - set(allowed)) if isinstance(err.instance, dict) else []
+        out = []
+        for key in extra:
+            hint = difflib.get_close_matches(key, allowed, n=1, cutoff=0.6)
+            msg = f"unknown key {key!r}"
+            msg += f"; did you mean {hint[0]!r}?" if hint else f"; allowed keys: {', '.join(allowed)}"
+            line, col = _position(doc, path + [key], key_of_last=True)
+            out.append(Problem(name, line, col, _format_path(path + [key]), msg))
+        return out
+    if err.validator == "required":
+        line, col = _position(doc, path)
+        return [Problem(name, line, col, _format_path(path), err.message.replace("'", "", 0))]
+    if err.validator == "enum":
+        allowed = err.validator_value
+        hint = difflib.get_close_matches(str(err.instance), [str(a) for a in allowed], n=1, cutoff=0.5)
+        msg = f"{err.instance!r} is not one of {', '.join(map(str, allowed))}"
+        if hint:
+            msg += f"; did you mean {hint[0]!r}?"
+        line, col = _position(doc, path)
+        return [Problem(name, line, col, _format_path(path), msg)]
+    if err.validator == "pattern" and "duration" in json.dumps(err.schema.get("description", "")).lower():
+        msg = f"{err.instance!r} is not a Prometheus duration (use e.g. 30s, 5m, 1h)"
+    else:
+        msg = err.message
+    line, col = _position(doc, path)
+    return [Problem(name, line, col, _format_path(path), msg)]
+
+
+def _semantic_problems(doc: CommentedMap, plain: dict, name: str) -> list[Problem]:
+    out: list[Problem] = []
+
+    def add(path: list, msg: str) -> None:
+        line, col = _position(doc, path)
+        out.append(Problem(name, line, col, _format_path(path), msg))
+
+    exp = plain.get("exporter", {})
+    interval = parse_duration(exp.get("scrape_interval", "15s"))
+    timeout = parse_duration(exp.get("scrape_timeout", "10s"))
+    if timeout > interval:
+        add(["exporter", "scrape_timeout"], f"scrape_timeout ({exp.get('scrape_timeout')}) must not exceed "
+            f"scrape_interval ({exp.get('scrape_interval', '15s')}); Prometheus rejects such a scrape config")
+    labels = exp.get("labels", {})
+    for key, value in labels.items():
+        if value in VOLATILE_LABELS or (isinstance(value, str) and value.startswith("exported_")):
+            add(["exporter", "labels", key], f"{value!r} changes on restarts and with honor_labels; "
+                "it must not identify a node or GPU (use Hostname/hostname, UUID, gpu, GPU_I_ID)")
+    seen: dict[str, int] = {}
+    for i, metric in enumerate(plain.get("metrics", [])):
+        mname = metric.get("name")
+        if mname in seen:
+            add(["metrics", i, "name"], f"duplicate metric {mname!r} (first at metrics[{seen[mname]}])")
+        seen.setdefault(mname, i)
+        rng = metric.get("range")
+        if rng and None not in rng and rng[0] > rng[1]:
+            add(["metrics", i, "range"], f"range minimum {rng[0]} is above its maximum {rng[1]}")
+        if metric.get("frozen_check") and metric.get("kind") != "counter":
+            add(["metrics", i, "frozen_check"], "frozen_check needs kind: counter (it checks that the counter increases)")
+        if metric.get("thresholds") and metric.get("kind") == "counter":
+            add(["metrics", i, "thresholds"], "thresholds on a counter compare an ever-growing total; "
+                "use a gauge, or alert on a rate in your own rules")
+    return out
+
+
+def _build(plain: dict, path: str) -> Spec:
+    exp = plain["exporter"]
+    lab = exp.get("labels", {})
+    labels = Labels(**{k: v for k, v in lab.items()})
+    exporter = Exporter(
+        job=exp["job"],
+        scrape_interval=parse_duration(exp.get("scrape_interval", "15s")),
+        scrape_timeout=parse_duration(exp.get("scrape_timeout", "10s")),
+        collect_interval=parse_duration(exp.get("collect_interval", "30s")),
+        labels=labels,
+        driver_version=exp.get("driver_version"),
+    )
+    al = plain.get("alerts", {})
+    defaults = AlertSettings()
+    alerts = AlertSettings(
+        for_=parse_duration(al["for"]) if "for" in al else defaults.for_,
+        labels=tuple(sorted((al.get("labels") or {}).items())),
+        runbook_url=al.get("runbook_url", defaults.runbook_url).rstrip("/"),
+        inventory_lookback=_dur(al, "inventory_lookback", defaults.inventory_lookback),
+        gap_window=_dur(al, "gap_window", defaults.gap_window),
+        gap_min_ratio=float(al.get("gap_min_ratio", defaults.gap_min_ratio)),
+        flapping_window=_dur(al, "flapping_window", defaults.flapping_window),
+        flapping_min_up_ratio=float(al.get("flapping_min_up_ratio", defaults.flapping_min_up_ratio)),
+        frozen_window=_dur(al, "frozen_window", defaults.frozen_window),
+        implausible_for=_dur(al, "implausible_for", defaults.implausible_for),
+        scrape_slow_ratio=float(al.get("scrape_slow_ratio", defaults.scrape_slow_ratio)),
+    )
+    pr = plain.get("prometheus_rule", {})
+    prdef = PrometheusRuleMeta()
+    prule = PrometheusRuleMeta(
+        name=pr.get("name", plain.get("name", prdef.name)),
+        namespace=pr.get("namespace", prdef.namespace),
+        labels=tuple(sorted(pr["labels"].items())) if "labels" in pr else prdef.labels,
+    )
+    metrics = tuple(_metric(m, alerts) for m in plain["metrics"])
+    return Spec(path=path, name=plain.get("name", "gpumon"), exporter=exporter, alerts=alerts,
+                prometheus_rule=prule, metrics=metrics, raw=plain)
+
+
+def _dur(section: dict, key: str, default: float) -> float:
+    return parse_duration(section[key]) if key in section else default
+
+
+def _metric(m: dict, alerts: AlertSettings) -> Metric:
+    rng = m.get("range") or [None, None]
+    camel = Metric(name=m["name"], kind=m["kind"], unit=m["unit"], presence=m["presence"]).camel
+    thresholds = []
+    for t in m.get("thresholds", []):
+        direction = "High" if t["op"] in (">", ">=") else "Low"
+        thresholds.append(Threshold(
+            alert=t.get("alert", f"Gpu{camel}{direction}"),
+            severity=t["severity"], op=t["op"], value=float(t["value"]),
+            for_=parse_duration(t["for"]) if "for" in t else alerts.for_,
+            summary=t.get("summary"),
+        ))
+    return Metric(
+        name=m["name"], kind=m["kind"], unit=m["unit"], presence=m["presence"],
+        description=m.get("description", ""), title=m.get("title", camel),
+        range_min=rng[0], range_max=rng[1], thresholds=tuple(thresholds),
+        mig=m.get("mig", "device"), frozen_check=bool(m.get("frozen_check", False)),
+        legacy_names=tuple(m.get("legacy_names", [])), alert_labels=tuple(m.get("alert_labels", [])),
+    )

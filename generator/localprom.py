@@ -1,0 +1,200 @@
+"""Run a real Prometheus on loopback: used by ``make demo`` and the test suite.
+
+Starts Debian's ``prometheus`` binary (or ``$GPUMON_PROMETHEUS``) on 127.0.0.1 with a temporary
+config and TSDB, waits on ``/-/ready`` (not a sleep), and stops it by PID.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Callable
+
+import httpx
+import yaml
+
+#: Content-Type of the Prometheus text format; Prometheus 3 refuses scrapes without a known one.
+TEXT_FORMAT = "text/plain; version=0.0.4; charset=utf-8"
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that was free a moment ago."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class ExpositionServer:
+    """A plain-HTTP ``/metrics`` endpoint on 127.0.0.1 serving whatever ``body()`` returns.
+
+    ``body`` is called on every scrape, so a test can change what is served between scrapes.
+    It may return a str (served with 200), or a tuple (status, text). Not prometheus_client: it
+    would rename counters to ``_total``.
+    """
+
+    def __init__(self, body: Callable[[], "str | tuple[int, str]"], port: int | None = None):
+        self.body = body
+        self.port = port or free_port()
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self):  # noqa: N802 - http.server API
+                result = outer.body()
+                status, text = result if isinstance(result, tuple) else (200, result)
+                data = text.encode("utf-8")
+                self.send_response(status)
+                self.send_header("Content-Type", TEXT_FORMAT)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, *args):  # keep test output clean
+                pass
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", self.port), Handler)
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+
+    @property
+    def address(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def __enter__(self) -> "ExpositionServer":
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+def prometheus_binary() -> str:
+    """Path of the prometheus binary, or raise FileNotFoundError with the install hint."""
+    path = os.environ.get("GPUMON_PROMETHEUS") or shutil.which("prometheus")
+    if not path:
+        raise FileNotFoundError("prometheus not found: apt-get install --no-install-recommends prometheus")
+    return path
+
+
+class LocalPrometheus:
+    """A real Prometheus on 127.0.0.1 scraping ``targets`` and loading ``rule_files``.
+
+    Args:
+        targets: {job name: [host:port, ...]}.
+        rule_files: rule files to load (copied into the temp dir).
+        scrape_interval / evaluation_interval: durations such as ``"1s"``.
+        scrape_timeout: defaults to the scrape interval.
+        extra_args: more command-line flags.
+    Use as a context manager; ``url`` is the base URL once started.
+    """
+
+    def __init__(self, targets: dict[str, list[str]], rule_files: list[str | Path] = (),
+                 scrape_interval: str = "1s", evaluation_interval: str = "1s",
+                 scrape_timeout: str | None = None, extra_args: list[str] = (), startup_timeout: float = 60):
+        self.targets, self.rule_files = targets, [Path(p) for p in rule_files]
+        self.scrape_interval, self.evaluation_interval = scrape_interval, evaluation_interval
+        self.scrape_timeout = scrape_timeout or scrape_interval
+        self.extra_args, self.startup_timeout = list(extra_args), startup_timeout
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.proc: subprocess.Popen | None = None
+        self.tmp: tempfile.TemporaryDirectory | None = None
+
+    def _config(self, folder: Path) -> Path:
+        rules = []
+        for i, src in enumerate(self.rule_files):
+            dst = folder / f"rules-{i}-{src.name}"
+            dst.write_bytes(src.read_bytes())
+            rules.append(str(dst))
+        cfg = {
+            "global": {"scrape_interval": self.scrape_interval, "evaluation_interval": self.evaluation_interval,
+                       "scrape_timeout": self.scrape_timeout},
+            "rule_files": rules,
+            "scrape_configs": [{"job_name": job, "static_configs": [{"targets": list(addrs)}]}
+                               for job, addrs in self.targets.items()],
+        }
+        path = folder / "prometheus.yml"
+        path.write_text(yaml.safe_dump(cfg, sort_keys=False))
+        return path
+
+    def start(self) -> "LocalPrometheus":
+        """Start the server and wait until ``/-/ready`` answers 200.
+
+        Raises:
+            RuntimeError: the process exited or did not become ready in time (its log is included).
+        """
+        self.tmp = tempfile.TemporaryDirectory(prefix="gpumon-prom-")
+        folder = Path(self.tmp.name)
+        config = self._config(folder)
+        self.log = open(folder / "prometheus.log", "wb")
+        self.proc = subprocess.Popen(
+            [prometheus_binary(), f"--config.file={config}", f"--storage.tsdb.path={folder / 'data'}",
+             f"--web.listen-address=127.0.0.1:{self.port}", "--web.enable-lifecycle",
+             "--storage.tsdb.retention.time=1d", *self.extra_args],
+            stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True)
+        deadline = time.monotonic() + self.startup_timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"prometheus exited with {self.proc.returncode}:\n{self.logs()}")
+            try:
+                if httpx.get(f"{self.url}/-/ready", timeout=1).status_code == 200:
+                    return self
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.2)
+        self.stop()
+        raise RuntimeError(f"prometheus not ready after {self.startup_timeout}s:\n{self.logs()}")
+
+    def logs(self) -> str:
+        """The server's log so far."""
+        try:
+            return (Path(self.tmp.name) / "prometheus.log").read_text(errors="replace")[-4000:]
+        except (OSError, AttributeError):
+            return ""
+
+    def stop(self) -> None:
+        """Stop the server by PID (SIGTERM, then SIGKILL after 10 s) and remove its files."""
+        if self.proc and self.proc.poll() is None:
+            os.kill(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                os.kill(self.proc.pid, signal.SIGKILL)
+                self.proc.wait(5)
+        if getattr(self, "log", None):
+            self.log.close()
+        if self.tmp:
+            self.tmp.cleanup()
+            self.tmp = None
+
+    def reload(self) -> None:
+        """Ask the server to re-read its config and rules (``POST /-/reload``)."""
+        httpx.post(f"{self.url}/-/reload", timeout=10).raise_for_status()
+
+    def query(self, expr: str) -> list[dict]:
+        """Instant query; returns ``data.result`` (raises httpx.HTTPStatusError on errors)."""
+        resp = httpx.get(f"{self.url}/api/v1/query", params={"query": expr}, timeout=10)
+        resp.raise_for_status()
+        return resp.json()["data"]["result"]
+
+    def wait_for(self, predicate: Callable[[], bool], timeout: float = 60, step: float = 0.5) -> bool:
+        """Poll ``predicate`` until it is true or ``timeout`` seconds pass; returns the last result."""
+        deadline = time.monotonic() + timeout
+        while True:
+            ok = predicate()
+            if ok or time.monotonic() > deadline:
+                return bool(ok)
+            time.sleep(step)
+
+    def __enter__(self) -> "LocalPrometheus":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()

@@ -1,0 +1,138 @@
+"""Render a :class:`~generator.findings.Report` as text, JSON, SARIF 2.1.0, JUnit XML or GitHub
+workflow annotations. One function per format; ``render(report, fmt)`` picks one.
+
+SARIF follows the OASIS SARIF 2.1.0 schema (the format GitHub code scanning uploads); GitHub
+annotations follow the workflow-command syntax ``::error file=F,line=L,col=C,title=T::message``.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import xml.etree.ElementTree as ET
+from collections import defaultdict
+
+from rich.console import Console
+from rich.table import Table
+
+from .findings import Finding, Report
+
+FORMATS = ("text", "json", "sarif", "junit", "github")
+_SARIF_LEVEL = {"error": "error", "warning": "warning", "info": "note", "inconclusive": "note"}
+_GH_LEVEL = {"error": "error", "warning": "warning", "info": "notice", "inconclusive": "warning"}
+
+
+def render(report: Report, fmt: str, *, color: bool = False, width: int = 120) -> str:
+    """Render ``report`` in ``fmt`` (one of :data:`FORMATS`).
+
+    Raises:
+        ValueError: unknown format.
+    """
+    try:
+        fn = {"text": text, "json": as_json, "sarif": sarif, "junit": junit, "github": github}[fmt]
+    except KeyError:
+        raise ValueError(f"unknown format {fmt!r}; choose one of {', '.join(FORMATS)}") from None
+    return fn(report, color=color, width=width) if fmt == "text" else fn(report)
+
+
+def text(report: Report, *, color: bool = False, width: int = 120) -> str:
+    """A table per check, failures first, each finding with its hint; then a one-line tally."""
+    buf = io.StringIO()
+    console = Console(file=buf, force_terminal=color, no_color=not color, width=width, highlight=False)
+    for key, value in report.summary.items():
+        console.print(f"{key}: {value}")
+    by_check: dict[str, list[Finding]] = defaultdict(list)
+    for f in report.sorted_findings():
+        by_check[f.check].append(f)
+    for check, items in by_check.items():
+        table = Table(title=f"{check} ({len(items)})", title_justify="left", show_lines=False, expand=False)
+        table.add_column("severity", no_wrap=True)
+        table.add_column("subject")
+        table.add_column("finding")
+        for f in items:
+            where = f"{f.location}\n" if f.location else ""
+            body = f.message + (f"\nhint: {f.hint}" if f.hint else "")
+            table.add_row(f.severity, where + f.subject, body)
+        console.print(table)
+    tally = ", ".join(f"{report.count(s)} {s}" for s in ("error", "warning", "info", "inconclusive"))
+    console.print(f"{report.tool}: {len(report.checks) or 'no'} checks run; {tally}")
+    return buf.getvalue()
+
+
+def as_json(report: Report) -> str:
+    """``{"tool", "summary", "checks", "findings": [...]}`` with sorted keys."""
+    doc = {"tool": report.tool, "summary": report.summary, "checks": report.checks,
+           "findings": [f.as_dict() for f in report.sorted_findings()]}
+    return json.dumps(doc, indent=2, sort_keys=True) + "\n"
+
+
+def sarif(report: Report) -> str:
+    """A SARIF 2.1.0 log with one run; rules are the check ids, results carry physical locations
+    (file, line, column) when the finding has one."""
+    rule_ids = sorted({f.check for f in report.findings})
+    results = []
+    for f in report.sorted_findings():
+        result = {"ruleId": f.check, "ruleIndex": rule_ids.index(f.check), "level": _SARIF_LEVEL[f.severity],
+                  "message": {"text": f"{f.subject}: {f.message}" + (f" Hint: {f.hint}" if f.hint else "")}}
+        if f.location:
+            result["locations"] = [{"physicalLocation": {
+                "artifactLocation": {"uri": f.location.file},
+                "region": {"startLine": max(1, f.location.line), "startColumn": max(1, f.location.column)}}}]
+        results.append(result)
+    log = {
+        "$schema": "https://json.schemastore.org/sarif-2.1.0.json",
+        "version": "2.1.0",
+        "runs": [{"tool": {"driver": {"name": "gpumon", "informationUri": "https://github.com/gpumon/gpumon",
+                                      "rules": [{"id": r, "name": r, "shortDescription": {"text": r}} for r in rule_ids]}},
+                  "results": results}],
+    }
+    return json.dumps(log, indent=2) + "\n"
+
+
+def junit(report: Report) -> str:
+    """JUnit XML: one test case per ran check id (``check/subject``); findings of severity error
+    become failures, inconclusive ones are skipped, warnings/info go into system-out."""
+    cases: dict[str, list[Finding]] = {name: [] for name in report.checks}
+    for f in report.sorted_findings():
+        cases.setdefault(f"{f.check}/{f.subject}", []).append(f)
+    suite = ET.Element("testsuite", name=report.tool, tests=str(len(cases)))
+    failures = skipped = 0
+    for name in sorted(cases):
+        check, _, subject = name.partition("/")
+        case = ET.SubElement(suite, "testcase", classname=f"gpumon.{check}", name=subject or check)
+        items = cases[name]
+        errors = [f for f in items if f.severity == "error"]
+        if errors:
+            failures += 1
+            node = ET.SubElement(case, "failure", message=errors[0].message[:200], type=check)
+            node.text = "\n".join(f"{f.message}\nhint: {f.hint}" for f in errors)
+        elif any(f.severity == "inconclusive" for f in items):
+            skipped += 1
+            ET.SubElement(case, "skipped", message=next(f.message for f in items if f.severity == "inconclusive"))
+        others = [f for f in items if f.severity in ("warning", "info")]
+        if others:
+            ET.SubElement(case, "system-out").text = "\n".join(f"{f.severity}: {f.message}" for f in others)
+    suite.set("failures", str(failures))
+    suite.set("skipped", str(skipped))
+    suites = ET.Element("testsuites")
+    suites.append(suite)
+    ET.indent(suites)
+    return ET.tostring(suites, encoding="unicode", xml_declaration=True) + "\n"
+
+
+def _gh_escape(value: str, prop: bool = False) -> str:
+    value = value.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+    return value.replace(":", "%3A").replace(",", "%2C") if prop else value
+
+
+def github(report: Report) -> str:
+    """GitHub Actions workflow commands, one line per finding."""
+    lines = []
+    for f in report.sorted_findings():
+        props = []
+        if f.location:
+            props += [f"file={_gh_escape(f.location.file, True)}", f"line={f.location.line}", f"col={f.location.column}"]
+        props.append(f"title={_gh_escape(f'{f.check}: {f.subject}', True)}")
+        msg = f.message + (f" Hint: {f.hint}" if f.hint else "")
+        lines.append(f"::{_GH_LEVEL[f.severity]} {','.join(props)}::{_gh_escape(msg)}")
+    return "\n".join(lines) + ("\n" if lines else "")

@@ -1,0 +1,107 @@
+"""Scenarios for the exporter-target alerts: target missing, down, flapping (C17), empty
+scrapes and slow scrapes (C16)."""
+
+from __future__ import annotations
+
+from ..rules import exporter
+from ..spec import Spec
+from . import fleet
+from .fleet import add_target, steps, target_labels
+from .model import Firing, Scenario, test_step, window_value
+
+
+def target_missing(spec: Spec, step: float) -> list[Scenario]:
+    rule = exporter.target_missing(spec)
+    hold = steps(rule.for_, step)
+    job = {"job": spec.exporter.job}
+    # The job never had a target (scrape config or ServiceMonitor selects nothing).
+    never = Scenario("exporter target missing: no up series for the job at all", hold + 4, step)
+    never.add("up", {"job": "node-exporter", "instance": "10.0.0.1:9100"}, never.const(1))
+    never.expect(hold + 2, rule.alert, [Firing(rule, job, 1)])
+    # The only target is removed (DaemonSet deleted): up goes stale.
+    gone_at = 3
+    removed = Scenario("exporter target missing: the last target is removed", gone_at + hold + 4, step)
+    add_target(removed, spec, fleet.instance_of(1), up=[1] * gone_at + ["stale"])
+    removed.quiet(gone_at - 1, rule.alert)
+    removed.expect(gone_at + hold + 2, rule.alert, [Firing(rule, job, 1)])
+    return [never, removed]
+
+
+def down(spec: Spec, step: float) -> list[Scenario]:
+    rule = exporter.down(spec)
+    hold = steps(rule.for_, step)
+    at = 2
+    sc = Scenario("exporter down: one of two targets fails every scrape", at + hold + 4, step)
+    add_target(sc, spec, fleet.instance_of(1))
+    add_target(sc, spec, fleet.instance_of(2), up=fleet.down_from(sc, at))
+    if hold >= 2:
+        sc.quiet(at + hold - 1, rule.alert)       # still pending
+    sc.expect(at + hold + 2, rule.alert, [Firing(rule, target_labels(spec, fleet.instance_of(2)), 0)])
+    return [sc]
+
+
+def flapping(spec: Spec, step: float) -> list[Scenario]:
+    """C17: ``up`` alternating 1 0 1 0 keeps resetting ``for`` of the down alert; the flapping
+    alert fires. One clean outage is not flapping."""
+    rule, down_rule = exporter.flapping(spec), exporter.down(spec)
+    window = steps(spec.alerts.flapping_window, step)
+    hold = steps(rule.for_, step)
+    length = window + hold + 4
+    sc = Scenario("exporter flapping: up alternates 1 0 1 0; the down alert's for never completes",
+                  length, step)
+    up = [1 - (i % 2) for i in range(length)]
+    add_target(sc, spec, fleet.instance_of(1))
+    add_target(sc, spec, fleet.instance_of(5), up=up)
+    at = length - 2
+    seen = window_value(up, at, window)
+    sc.expect(at, rule.alert, [Firing(rule, target_labels(spec, fleet.instance_of(5)), sum(seen) / len(seen))])
+    sc.quiet(at, down_rule.alert)
+
+    down_hold = steps(down_rule.for_, step)
+    clean_len = window + down_hold + 4
+    clean = Scenario("exporter flapping: one clean outage is down, not flapping", clean_len, step)
+    add_target(clean, spec, fleet.instance_of(5), up=fleet.down_from(clean, window))
+    at = window + down_hold + 2
+    clean.quiet(at, rule.alert)
+    clean.expect(at, down_rule.alert, [Firing(down_rule, target_labels(spec, fleet.instance_of(5)), 0)])
+    return [sc, clean]
+
+
+def empty(spec: Spec, step: float) -> list[Scenario]:
+    rule = exporter.empty(spec)
+    hold = steps(rule.for_, step)
+    at = 2
+    sc = Scenario("exporter empty: up but zero samples (DCGM not readable); a failing target is not empty",
+                  at + hold + 4, step)
+    add_target(sc, spec, fleet.instance_of(1))
+    add_target(sc, spec, fleet.instance_of(2), samples_scraped=[120] * at + [0] * (sc.length - at))
+    add_target(sc, spec, fleet.instance_of(3), up=fleet.down_from(sc, at))
+    sc.expect(at + hold + 2, rule.alert, [Firing(rule, target_labels(spec, fleet.instance_of(2)), 0)])
+    return [sc]
+
+
+def scrape_slow(spec: Spec, step: float) -> list[Scenario]:
+    """C16: scrape duration above the spec's share of the timeout for ``for``; one slow scrape
+    does not fire."""
+    rule = exporter.scrape_slow(spec)
+    hold = steps(rule.for_, step)
+    limit = spec.alerts.scrape_slow_ratio * spec.exporter.scrape_timeout
+    slow = round((limit + spec.exporter.scrape_timeout) / 2, 3)
+    length = hold + 4
+    sc = Scenario("exporter scrape slow: sustained slow scrapes fire, a single slow scrape does not",
+                  length, step)
+    fast = round(spec.exporter.scrape_timeout * 0.1, 3)
+    add_target(sc, spec, fleet.instance_of(1))
+    add_target(sc, spec, fleet.instance_of(2), duration=sc.const(slow))
+    add_target(sc, spec, fleet.instance_of(3), duration=[fast, slow] + [fast] * (length - 2))
+    sc.expect(hold + 2, rule.alert, [Firing(rule, target_labels(spec, fleet.instance_of(2)), slow)])
+    return [sc]
+
+
+def scenarios(spec: Spec) -> list[Scenario]:
+    """Every exporter-target scenario for ``spec``."""
+    step = test_step(spec.exporter.scrape_interval)
+    out: list[Scenario] = []
+    for build in (target_missing, down, flapping, empty, scrape_slow):
+        out += build(spec, step)
+    return out

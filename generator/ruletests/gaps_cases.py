@@ -1,0 +1,46 @@
+"""Scenarios for intermittent gaps: a field present only half the time fires; one missed
+scrape, or a GPU that appeared recently (short history), does not."""
+
+from __future__ import annotations
+
+from ..rules import gaps
+from ..spec import Spec
+from . import fleet
+from .fleet import add_gpu, add_target, gpu_ids, steps
+from .model import Firing, Scenario, test_step, window_value
+from .series import STALE
+
+
+def intermittent(spec: Spec, step: float) -> list[Scenario]:
+    rule = gaps.intermittent(spec)
+    if not spec.required_metrics:
+        return []
+    m = spec.required_metrics[0]
+    window = steps(spec.alerts.gap_window, step)
+    hold = steps(rule.for_, step)
+    length = window + hold + 4
+    sc = Scenario(f"{m.name} present in half the scrapes of one GPU: gap alert; one missed scrape "
+                  "or a new GPU: none", length, step)
+    g_half, g_once, g_new = fleet.gpus(1, 3)
+    healthy = fleet.healthy(m, length, step)
+    half = [s if i % 2 == 0 else STALE for i, s in enumerate(healthy)]
+    once = list(healthy)
+    once[length - hold - 3] = STALE               # one missed scrape inside the window
+    add_target(sc, spec, g_half.instance)
+    add_gpu(sc, spec, g_half, spec.required_metrics, {m.name: half})
+    add_gpu(sc, spec, g_once, spec.required_metrics, {m.name: once})
+    born = window // 2                             # appears half way through the window
+    add_gpu(sc, spec, g_new, spec.required_metrics,
+            {x.name: ["_"] * born + fleet.healthy(x, length, step)[born:] for x in spec.required_metrics})
+    at = length - 2
+    seen = window_value(half, at, window)
+    scrapes = window_value(sc.const(1), at, window)
+    ids = gpu_ids(spec, g_half, instance=True)
+    ids["dcgm_field"] = m.name
+    sc.expect(at, rule.alert, [Firing(rule, ids, len(seen) / len(scrapes))])
+    return [sc]
+
+
+def scenarios(spec: Spec) -> list[Scenario]:
+    """Every gap scenario for ``spec``."""
+    return intermittent(spec, test_step(spec.exporter.scrape_interval))

@@ -1,0 +1,110 @@
+"""Scenarios for the recording rules: MIG-aware node power (4 instances x 100 W of one GPU read
+100 W), sentinels kept out of node sums, GPU counts, field coverage, and the energy-derived
+power that never goes negative across a counter reset (C08)."""
+
+from __future__ import annotations
+
+from ..rules import all_rules, names
+from ..spec import Spec
+from . import fleet
+from .fleet import add_gpu, add_target, gpu_ids, node_ids, steps
+from .model import Scenario, selector, test_step
+from .values_cases import SENTINEL
+
+
+def _records(spec: Spec) -> set[str]:
+    return {r.record for r in all_rules(spec) if r.record}
+
+
+def node_power(spec: Spec, step: float) -> list[Scenario]:
+    out = []
+    recs = _records(spec)
+    for m in spec.metrics:
+        rec = names.node_sum(m.name)
+        if rec not in recs:
+            continue
+        watts = 100.0 if (m.range_min or 0) <= 100 <= (m.range_max or 1e9) else fleet.baseline(m)
+        sc = Scenario(f"{rec}: four MIG instances of one GPU reporting {fleet.fmt_value(watts)} W each "
+                      f"read {fleet.fmt_value(watts)} W; a sentinel GPU adds nothing", 6, step)
+        mig = fleet.mig_instances(1)
+        plain_ok, plain_bad = fleet.gpus(1, 2, first_node=2)
+        for inst in (mig[0].instance, plain_ok.instance):
+            add_target(sc, spec, inst)
+        for g in mig + [plain_ok]:
+            add_gpu(sc, spec, g, [m], {m.name: sc.const(fleet._num(watts))})
+        add_gpu(sc, spec, plain_bad, [m], {m.name: sc.const(SENTINEL)})
+        sc.expect_expr(3, rec, [(selector(rec, node_ids(spec, fleet.node_name(1))), watts),
+                                (selector(rec, node_ids(spec, fleet.node_name(2))), watts)])
+        out.append(sc)
+    return out
+
+
+def counts(spec: Spec, step: float) -> list[Scenario]:
+    """2 nodes x 2 GPUs, one GPU loses one field at step 2 and another GPU stops reporting."""
+    if not spec.required_metrics:
+        return []
+    m = spec.required_metrics[0]
+    sc = Scenario("inventory: GPU counts and field coverage after one GPU is lost and one field is missing",
+                  8, step)
+    gpus = fleet.gpus(2, 2)
+    lost_gpu, partial = gpus[3], gpus[0]
+    for inst in sorted({g.instance for g in gpus}):
+        add_target(sc, spec, inst)
+    for g in gpus:
+        over = {}
+        if g == lost_gpu:
+            over = {x.name: fleet.lost_from(fleet.healthy(x, sc.length, step), 2) for x in spec.required_metrics}
+        if g == partial:
+            over = {m.name: fleet.lost_from(fleet.healthy(m, sc.length, step), 2)}
+        add_gpu(sc, spec, g, spec.required_metrics, over)
+    job = {"job": spec.exporter.job}
+    at = 4
+    sc.expect_expr(at, names.GPUS_REPORTING, [(selector(names.GPUS_REPORTING, job), 3)])
+    sc.expect_expr(at, names.GPUS_KNOWN, [(selector(names.GPUS_KNOWN, job), 4)])
+    sc.expect_expr(at, names.NODE_GPUS_REPORTING, [
+        (selector(names.NODE_GPUS_REPORTING, node_ids(spec, fleet.node_name(1))), 2),
+        (selector(names.NODE_GPUS_REPORTING, node_ids(spec, fleet.node_name(2))), 1)])
+    cov = f'{names.COVERAGE}{{{names.FIELD_LABEL}="{m.name}"}}'
+    sc.expect_expr(at, cov, [(selector(names.COVERAGE, {**job, names.FIELD_LABEL: m.name}), 2 / 3)])
+    node1 = node_ids(spec, fleet.node_name(1))
+    ncov = f'{names.NODE_COVERAGE}{{{names.FIELD_LABEL}="{m.name}",{spec.exporter.labels.node}="{fleet.node_name(1)}"}}'
+    sc.expect_expr(at, ncov, [(selector(names.NODE_COVERAGE, {**node1, names.FIELD_LABEL: m.name}), 0.5)])
+    return [sc]
+
+
+def energy(spec: Spec, step: float) -> list[Scenario]:
+    """C08: 300 W from the energy counter, a reset at step 6; power recording rules never go
+    negative (nor NaN) and read exactly 300 W once the window is past the reset."""
+    recs = _records(spec)
+    gpu_rec = next((r for r in sorted(recs) if r.startswith(names.energy_watts("job_gpu", ""))), None)
+    node_rec = next((r for r in sorted(recs) if r.startswith(names.energy_watts("job_node", ""))), None)
+    meter = next((m for m in spec.metrics if m.kind == "counter" and m.unit == "millijoules"), None)
+    if not (gpu_rec and node_rec and meter):
+        return []
+    window = steps(max(300.0, 4 * spec.exporter.sample_interval), step)
+    inc = fleet.counter_increment(meter, step)
+    reset_at = 6
+    length = reset_at + window + 4
+    sc = Scenario(f"{meter.name} resets (driver reload): derived power never negative, "
+                  f"{fleet.fmt_value(fleet.ENERGY_WATTS)} W after the window", length, step)
+    gpu = fleet.gpus(1, 1)[0]
+    add_target(sc, spec, gpu.instance)
+    samples = [fleet._num(i * inc) for i in range(reset_at)] + \
+              [fleet._num(1000 + i * inc) for i in range(length - reset_at)]
+    add_gpu(sc, spec, gpu, [meter], {meter.name: samples})
+    gpu_labels = gpu_ids(spec, gpu, meter)
+    node_labels = node_ids(spec, gpu.node)
+    for at in range(reset_at - 1, reset_at + window + 1):
+        # ``>= bool 0`` returns 1 for a value >= 0 and 0 for a negative or NaN one.
+        sc.expect_expr(at, f"{gpu_rec} >= bool 0", [(selector("", gpu_labels), 1)])
+        sc.expect_expr(at, f"{node_rec} >= bool 0", [(selector("", node_labels), 1)])
+    at = reset_at + window + 1
+    sc.expect_expr(at, gpu_rec, [(selector(gpu_rec, gpu_labels), fleet.ENERGY_WATTS)])
+    sc.expect_expr(at, node_rec, [(selector(node_rec, node_labels), fleet.ENERGY_WATTS)])
+    return [sc]
+
+
+def scenarios(spec: Spec) -> list[Scenario]:
+    """Every recording-rule scenario for ``spec``."""
+    step = test_step(spec.exporter.scrape_interval)
+    return node_power(spec, step) + counts(spec, step) + energy(spec, step)

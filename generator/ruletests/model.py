@@ -1,0 +1,149 @@
+"""One promtool test group ("scenario"): input series, expected alerts and expected expression
+results, written in promtool's unit-test format.
+
+Time is counted in *steps* of the test interval. Input samples sit on whole steps; rules are
+evaluated every half step and every ``eval_time`` is a half step (``k + 0.5``), so no range
+window or lookback edge ever falls on a sample. This makes results identical on Prometheus 2.x
+(closed ranges) and 3.x (left-open ranges; source: prometheus ``docs/migration.md``) and keeps
+the FIELD-CASES C34 trap (a sample exactly at the window edge) out of every test.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from ..durations import format_duration
+from ..rules.model import Rule
+from .gotemplate import expand
+from .series import MISSING, STALE, Token, compress
+
+
+def test_step(interval_s: float) -> float:
+    """The test interval in seconds for an exporter scraped every ``interval_s`` seconds: the
+    scrape interval, but at least 60 s (every spec window is whole minutes, and finer steps only
+    multiply promtool's work). Rule windows in the spec are >= 2 x max(scrape, collect) (lint
+    ``rate-window-too-small``), so every window spans several steps."""
+    return float(max(60.0, math.ceil(interval_s)))
+
+
+def selector(metric: str, labels: dict[str, str]) -> str:
+    """``metric{a="1",b="2"}`` with labels in the given order (values escaped)."""
+    inner = ",".join(f'{k}="{_esc(v)}"' for k, v in labels.items())
+    return f"{metric}{{{inner}}}"
+
+
+def _esc(value: str) -> str:
+    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+
+@dataclass(frozen=True)
+class Firing:
+    """One expected alert of ``rule``: the labels its expression yields (``dynamic``) and its
+    value at the evaluation time (needed to expand ``{{ $value }}`` in annotations)."""
+
+    rule: Rule
+    dynamic: dict[str, str]
+    value: float
+
+    def labels(self) -> dict[str, str]:
+        out = dict(self.dynamic)
+        out.update(self.rule.label_map)
+        return dict(sorted(out.items()))
+
+    def as_dict(self) -> dict:
+        labels = self.labels()
+        notes = {k: expand(v, labels, self.value) for k, v in self.rule.annotations}
+        return {"exp_labels": labels, "exp_annotations": notes}
+
+
+@dataclass
+class Scenario:
+    """Builder for one promtool test group.
+
+    Args:
+        name: what the scenario shows (becomes the test group's ``name``).
+        length: samples per input series (steps).
+        step: the test interval in seconds (:func:`test_step`).
+    """
+
+    name: str
+    length: int
+    step: float
+    series: dict[str, list[Token]] = field(default_factory=dict)
+    alerts: dict[tuple[float, str], list[Firing]] = field(default_factory=dict)
+    exprs: list[dict] = field(default_factory=list)
+
+    # ------------------------------------------------------------------ input
+    def add(self, metric: str, labels: dict[str, str], samples: list[Token]) -> None:
+        """Add one input series; ``samples`` has one token per step (shorter = series ends).
+
+        Raises:
+            ValueError: the same series twice, or more samples than the scenario's length.
+        """
+        key = selector(metric, labels)
+        if key in self.series:
+            raise ValueError(f"scenario {self.name!r}: series {key} added twice")
+        if len(samples) > self.length:
+            raise ValueError(f"scenario {self.name!r}: {key} has {len(samples)} samples, length is {self.length}")
+        self.series[key] = list(samples)
+
+    def const(self, value: Token) -> list[Token]:
+        """``value`` at every step."""
+        return [value] * self.length
+
+    # ------------------------------------------------------------------ expectations
+    def eval_seconds(self, at: int) -> float:
+        """Evaluation time of step ``at``: half a step after its sample."""
+        return (at + 0.5) * self.step
+
+    def expect(self, at: int, alertname: str, firing: list[Firing]) -> None:
+        """At step ``at`` exactly ``firing`` alerts named ``alertname`` are firing (none: quiet).
+
+        Raises:
+            ValueError: ``at`` outside the scenario, or a firing rule with another name.
+        """
+        if not 0 <= at < self.length:
+            raise ValueError(f"scenario {self.name!r}: eval step {at} outside 0..{self.length - 1}")
+        for f in firing:
+            if f.rule.alert != alertname:
+                raise ValueError(f"{f.rule.alert} listed under {alertname}")
+        self.alerts.setdefault((self.eval_seconds(at), alertname), []).extend(firing)
+
+    def quiet(self, at: int, *alertnames: str) -> None:
+        """No alert of any of ``alertnames`` fires at step ``at``."""
+        for name in alertnames:
+            self.expect(at, name, [])
+
+    def expect_expr(self, at: int, expr: str, samples: list[tuple[str, float]]) -> None:
+        """PromQL ``expr`` evaluated at step ``at`` returns exactly ``samples`` ((series text, value))."""
+        self.exprs.append({"expr": expr, "eval_time": format_duration(self.eval_seconds(at)),
+                           "exp_samples": [{"labels": s, "value": v} for s, v in samples]})
+
+    # ------------------------------------------------------------------ output
+    def as_dict(self) -> dict:
+        """The promtool test group."""
+        out: dict = {"name": self.name, "interval": format_duration(self.step), "input_series": []}
+        for key, samples in self.series.items():
+            out["input_series"].append({"series": key, "values": compress(samples)})
+        tests = []
+        for (seconds, name), firing in sorted(self.alerts.items()):
+            items = sorted((f.as_dict() for f in firing), key=lambda d: sorted(d["exp_labels"].items()))
+            tests.append({"eval_time": format_duration(seconds), "alertname": name, "exp_alerts": items})
+        if tests:
+            out["alert_rule_test"] = tests
+        if self.exprs:
+            out["promql_expr_test"] = self.exprs
+        return out
+
+
+def window_value(samples: list[Token], at: int, window_steps: int) -> list[float]:
+    """The numeric samples a range ``[window]`` evaluated at step ``at`` (+ half a step) sees:
+    steps ``at - window_steps + 1 .. at`` (no sample sits on the edge)."""
+    lo = at - window_steps + 1
+    out = []
+    for i in range(max(lo, 0), min(at, len(samples) - 1) + 1):
+        tok = samples[i]
+        if tok not in (MISSING, STALE):
+            out.append(float(tok))
+    return out

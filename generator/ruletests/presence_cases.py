@@ -1,0 +1,151 @@
+"""Scenarios for the presence alerts: a required field lost for one GPU, for one node, for the
+whole fleet; a GPU lost; a target down (only the exporter alert fires); identity labels
+missing; MIG instances without the fields DCGM does not report per instance."""
+
+from __future__ import annotations
+
+from ..rules import exporter, presence
+from ..spec import Metric, Spec
+from . import fleet
+from .fleet import Gpu, add_gpu, add_target, gpu_ids, lost_from, node_ids, steps, target_labels
+from .model import Firing, Scenario, test_step
+
+LOSS_AT = 3          # step at which series go stale in loss scenarios
+
+
+def _fleet(sc: Scenario, spec: Spec, gpus: list[Gpu], overrides: dict[Gpu, dict] | None = None) -> None:
+    overrides = overrides or {}
+    for inst in sorted({g.instance for g in gpus}):
+        add_target(sc, spec, inst)
+    for g in gpus:
+        add_gpu(sc, spec, g, spec.required_metrics, overrides.get(g))
+
+
+def _tiers(spec: Spec, m: Metric):
+    return presence.metric_absent(spec, m), presence.node_metric_missing(spec, m), presence.gpu_metric_missing(spec, m)
+
+
+def gpu_field_lost(spec: Spec, m: Metric, step: float) -> Scenario:
+    absent, node, gpu = _tiers(spec, m)
+    hold = steps(gpu.for_, step)
+    sc = Scenario(f"{m.name} lost for one GPU: one alert for that GPU only", LOSS_AT + hold + 4, step)
+    all_gpus = fleet.gpus(2, 2)
+    victim = all_gpus[1]
+    lost = lost_from(fleet.healthy(m, sc.length, step), LOSS_AT)
+    _fleet(sc, spec, all_gpus, {victim: {m.name: lost}})
+    at = LOSS_AT + hold + 2
+    sc.expect(at, gpu.alert, [Firing(gpu, gpu_ids(spec, victim), 1)])
+    sc.quiet(at, node.alert, absent.alert, presence.gpu_lost(spec).alert)
+    return sc
+
+
+def node_field_lost(spec: Spec, m: Metric, step: float) -> Scenario:
+    absent, node, gpu = _tiers(spec, m)
+    hold = steps(node.for_, step)
+    sc = Scenario(f"{m.name} lost on every GPU of one node: one node alert, no per-GPU alerts",
+                  LOSS_AT + hold + 4, step)
+    all_gpus = fleet.gpus(2, 2)
+    lost = lost_from(fleet.healthy(m, sc.length, step), LOSS_AT)
+    _fleet(sc, spec, all_gpus, {g: {m.name: lost} for g in all_gpus if g.node == fleet.node_name(2)})
+    at = LOSS_AT + hold + 2
+    sc.expect(at, node.alert, [Firing(node, node_ids(spec, fleet.node_name(2)), 1)])
+    sc.quiet(at, gpu.alert, absent.alert)
+    return sc
+
+
+def fleet_field_lost(spec: Spec, m: Metric, step: float) -> Scenario:
+    absent, node, gpu = _tiers(spec, m)
+    window = steps(presence._absent_window(spec), step)
+    hold = steps(absent.for_, step)
+    sc = Scenario(f"{m.name} gone for the whole fleet (exporter upgrade dropped it): one fleet alert",
+                  LOSS_AT + window + hold + 4, step)
+    all_gpus = fleet.gpus(2, 2)
+    lost = lost_from(fleet.healthy(m, sc.length, step), LOSS_AT)
+    _fleet(sc, spec, all_gpus, {g: {m.name: lost} for g in all_gpus})
+    sc.quiet(LOSS_AT + window - 1, absent.alert)
+    at = LOSS_AT + window + hold + 2
+    sc.expect(at, absent.alert, [Firing(absent, {"job": spec.exporter.job}, 1)])
+    sc.quiet(at, node.alert, gpu.alert)
+    return sc
+
+
+def target_down(spec: Spec, step: float) -> Scenario:
+    """The exporter of node 2 fails every scrape: Prometheus marks all its series stale. Only
+    the exporter-down alert may fire, not one alert per GPU or field (C16)."""
+    down = exporter.down(spec)
+    hold = steps(down.for_, step)
+    sc = Scenario("target down: only the exporter-down alert fires, no per-GPU or per-field alerts",
+                  LOSS_AT + hold + 4, step)
+    all_gpus = fleet.gpus(2, 2)
+    inst2 = fleet.instance_of(2)
+    add_target(sc, spec, fleet.instance_of(1))
+    add_target(sc, spec, inst2, up=fleet.down_from(sc, LOSS_AT))
+    for g in all_gpus:
+        over = {m.name: lost_from(fleet.healthy(m, sc.length, step), LOSS_AT) for m in spec.required_metrics} \
+            if g.instance == inst2 else None
+        add_gpu(sc, spec, g, spec.required_metrics, over)
+    at = LOSS_AT + hold + 2
+    sc.expect(at, down.alert, [Firing(down, target_labels(spec, inst2), 0)])
+    quiet = {presence.gpu_lost(spec).alert, exporter.empty(spec).alert}
+    for m in spec.required_metrics:
+        quiet.update(r.alert for r in _tiers(spec, m))
+    sc.quiet(at, *sorted(quiet))
+    return sc
+
+
+def gpu_lost(spec: Spec, step: float) -> Scenario:
+    rule = presence.gpu_lost(spec)
+    hold = steps(rule.for_, step)
+    sc = Scenario("GPU lost: one GPU stops reporting every field while its node reports the others",
+                  LOSS_AT + hold + 4, step)
+    all_gpus = fleet.gpus(2, 2)
+    victim = all_gpus[1]
+    over = {m.name: lost_from(fleet.healthy(m, sc.length, step), LOSS_AT) for m in spec.required_metrics}
+    _fleet(sc, spec, all_gpus, {victim: over})
+    sc.quiet(LOSS_AT - 1, rule.alert)
+    at = LOSS_AT + hold + 2
+    sc.expect(at, rule.alert, [Firing(rule, gpu_ids(spec, victim), 1)])
+    quiet = set()
+    for m in spec.required_metrics:
+        quiet.update(r.alert for r in _tiers(spec, m))
+    sc.quiet(at, *sorted(quiet))
+    return sc
+
+
+def identity_label_missing(spec: Spec, step: float) -> Scenario:
+    rule = presence.identity_label_missing(spec)
+    hold = steps(rule.for_, step)
+    node = spec.exporter.labels.node
+    other = node.lower() if node.lower() != node else node.capitalize()
+    sc = Scenario(f"identity label missing: node 3's exporter writes {other} instead of {node}",
+                  hold + 4, step)
+    _fleet(sc, spec, fleet.gpus(2, 1))
+    renamed = fleet.gpus(1, 1, first_node=3)[0]
+    add_target(sc, spec, renamed.instance)
+    add_gpu(sc, spec, renamed, spec.required_metrics, node_label=other)
+    sc.expect(hold + 2, rule.alert, [Firing(rule, target_labels(spec, renamed.instance), 1)])
+    return sc
+
+
+def mig_quiet(spec: Spec, step: float) -> Scenario:
+    """A MIG node: device-wide fields repeated on each instance, fields DCGM does not report per
+    instance (``mig: unsupported``) absent. No presence alert fires."""
+    hold = max(steps(presence.gpu_lost(spec).for_, step), steps(spec.alerts.for_, step))
+    sc = Scenario("MIG node without per-instance GPU_UTIL-like fields: no presence alert", hold + 4, step)
+    _fleet(sc, spec, fleet.gpus(1, 2) + fleet.mig_instances(2))
+    quiet = {presence.gpu_lost(spec).alert}
+    for m in spec.required_metrics:
+        quiet.update(r.alert for r in _tiers(spec, m))
+    sc.quiet(hold + 2, *sorted(quiet))
+    return sc
+
+
+def scenarios(spec: Spec) -> list[Scenario]:
+    """Every presence scenario for ``spec``: three tiers per required field, then whole-GPU,
+    target-down, label and MIG scenarios."""
+    step = test_step(spec.exporter.scrape_interval)
+    out: list[Scenario] = []
+    for m in spec.required_metrics:
+        out += [gpu_field_lost(spec, m, step), node_field_lost(spec, m, step), fleet_field_lost(spec, m, step)]
+    out += [gpu_lost(spec, step), target_down(spec, step), identity_label_missing(spec, step), mig_quiet(spec, step)]
+    return out

@@ -1,0 +1,179 @@
+"""Scenarios for the value alerts: implausible readings (DCGM blank sentinel, NaN, outside the
+spec range; C05, C07), spec thresholds (firing, single spike C06, sentinel/NaN quiet), the XID
+identity change (C03), and frozen or reset counters (C29, C08)."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from ..rules import values
+from ..spec import Metric, Spec, Threshold
+from . import fleet
+from .fleet import add_target, firing_value, gpu_ids, holds, steps
+from .model import Firing, Scenario, test_step
+from .series import NAN, STALE
+
+#: a DCGM INT64 "not supported" code (0x7ffffffffffffff0 + 2; dcgm_structs.h) as exported
+SENTINEL = 9223372036854775794
+#: the one-scrape power spike of FIELD-CASES C06 (intel/xpumanager#130), watts
+ABSURD_SPIKE = 3689342859416.54
+#: ``reason`` label values of GpuTelemetryImplausible (generator/rules/values.py)
+REASONS = ("dcgm_blank", "nan", "above_range", "below_range")
+
+
+def _by_alert(m: Metric) -> dict[str, list[Threshold]]:
+    out: dict[str, list[Threshold]] = defaultdict(list)
+    for t in m.thresholds:
+        out[t.alert].append(t)
+    return out
+
+
+def _alert_label_values(m: Metric, value: float, healthy: bool) -> dict[str, str]:
+    """Values for the metric's extra alert labels (``err_code``/``err_msg`` on XID; C03)."""
+    out = {}
+    for name in m.alert_labels:
+        if name == "err_code":
+            out[name] = "0" if healthy else str(int(value))
+        elif name == "err_msg":
+            out[name] = "Unknown Error" if healthy else (
+                "GPU has fallen off the bus" if value == 79 else "XID error")
+        else:
+            out[name] = "none" if healthy else "event"
+    return out
+
+
+def _series(spec: Spec, gpu, m: Metric, extra: dict[str, str] | None = None) -> dict[str, str]:
+    labels = fleet.series_labels(spec, gpu)
+    labels.update(extra or {})
+    return labels
+
+
+def implausible(spec: Spec, m: Metric, step: float) -> Scenario:
+    """One GPU per reason: sentinel, NaN, above and below the range. The implausible alert fires
+    for each with its reason; no threshold alert fires, even after the longest ``for``."""
+    rule = values.implausible(spec, m)
+    names = _by_alert(m)
+    hold = max([steps(rule.for_, step)] + [steps(t.for_, step) for t in m.thresholds]) + 2
+    cases = [("dcgm_blank", SENTINEL), ("nan", NAN)]
+    if fleet.above_range(m) is not None:
+        cases.append(("above_range", fleet.above_range(m)))
+    if fleet.below_range(m) is not None:
+        cases.append(("below_range", fleet.below_range(m)))
+    sc = Scenario(f"{m.name}: sentinel {SENTINEL}, NaN and out-of-range readings are implausible; "
+                  "no threshold alert fires", hold + 2, step)
+    gpus = fleet.gpus(1, len(cases))
+    add_target(sc, spec, gpus[0].instance)
+    firing = []
+    for gpu, (reason, value) in zip(gpus, cases):
+        extra = _alert_label_values(m, 0, healthy=True)
+        sc.add(m.name, _series(spec, gpu, m, extra), sc.const(value))
+        ids = gpu_ids(spec, gpu, m)
+        ids["reason"] = reason
+        firing.append(Firing(rule, ids, float("nan") if value == NAN else float(value)))
+    sc.expect(hold, rule.alert, firing)
+    sc.quiet(hold, *sorted(names))
+    return sc
+
+
+def threshold_fires(spec: Spec, m: Metric, t: Threshold, step: float) -> Scenario:
+    """A plausible reading past ``t`` held for longer than ``for`` fires every rule of that alert
+    name whose condition holds (e.g. 91 C fires the warning and the critical temperature rule)."""
+    same = [x for x in m.thresholds if x.alert == t.alert]
+    value = firing_value(m, t)
+    hold = max(steps(x.for_, step) for x in same)
+    start = 3
+    sc = Scenario(f"{t.alert} ({t.severity}): {m.name} {fleet.fmt_value(value)} {t.op} {fleet.fmt_value(t.value)} "
+                  f"for longer than {fleet.fmt_seconds(t.for_)} fires", start + hold + 4, step)
+    gpu = fleet.gpus(1, 1)[0]
+    add_target(sc, spec, gpu.instance)
+    base = fleet.baseline(m)
+    if m.alert_labels:
+        # C03: a new XID changes the series identity (err_code "0" -> "79"); the old series goes stale.
+        sc.add(m.name, _series(spec, gpu, m, _alert_label_values(m, base, True)), [base] * start + [STALE])
+        sc.add(m.name, _series(spec, gpu, m, _alert_label_values(m, value, False)),
+               ["_"] * start + [value] * (sc.length - start))
+    else:
+        sc.add(m.name, _series(spec, gpu, m), [base] * start + [value] * (sc.length - start))
+    sc.quiet(start - 1, t.alert)
+    at = start + hold + 2
+    firing = []
+    for x in same:
+        if holds(value, x):
+            ids = gpu_ids(spec, gpu, m)
+            ids.update(_alert_label_values(m, value, False))
+            firing.append(Firing(values.threshold(spec, m, x), ids, value))
+    sc.expect(at, t.alert, firing)
+    sc.quiet(at, values.implausible(spec, m).alert)
+    return sc
+
+
+def threshold_spike(spec: Spec, m: Metric, t: Threshold, step: float) -> Scenario | None:
+    """C06: one absurd (or merely high) sample does not fire a threshold with ``for``; an absurd
+    one is reported as implausible at that step only. None when ``for`` is under two steps."""
+    hold = steps(t.for_, step)
+    if hold < 2:
+        return None
+    impl = values.implausible(spec, m)
+    absurd = m.range_max is not None and m.range_max < ABSURD_SPIKE
+    spike = ABSURD_SPIKE if absurd else firing_value(m, t)
+    base = fleet.baseline(m)
+    at = 2
+    sc = Scenario(f"{t.alert} ({t.severity}): a single {fleet.fmt_value(spike)} spike of {m.name} does not fire",
+                  at + hold + 4, step)
+    gpu = fleet.gpus(1, 1)[0]
+    add_target(sc, spec, gpu.instance)
+    sc.add(m.name, _series(spec, gpu, m, _alert_label_values(m, base, True)),
+           [base] * at + [spike] + [base] * (sc.length - at - 1))
+    sc.quiet(at, t.alert)
+    sc.quiet(at + hold + 2, t.alert)
+    if absurd:
+        ids = gpu_ids(spec, gpu, m)
+        ids["reason"] = "above_range"
+        sc.expect(at, impl.alert, [Firing(impl, ids, spike)])
+        sc.quiet(at + 1, impl.alert)
+    return sc
+
+
+def frozen(spec: Spec, m: Metric, step: float) -> list[Scenario]:
+    """C29: the counter stops increasing while the target is up -> frozen alert after window +
+    ``for``; C08: a counter reset (driver reload) is not frozen."""
+    rule = values.frozen(spec, m)
+    window = steps(max(spec.alerts.frozen_window, 10 * spec.exporter.collect_interval), step)
+    hold = steps(rule.for_, step)
+    inc = fleet.counter_increment(m, step) or 1.0
+    flat_at = 5
+    length = flat_at + window + hold + 4
+    sc = Scenario(f"{m.name} constant while the target is up: frozen telemetry", length, step)
+    gpu = fleet.gpus(1, 1)[0]
+    add_target(sc, spec, gpu.instance)
+    samples = [fleet._num(i * inc) for i in range(flat_at)] + [fleet._num(flat_at * inc)] * (length - flat_at)
+    sc.add(m.name, _series(spec, gpu, m), samples)
+    sc.quiet(flat_at + window // 2, rule.alert)
+    at = flat_at + window + hold + 2
+    sc.expect(at, rule.alert, [Firing(rule, gpu_ids(spec, gpu, m, instance=True), 0)])
+
+    reset_at = 6
+    rlen = reset_at + window + hold + 4
+    reset = Scenario(f"{m.name} resets (driver reload): no frozen alert", rlen, step)
+    add_target(reset, spec, gpu.instance)
+    post = [fleet._num(1000 + i * inc) for i in range(rlen - reset_at)]
+    reset.add(m.name, _series(spec, gpu, m), [fleet._num(i * inc) for i in range(reset_at)] + post)
+    for at in (reset_at + 1, reset_at + window // 2, reset_at + window + 1, rlen - 2):
+        reset.quiet(at, rule.alert)
+    return [sc, reset]
+
+
+def scenarios(spec: Spec) -> list[Scenario]:
+    """Every value scenario for ``spec``: implausible per metric, thresholds, frozen counters."""
+    step = test_step(spec.exporter.scrape_interval)
+    out: list[Scenario] = []
+    for m in spec.metrics:
+        out.append(implausible(spec, m, step))
+        for t in m.thresholds:
+            out.append(threshold_fires(spec, m, t, step))
+            spike = threshold_spike(spec, m, t, step)
+            if spike:
+                out.append(spike)
+        if m.frozen_check:
+            out += frozen(spec, m, step)
+    return out

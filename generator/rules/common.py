@@ -20,7 +20,7 @@ def alert(spec: Spec, name: str, expr: str, *, severity: str, for_: float, kind:
     ctx.setdefault("for_", format_duration(for_))
     notes = annotations(kind, **ctx) + (("runbook_url", f"{spec.alerts.runbook_url}/{name}.md"),)
     return Rule(expr=expr.strip(), alert=name, for_=for_, labels=tuple(sorted(all_labels.items())),
-                annotations=notes)
+                annotations=notes, kind=kind)
 
 
 def record(name: str, expr: str, labels: dict[str, str] | None = None) -> Rule:

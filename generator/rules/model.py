@@ -19,6 +19,9 @@ class Rule:
     for_: float | None = None
     labels: tuple[tuple[str, str], ...] = ()
     annotations: tuple[tuple[str, str], ...] = ()
+    #: alert shape (a key of templates/annotations.yaml, e.g. ``exporter_down``); picks the
+    #: runbook template. Not written to rule files.
+    kind: str | None = None
 
     @property
     def name(self) -> str:

@@ -79,7 +79,9 @@ def identity_label_missing(spec: Spec) -> Rule:
     lab = spec.exporter.labels
     src = f'{names.FIELD_PRESENT}{{job="{spec.exporter.job}",{lab.node}=""}}'
     src2 = f'{names.FIELD_PRESENT}{{job="{spec.exporter.job}",{lab.gpu}=""}}'
-    expr = f"group by (job, instance) ({src} or {src2})"
+    # keep the cluster label (when the spec names one) like every other per-target alert
+    keep = by(("job",) + ((lab.cluster,) if lab.cluster else ()) + ("instance",))
+    expr = f"group by ({keep}) ({src} or {src2})"
     return alert(spec, "GpuIdentityLabelMissing", expr, severity="warning", for_=spec.alerts.for_,
                  kind="identity_label_missing")
 

@@ -96,9 +96,10 @@ def target_down(spec: Spec, step: float) -> Scenario:
 def gpu_lost(spec: Spec, step: float) -> Scenario:
     rule = presence.gpu_lost(spec)
     hold = steps(rule.for_, step)
-    sc = Scenario("GPU lost: one GPU stops reporting every field while its node reports the others",
-                  LOSS_AT + hold + 4, step)
-    all_gpus = fleet.gpus(2, 2)
+    lookback = steps(spec.alerts.inventory_lookback, step)
+    sc = Scenario("GPU lost: one GPU stops reporting every field while its node reports the others; "
+                  "the alert resolves after the inventory lookback", LOSS_AT + max(hold, lookback) + 4, step)
+    all_gpus = fleet.gpus(1, 2)        # one node is enough: the alert needs a sibling GPU
     victim = all_gpus[1]
     over = {m.name: lost_from(fleet.healthy(m, sc.length, step), LOSS_AT) for m in spec.required_metrics}
     _fleet(sc, spec, all_gpus, {victim: over})
@@ -109,6 +110,8 @@ def gpu_lost(spec: Spec, step: float) -> Scenario:
     for m in spec.required_metrics:
         quiet.update(r.alert for r in _tiers(spec, m))
     sc.quiet(at, *sorted(quiet))
+    if lookback > hold + 2:
+        sc.quiet(LOSS_AT + lookback + 1, rule.alert)
     return sc
 
 

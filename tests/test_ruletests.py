@@ -31,6 +31,7 @@ MODIFIED_SPEC_EDITS = {
     "scrape_interval: 15s ": "scrape_interval: 30s ",
     "gap_window: 30m ": "gap_window: 20m ",
     "inventory_lookback: 1h ": "inventory_lookback: 45m ",
+    "implausible_for: 0s": "implausible_for: 2m",
 }
 
 
@@ -53,6 +54,36 @@ def modified_out(tmp_path_factory) -> Path:
     folder = tmp_path_factory.mktemp("modified")
     spec = folder / "modified.yaml"
     spec.write_text(text, "utf-8")
+    return _render_to(spec, folder / "output")
+
+
+MINIMAL_SPEC = """\
+version: 1
+name: mini
+exporter:
+  job: gpu
+  scrape_interval: 2m
+  scrape_timeout: 1m
+metrics:
+  - name: DCGM_FI_DEV_GPU_TEMP
+    kind: gauge
+    unit: celsius
+    presence: required
+    thresholds:
+      - {op: "<", value: 10, severity: warning, for: 4m}
+  - name: DCGM_FI_DEV_XID_ERRORS
+    kind: gauge
+    unit: code
+    presence: sparse
+"""
+
+
+@pytest.fixture(scope="module")
+def minimal_out(tmp_path_factory) -> Path:
+    """One required field (no node/GPU tiers), a 2m scrape (2m steps), a low threshold, no range."""
+    folder = tmp_path_factory.mktemp("minimal")
+    spec = folder / "mini.yaml"
+    spec.write_text(MINIMAL_SPEC, "utf-8")
     return _render_to(spec, folder / "output")
 
 
@@ -117,6 +148,14 @@ def test_promtool_passes_for_a_modified_spec(modified_out):
     assert intervals == {"1m"}
 
 
+def test_promtool_passes_for_a_minimal_spec(minimal_out):
+    _assert_promtool_passes(minimal_out)
+    names = {r["alert"] for r in _alert_rules(minimal_out)}
+    assert "GpuMetricMissing" not in names and "GpuMetricAbsent" in names
+    intervals = {g["interval"] for g in _groups(minimal_out)}
+    assert intervals == {"2m"}
+
+
 def test_a_wrong_rule_fails_its_generated_test(default_out, tmp_path):
     """The generated tests can fail: loosen the flapping rule so it also fires on a clean
     outage, and the flapping scenario's quiet case must fail in promtool."""
@@ -134,7 +173,7 @@ def test_a_wrong_rule_fails_its_generated_test(default_out, tmp_path):
 # --------------------------------------------------------------------------- coverage
 
 
-@pytest.mark.parametrize("which", ["default_out", "modified_out"])
+@pytest.mark.parametrize("which", ["default_out", "modified_out", "minimal_out"])
 def test_every_alerting_rule_has_a_firing_case(which, request):
     out = request.getfixturevalue(which)
     firing = [(t["alertname"], a["exp_labels"]) for t in _alert_tests(out) for a in t["exp_alerts"]]

@@ -28,12 +28,16 @@ def sample_ratios(spec: Spec) -> list[Rule]:
 
 def intermittent(spec: Spec) -> Rule:
     """Alert when the ratio is below ``gap_min_ratio`` for a GPU that was in the inventory at the
-    start of the window (a new node or GPU has a short history, not gaps) and is in it now."""
+    start of the window (a new node or GPU has a short history, not gaps) and reported recently
+    (a GPU gone for good is GpuLost's case). Both inventory checks look at a short window, not an
+    instant: a GPU whose fields all come and go drops out of the inventory at every other
+    evaluation, which reset ``for`` and kept this alert silent (found by the rendered rule tests)."""
     w = dur(spec.alerts.gap_window)
+    recent = dur(max(300.0, 4 * spec.exporter.sample_interval))
     ids = by(gpu_ids(spec))
     expr = (f"{names.sample_ratio(w)} < {num(spec.alerts.gap_min_ratio)}\n"
-            f"and on ({ids})\n{names.INVENTORY} offset {w}\n"
-            f"and on ({ids})\n{names.INVENTORY}")
+            f"and on ({ids})\nmax_over_time({names.INVENTORY}[{recent}] offset {w})\n"
+            f"and on ({ids})\nmax_over_time({names.INVENTORY}[{recent}])")
     return alert(spec, "GpuMetricIntermittent", expr, severity="warning", for_=spec.alerts.for_,
                  kind="metric_intermittent", window=w)
 

@@ -89,6 +89,11 @@ def identity_label_missing(spec: Spec) -> Rule:
 def rules(spec: Spec) -> list[Rule]:
     """Presence alerts: three tiers per required field, then whole-GPU and label checks."""
     out: list[Rule] = []
+    # With a single required field the inventory *is* that field: a GPU missing it is not in
+    # the inventory, so the node and GPU tiers could never fire (GpuLost covers it).
+    tiers = len(spec.required_metrics) > 1
     for m in spec.required_metrics:
-        out += [metric_absent(spec, m), node_metric_missing(spec, m), gpu_metric_missing(spec, m)]
+        out.append(metric_absent(spec, m))
+        if tiers:
+            out += [node_metric_missing(spec, m), gpu_metric_missing(spec, m)]
     return out + [gpu_lost(spec), identity_label_missing(spec)]

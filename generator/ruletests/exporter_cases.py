@@ -34,8 +34,9 @@ def down(spec: Spec, step: float) -> list[Scenario]:
     sc = Scenario("exporter down: one of two targets fails every scrape", at + hold + 4, step)
     add_target(sc, spec, fleet.instance_of(1))
     add_target(sc, spec, fleet.instance_of(2), up=fleet.down_from(sc, at))
-    if hold >= 2:
-        sc.quiet(at + hold - 1, rule.alert)       # still pending
+    pending = fleet.pending_step(at, rule.for_, step)
+    if pending is not None:
+        sc.quiet(pending, rule.alert)             # condition true, ``for`` not yet over
     sc.expect(at + hold + 2, rule.alert, [Firing(rule, target_labels(spec, fleet.instance_of(2)), 0)])
     return [sc]
 
@@ -100,7 +101,7 @@ def scrape_slow(spec: Spec, step: float) -> list[Scenario]:
 
 def scenarios(spec: Spec) -> list[Scenario]:
     """Every exporter-target scenario for ``spec``."""
-    step = test_step(spec.exporter.scrape_interval)
+    step = test_step(spec)
     out: list[Scenario] = []
     for build in (target_missing, down, flapping, empty, scrape_slow):
         out += build(spec, step)

@@ -10,9 +10,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from ..durations import format_duration
 from ..spec import Metric, Spec, Threshold
 from .model import Scenario
-from .series import STALE, Token
+from .series import STALE, Token, fmt
 
 #: dcgm-exporter's default port (source: dcgm-exporter ``--address`` default ``:9400``)
 EXPORTER_PORT = 9400
@@ -174,11 +175,12 @@ def healthy(m: Metric, length: int, step: float) -> list[Token]:
     """``length`` healthy samples of ``m``."""
     if m.kind == "counter":
         inc = counter_increment(m, step)
-        return [_num(i * inc) for i in range(length)]
-    return [_num(baseline(m))] * length
+        return [as_token(i * inc) for i in range(length)]
+    return [as_token(baseline(m))] * length
 
 
-def _num(v: float) -> Token:
+def as_token(v: float) -> Token:
+    """``v`` as a series token: an int when whole (exact in the values string)."""
     return int(v) if float(v).is_integer() and abs(v) < 2**53 else v
 
 
@@ -208,7 +210,7 @@ def add_target(sc: Scenario, spec: Spec, instance: str, up: list[Token] | None =
     if samples_scraped is None:
         samples_scraped = [120 if u == 1 else 0 for u in up]
     if duration is None:
-        duration = sc.const(_num(round(spec.exporter.scrape_timeout * 0.1, 3)))
+        duration = sc.const(as_token(round(spec.exporter.scrape_timeout * 0.1, 3)))
     if STALE in up:                     # a removed target: all its series go stale together
         gone = up.index(STALE)
         samples_scraped, duration = lost_from(samples_scraped, gone), lost_from(duration, gone)
@@ -222,6 +224,15 @@ def down_from(sc: Scenario, at: int) -> list[Token]:
     return [1] * at + [0] * (sc.length - at)
 
 
+def pending_step(start: int, for_s: float, step: float) -> int | None:
+    """A step at which a condition true from step ``start`` is still pending (``for_s`` not over,
+    at least half a step from the transition), or None when ``for`` is under two steps. The
+    condition is first seen at the evaluation on ``start``; at step k (+ half a step) it has
+    lasted (k + 0.5 - start) steps."""
+    k = start + steps(for_s, step) - 2
+    return k if k >= start else None
+
+
 def steps(seconds: float, step: float) -> int:
     """Whole steps covering ``seconds``."""
     return int(math.ceil(seconds / step))
@@ -229,11 +240,9 @@ def steps(seconds: float, step: float) -> int:
 
 def fmt_value(value: float) -> str:
     """A reading for scenario names: ``91`` not ``91.0``."""
-    from .series import fmt
-    return fmt(_num(value) if isinstance(value, float) else value)
+    return fmt(as_token(value) if isinstance(value, float) else value)
 
 
 def fmt_seconds(seconds: float) -> str:
     """A duration for scenario names (``5m``)."""
-    from ..durations import format_duration
     return format_duration(seconds)

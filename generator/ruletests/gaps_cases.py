@@ -41,6 +41,36 @@ def intermittent(spec: Spec, step: float) -> list[Scenario]:
     return [sc]
 
 
+def whole_gpu_intermittent(spec: Spec, step: float) -> list[Scenario]:
+    """Every field of one GPU present in half the scrapes (the exporter drops the GPU now and
+    then): the GPU flickers in and out of the inventory, and the gap alert still fires, once per
+    required field."""
+    rule = gaps.intermittent(spec)
+    if not spec.required_metrics:
+        return []
+    window = steps(spec.alerts.gap_window, step)
+    hold = steps(rule.for_, step)
+    length = window + hold + 4
+    sc = Scenario("every field of one GPU present in half the scrapes: one gap alert per required field",
+                  length, step)
+    g_half, g_ok = fleet.gpus(1, 2)
+    add_target(sc, spec, g_half.instance)
+    halves = {m.name: [s if i % 2 == 0 else STALE for i, s in enumerate(fleet.healthy(m, length, step))]
+              for m in spec.required_metrics}
+    add_gpu(sc, spec, g_half, spec.required_metrics, halves)
+    add_gpu(sc, spec, g_ok, spec.required_metrics)
+    at = length - 2
+    scrapes = window_value(sc.const(1), at, window)
+    firing = []
+    for m in spec.required_metrics:
+        ids = gpu_ids(spec, g_half, instance=True)
+        ids["dcgm_field"] = m.name
+        firing.append(Firing(rule, ids, len(window_value(halves[m.name], at, window)) / len(scrapes)))
+    sc.expect(at, rule.alert, firing)
+    return [sc]
+
+
 def scenarios(spec: Spec) -> list[Scenario]:
     """Every gap scenario for ``spec``."""
-    return intermittent(spec, test_step(spec.exporter.scrape_interval))
+    step = test_step(spec)
+    return intermittent(spec, step) + whole_gpu_intermittent(spec, step)

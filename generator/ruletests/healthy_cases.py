@@ -12,7 +12,7 @@ from .model import Scenario, test_step
 
 def scenarios(spec: Spec) -> list[Scenario]:
     """One scenario: 2 nodes x 2 GPUs with every required and optional field, no sparse field."""
-    step = test_step(spec.exporter.scrape_interval)
+    step = test_step(spec)
     a = spec.alerts
     hold = max([steps(r.for_ or 0, step) for r in all_rules(spec) if r.alert] + [0])
     checks = sorted({steps(w, step) + hold + 2 for w in (a.gap_window, a.inventory_lookback,

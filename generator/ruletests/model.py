@@ -19,12 +19,27 @@ from .gotemplate import expand
 from .series import MISSING, STALE, Token, compress
 
 
-def test_step(interval_s: float) -> float:
-    """The test interval in seconds for an exporter scraped every ``interval_s`` seconds: the
-    scrape interval, but at least 60 s (every spec window is whole minutes, and finer steps only
-    multiply promtool's work). Rule windows in the spec are >= 2 x max(scrape, collect) (lint
-    ``rate-window-too-small``), so every window spans several steps."""
-    return float(max(60.0, math.ceil(interval_s)))
+def test_step(spec) -> float:
+    """The test interval in seconds for ``spec``: the scrape interval, but at least 60 s (every
+    spec window is whole minutes, and finer steps only multiply promtool's work), reduced to a
+    common divisor of every rule window so that each window spans whole steps and, with
+    half-step evaluation times, never has a sample on its edge.
+
+    Args:
+        spec: a :class:`generator.spec.Spec`.
+    Returns:
+        seconds (>= 1).
+    """
+    exp, al = spec.exporter, spec.alerts
+    step = int(max(60, math.ceil(exp.scrape_interval)))
+    windows = (al.gap_window, al.inventory_lookback, al.flapping_window,
+               max(al.frozen_window, 10 * exp.collect_interval),     # generator/rules/values.py
+               max(600.0, 4 * exp.sample_interval),                  # presence absent window
+               max(300.0, 4 * exp.sample_interval))                  # energy rate window
+    for w in windows:
+        if w and int(w) == w:
+            step = math.gcd(step, int(w))
+    return float(max(step, 1))
 
 
 def selector(metric: str, labels: dict[str, str]) -> str:

@@ -4,7 +4,7 @@ missing; MIG instances without the fields DCGM does not report per instance."""
 
 from __future__ import annotations
 
-from ..rules import exporter, presence
+from ..rules import all_rules, exporter, gaps, presence
 from ..spec import Metric, Spec
 from . import fleet
 from .fleet import Gpu, add_gpu, add_target, gpu_ids, lost_from, node_ids, steps, target_labels
@@ -55,14 +55,15 @@ def node_field_lost(spec: Spec, m: Metric, step: float) -> Scenario:
 
 def fleet_field_lost(spec: Spec, m: Metric, step: float) -> Scenario:
     absent, node, gpu = _tiers(spec, m)
-    window = steps(presence._absent_window(spec), step)
+    absent_s = presence._absent_window(spec)
+    window = steps(absent_s, step)
     hold = steps(absent.for_, step)
     sc = Scenario(f"{m.name} gone for the whole fleet (exporter upgrade dropped it): one fleet alert",
                   LOSS_AT + window + hold + 4, step)
     all_gpus = fleet.gpus(2, 2)
     lost = lost_from(fleet.healthy(m, sc.length, step), LOSS_AT)
     _fleet(sc, spec, all_gpus, {g: {m.name: lost} for g in all_gpus})
-    sc.quiet(LOSS_AT + window - 1, absent.alert)
+    sc.quiet(LOSS_AT - 2 + int(absent_s // step), absent.alert)     # last sample still in the window
     at = LOSS_AT + window + hold + 2
     sc.expect(at, absent.alert, [Firing(absent, {"job": spec.exporter.job}, 1)])
     sc.quiet(at, node.alert, gpu.alert)
@@ -110,6 +111,13 @@ def gpu_lost(spec: Spec, step: float) -> Scenario:
     for m in spec.required_metrics:
         quiet.update(r.alert for r in _tiers(spec, m))
     sc.quiet(at, *sorted(quiet))
+    # a GPU gone for good is GpuLost's case, not a gap: the gap alert stays quiet while its
+    # sample ratios fall over the gap window
+    gap = gaps.intermittent(spec)
+    for k in sorted({at, LOSS_AT + steps(spec.alerts.gap_window, step) // 2,
+                     LOSS_AT + steps(spec.alerts.gap_window, step) + 1}):
+        if k < sc.length:
+            sc.quiet(k, gap.alert)
     if lookback > hold + 2:
         sc.quiet(LOSS_AT + lookback + 1, rule.alert)
     return sc
@@ -146,9 +154,16 @@ def mig_quiet(spec: Spec, step: float) -> Scenario:
 def scenarios(spec: Spec) -> list[Scenario]:
     """Every presence scenario for ``spec``: three tiers per required field, then whole-GPU,
     target-down, label and MIG scenarios."""
-    step = test_step(spec.exporter.scrape_interval)
+    step = test_step(spec)
     out: list[Scenario] = []
+    rendered = {(r.alert, r.labels) for r in all_rules(spec) if r.alert}
     for m in spec.required_metrics:
-        out += [gpu_field_lost(spec, m, step), node_field_lost(spec, m, step), fleet_field_lost(spec, m, step)]
+        absent, node, gpu = _tiers(spec, m)
+        # the node and GPU tiers need another required field to tell "reports other fields"
+        if (gpu.alert, gpu.labels) in rendered:
+            out.append(gpu_field_lost(spec, m, step))
+        if (node.alert, node.labels) in rendered:
+            out.append(node_field_lost(spec, m, step))
+        out.append(fleet_field_lost(spec, m, step))
     out += [gpu_lost(spec, step), target_down(spec, step), identity_label_missing(spec, step), mig_quiet(spec, step)]
     return out

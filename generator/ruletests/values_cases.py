@@ -126,7 +126,7 @@ def threshold_spike(spec: Spec, m: Metric, t: Threshold, step: float) -> Scenari
            [base] * at + [spike] + [base] * (sc.length - at - 1))
     sc.quiet(at, t.alert)
     sc.quiet(at + hold + 2, t.alert)
-    if absurd:
+    if absurd and impl.for_ <= step / 2:       # with implausible_for, one sample is not enough
         ids = gpu_ids(spec, gpu, m)
         ids["reason"] = "above_range"
         sc.expect(at, impl.alert, [Firing(impl, ids, spike)])
@@ -146,7 +146,7 @@ def frozen(spec: Spec, m: Metric, step: float) -> list[Scenario]:
     sc = Scenario(f"{m.name} constant while the target is up: frozen telemetry", length, step)
     gpu = fleet.gpus(1, 1)[0]
     add_target(sc, spec, gpu.instance)
-    samples = [fleet._num(i * inc) for i in range(flat_at)] + [fleet._num(flat_at * inc)] * (length - flat_at)
+    samples = [fleet.as_token(i * inc) for i in range(flat_at)] + [fleet.as_token(flat_at * inc)] * (length - flat_at)
     sc.add(m.name, _series(spec, gpu, m), samples)
     sc.quiet(flat_at + window // 2, rule.alert)
     at = flat_at + window + hold + 2
@@ -156,8 +156,8 @@ def frozen(spec: Spec, m: Metric, step: float) -> list[Scenario]:
     rlen = reset_at + window + hold + 4
     reset = Scenario(f"{m.name} resets (driver reload): no frozen alert", rlen, step)
     add_target(reset, spec, gpu.instance)
-    post = [fleet._num(1000 + i * inc) for i in range(rlen - reset_at)]
-    reset.add(m.name, _series(spec, gpu, m), [fleet._num(i * inc) for i in range(reset_at)] + post)
+    post = [fleet.as_token(1000 + i * inc) for i in range(rlen - reset_at)]
+    reset.add(m.name, _series(spec, gpu, m), [fleet.as_token(i * inc) for i in range(reset_at)] + post)
     for at in (reset_at + 1, reset_at + window // 2, reset_at + window + 1, rlen - 2):
         reset.quiet(at, rule.alert)
     return [sc, reset]
@@ -165,7 +165,7 @@ def frozen(spec: Spec, m: Metric, step: float) -> list[Scenario]:
 
 def scenarios(spec: Spec) -> list[Scenario]:
     """Every value scenario for ``spec``: implausible per metric, thresholds, frozen counters."""
-    step = test_step(spec.exporter.scrape_interval)
+    step = test_step(spec)
     out: list[Scenario] = []
     for m in spec.metrics:
         out.append(implausible(spec, m, step))

@@ -45,9 +45,12 @@ def inventory(spec: Spec) -> list[Rule]:
 def coverage(spec: Spec) -> list[Rule]:
     """Share of inventory GPUs reporting each field, fleet-wide and per node (0..1)."""
     nodes = node_ids(spec)
-    fleet = (f"count by (job, {names.FIELD_LABEL}) ({names.FIELD_PRESENT})\n"
+    # FIELD_PRESENT keeps ``instance``: while a replaced exporter pod and its successor are both
+    # scraped, a GPU appears twice, so count each GPU once (found by the rendered rule tests).
+    per_gpu = f"group by ({by(gpu_ids(spec))}, {names.FIELD_LABEL}) ({names.FIELD_PRESENT})"
+    fleet = (f"count by (job, {names.FIELD_LABEL}) ({per_gpu})\n"
              f"/ on (job) group_left ()\ncount by (job) ({names.INVENTORY})")
-    node = (f"count by ({by(nodes)}, {names.FIELD_LABEL}) ({names.FIELD_PRESENT})\n"
+    node = (f"count by ({by(nodes)}, {names.FIELD_LABEL}) ({per_gpu})\n"
             f"/ on ({by(nodes)}) group_left ()\ncount by ({by(nodes)}) ({names.INVENTORY})")
     return [record(names.COVERAGE, fleet), record(names.NODE_COVERAGE, node)]
 

@@ -11,6 +11,7 @@ from .model import Firing, Scenario, test_step, window_value
 
 
 def target_missing(spec: Spec, step: float) -> list[Scenario]:
+    """The job has no ``up`` series at all, or its last target is removed: one alert ``{job}``."""
     rule = exporter.target_missing(spec)
     hold = steps(rule.for_, step)
     job = {"job": spec.exporter.job}
@@ -28,6 +29,7 @@ def target_missing(spec: Spec, step: float) -> list[Scenario]:
 
 
 def down(spec: Spec, step: float) -> list[Scenario]:
+    """One of two targets fails every scrape: pending during ``for``, then one alert for that instance."""
     rule = exporter.down(spec)
     hold = steps(rule.for_, step)
     at = 2
@@ -69,6 +71,7 @@ def flapping(spec: Spec, step: float) -> list[Scenario]:
 
 
 def empty(spec: Spec, step: float) -> list[Scenario]:
+    """A target that is up with zero samples fires; a target whose scrapes fail (also zero samples) does not."""
     rule = exporter.empty(spec)
     hold = steps(rule.for_, step)
     at = 2

@@ -37,10 +37,12 @@ class Gpu:
 
 
 def node_name(n: int) -> str:
+    """Node name ``gpu-node-<n>``."""
     return f"gpu-node-{n}"
 
 
 def instance_of(n: int) -> str:
+    """Exporter target address of node ``n`` (``10.0.0.<n>:9400``)."""
     return f"10.0.0.{n}:{EXPORTER_PORT}"
 
 

@@ -12,6 +12,8 @@ from .series import STALE
 
 
 def intermittent(spec: Spec, step: float) -> list[Scenario]:
+    """One field present in every other scrape of one GPU fires (value = share of scrapes); a single
+    missed scrape and a GPU that appeared half way through the window do not."""
     rule = gaps.intermittent(spec)
     if not spec.required_metrics:
         return []

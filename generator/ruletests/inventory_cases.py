@@ -17,6 +17,8 @@ def _records(spec: Spec) -> set[str]:
 
 
 def node_power(spec: Spec, step: float) -> list[Scenario]:
+    """Per device-wide watts gauge: 4 MIG instances x 100 W read 100 W on their node; a GPU
+    reporting a DCGM sentinel adds nothing to its node (only its plausible sibling counts)."""
     out = []
     recs = _records(spec)
     for m in spec.metrics:

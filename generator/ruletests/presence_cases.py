@@ -26,6 +26,7 @@ def _tiers(spec: Spec, m: Metric):
 
 
 def gpu_field_lost(spec: Spec, m: Metric, step: float) -> Scenario:
+    """Field ``m`` goes stale on one GPU: GpuMetricMissing for that GPU only; node, fleet and GpuLost quiet."""
     absent, node, gpu = _tiers(spec, m)
     hold = steps(gpu.for_, step)
     sc = Scenario(f"{m.name} lost for one GPU: one alert for that GPU only", LOSS_AT + hold + 4, step)
@@ -40,6 +41,7 @@ def gpu_field_lost(spec: Spec, m: Metric, step: float) -> Scenario:
 
 
 def node_field_lost(spec: Spec, m: Metric, step: float) -> Scenario:
+    """Field ``m`` goes stale on both GPUs of node 2: one GpuNodeMetricMissing; GPU and fleet tiers quiet."""
     absent, node, gpu = _tiers(spec, m)
     hold = steps(node.for_, step)
     sc = Scenario(f"{m.name} lost on every GPU of one node: one node alert, no per-GPU alerts",
@@ -54,6 +56,8 @@ def node_field_lost(spec: Spec, m: Metric, step: float) -> Scenario:
 
 
 def fleet_field_lost(spec: Spec, m: Metric, step: float) -> Scenario:
+    """Field ``m`` goes stale everywhere while targets stay up (C01): one GpuMetricAbsent ``{job}``
+    after the absent window + ``for``; node and GPU tiers quiet."""
     absent, node, gpu = _tiers(spec, m)
     absent_s = presence._absent_window(spec)
     window = steps(absent_s, step)
@@ -95,6 +99,8 @@ def target_down(spec: Spec, step: float) -> Scenario:
 
 
 def gpu_lost(spec: Spec, step: float) -> Scenario:
+    """Every field of one GPU goes stale: GpuLost for it, no per-field or gap alert; it resolves
+    after the inventory lookback."""
     rule = presence.gpu_lost(spec)
     hold = steps(rule.for_, step)
     lookback = steps(spec.alerts.inventory_lookback, step)
@@ -124,6 +130,8 @@ def gpu_lost(spec: Spec, step: float) -> Scenario:
 
 
 def identity_label_missing(spec: Spec, step: float) -> Scenario:
+    """Node 3's exporter writes another node label name (``hostname`` for ``Hostname``): one alert
+    for that target."""
     rule = presence.identity_label_missing(spec)
     hold = steps(rule.for_, step)
     node = spec.exporter.labels.node

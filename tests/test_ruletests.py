@@ -307,3 +307,21 @@ def test_go_formatting_matches_prometheus_templates():
     assert expand("{{ $labels.a }} {{$labels.missing}}={{ $value }}", {"a": "x"}, 2) == "x =2"
     with pytest.raises(TemplateError):
         expand("{{ humanize $value }}", {}, 1)
+
+
+@pytest.mark.parametrize("which", ["default_out", "modified_out"])
+def test_annotations_only_use_labels_the_alert_has(which, request):
+    """An annotation ``{{ $labels.X }}`` whose alert has no label X renders empty in every
+    notification; check it against the labels of every generated firing case."""
+    out = request.getfixturevalue(which)
+    firing: dict[str, list[dict]] = {}
+    for t in _alert_tests(out):
+        for a in t["exp_alerts"]:
+            firing.setdefault(t["alertname"], []).append(a["exp_labels"])
+    problems = set()
+    for rule in _alert_rules(out):
+        used = set(re.findall(r"\$labels\.([A-Za-z_][A-Za-z0-9_]*)", " ".join(rule["annotations"].values())))
+        for labels in firing.get(rule["alert"], []):
+            if {k: str(v) for k, v in rule.get("labels", {}).items()}.items() <= {k: str(v) for k, v in labels.items()}.items():
+                problems.update(f"{rule['alert']}: $labels.{x}" for x in used - set(labels))
+    assert not problems, sorted(problems)

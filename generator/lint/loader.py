@@ -227,9 +227,10 @@ def _yaml_locator(name: str, lines: list[str], vline: int, vcol: int, text: str)
             row = before.count("\n")
             col = idx - (before.rfind("\n") + 1)
             line_no = vline + 1 + row
+            first = next((ln for ln in lines[vline + 1:] if ln.strip()), "")
+            indent = len(first) - len(first.lstrip(" "))  # the block's indentation
             if line_no < len(lines):
                 content = lines[line_no]
-                indent = len(content) - len(content.lstrip(" "))
                 if content[indent + col:indent + col + len(snippet)] == snippet:
                     return Location(name, line_no + 1, indent + col + 1)
             return start

@@ -196,10 +196,10 @@ def dashboard_changes(old: dict, new: dict) -> list[str]:
         out.append(f"- title: \"{old.get('title')}\" → \"{new.get('title')}\"")
     vo, vn = _variables(old), _variables(new)
     po, pn = _all_panels(old), _all_panels(new)
-    for key in pn.keys() - po.keys():
+    for key in sorted(pn.keys() - po.keys()):
         p = pn[key]
         out.append(f"- panel added: {_panel_name(p)} ({p.get('type')}, {_grid(p)})")
-    for key in po.keys() - pn.keys():
+    for key in sorted(po.keys() - pn.keys()):
         p = po[key]
         out.append(f"- panel removed: {_panel_name(p)} ({p.get('type')})")
     for key in sorted(po.keys() & pn.keys(), key=lambda k: (str(k))):
@@ -234,9 +234,12 @@ def dashboard_changes(old: dict, new: dict) -> list[str]:
     for key in sorted(vo.keys() - vn.keys()):
         out.append(f"- variable removed: `${key}`")
     for key in sorted(vo.keys() & vn.keys()):
+        a, b = dict(vo[key], query=_vquery(vo[key])), dict(vn[key], query=_vquery(vn[key]))
         for fld in _VAR_FIELDS:
-            if vo[key].get(fld) != vn[key].get(fld) and not (fld == "definition" and _vquery(vo[key]) != _vquery(vn[key])):
-                out.append(f"- variable `${key}`: {fld} {_q(_json(vo[key].get(fld)))} → {_q(_json(vn[key].get(fld)))}")
+            if fld == "definition" and a["query"] != b["query"]:
+                continue  # Grafana mirrors the query into definition; report it once
+            if a.get(fld) != b.get(fld):
+                out.append(f"- variable `${key}`: {fld} {_q(_json(a.get(fld)))} → {_q(_json(b.get(fld)))}")
     return out
 
 
@@ -272,7 +275,12 @@ class Diff:
         head = f"### gpumon diff: `{self.old}` → `{self.new}`\n\n"
         if not self.any:
             return head + "No semantic differences in rules or dashboards.\n"
-        summary = ", ".join(f"{n} {what}" for what, n in self.counts.items() if n)
+        parts = {}
+        for what, n in self.counts.items():
+            noun, _, verb = what.rpartition(" ")
+            if n:
+                parts.setdefault(noun, []).append(f"{n} {verb}")
+        summary = "; ".join(f"{noun}: {', '.join(items)}" for noun, items in parts.items())
         body = "\n\n".join(f"#### {title}\n\n" + "\n".join(lines) for title, lines in self.sections if lines)
         return head + f"**Summary:** {summary}\n\n" + body + "\n"
 
@@ -281,7 +289,7 @@ def compare(old: Inputs, new: Inputs, old_name: str, new_name: str) -> Diff:
     """Compare two loaded sides (rules and dashboards) semantically."""
     diff = Diff(old_name, new_name)
     ro, rn = rule_views(old), rule_views(new)
-    for kind, title, noun in (("alert", "Alerting rules", "alert"), ("record", "Recording rules", "recording rule")):
+    for kind, title in (("alert", "Alerting rules"), ("record", "Recording rules")):
         added, removed, pairs = pair_rules([r for r in ro if r.kind == kind], [r for r in rn if r.kind == kind])
         lines = []
         for r in added:
@@ -297,9 +305,9 @@ def compare(old: Inputs, new: Inputs, old_name: str, new_name: str) -> Diff:
                 lines.append(f"- **changed** {n.title}")
                 lines += [f"  {ln}" for ln in details]
         diff.sections.append((title, lines))
-        diff.counts[f"{noun}s added"] = len(added)
-        diff.counts[f"{noun}s removed"] = len(removed)
-        diff.counts[f"{noun}s changed"] = changed
+        diff.counts[f"{title.lower()} added"] = len(added)
+        diff.counts[f"{title.lower()} removed"] = len(removed)
+        diff.counts[f"{title.lower()} changed"] = changed
     do = {_dash_key(d.doc): d.doc for d in old.dashboards}
     dn = {_dash_key(d.doc): d.doc for d in new.dashboards}
     dash_lines: list[str] = []

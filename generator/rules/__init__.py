@@ -8,7 +8,7 @@ rendering is deterministic.
 from __future__ import annotations
 
 from ..spec import Spec
-from . import exporter, gaps, inventory, presence, values
+from . import exporter, gaps, inventory, kubernetes, presence, values
 from .model import Rule, RuleGroup
 
 __all__ = ["Rule", "RuleGroup", "build_groups", "all_rules"]
@@ -18,7 +18,8 @@ def build_groups(spec: Spec) -> list[RuleGroup]:
     """All rule groups for ``spec``, in evaluation-friendly order (recording rules first).
 
     Returns:
-        groups named ``<spec name>.<part>``; the gaps group evaluates every minute (its
+        groups named ``<spec name>.<part>`` (``.kubernetes`` only when the spec has that section,
+        after the exporter group); the gaps group evaluates every minute (its
         ``count_over_time`` windows are the costliest part).
     """
     p = spec.name
@@ -30,6 +31,9 @@ def build_groups(spec: Spec) -> list[RuleGroup]:
         RuleGroup(f"{p}.values", tuple(values.rules(spec))),
         RuleGroup(f"{p}.gaps", tuple(gaps.rules(spec)), interval=60.0),
     ]
+    kube = kubernetes.rules(spec)  # only with a `kubernetes` section in the spec
+    if kube:
+        groups.insert(2, RuleGroup(f"{p}.kubernetes", tuple(kube)))
     return groups
 
 

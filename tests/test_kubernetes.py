@@ -143,9 +143,9 @@ def test_promtool_unit_tests(tmp_path, promtool, spec_text, test_file):
         spec = parse_spec(_section("""\
             kubernetes:
               static:
-                nodes: [{name: gpu-node-x, gpus: 4}]
+                nodes: [{name: gpu-node-x, gpus: 4}, {name: gpu-node-y, gpus: 2}]
                 patterns: [{match: "dgx-.*", gpus: 8}, {match: "dgx-small-.*", gpus: 2}]
-                default: 4
+                default: 2
             """), "static.yaml")
     write(render(spec), tmp_path)
     shutil.copy(DATA / test_file, tmp_path / test_file)

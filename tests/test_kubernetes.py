@@ -101,7 +101,7 @@ def test_group_only_with_the_section_and_promtool_accepts_it(tmp_path, promtool)
     for rule in group.rules:
         promql_parser.parse(rule.expr)
     assert [r.name for r in group.rules if r.alert] == [
-        "GpuNodeExporterMissing", "GpuNodeGpusMissing", "GpuExporterPodRestarting", "GpuExporterOOMKilled",
+        "GpuNodeExporterMissing", "GpuNodeGpusMissing", "GpuNodeCapacityMissing", "GpuExporterPodRestarting", "GpuExporterOOMKilled",
         "GpuExporterDaemonSetNotReady", "GpuExporterDaemonSetMissing", "GpuKubeStateMetricsMissing",
         "GpuDevicePluginUnhealthy"]
     recorded = [r.record for r in group.rules if r.record]

@@ -194,6 +194,17 @@ def node_gpus_missing(spec: Spec, k: Kubernetes) -> Rule:
                  kind="node_gpus_missing", source=k.expected_source)
 
 
+def capacity_missing(spec: Spec, k: Kubernetes) -> Rule:
+    """A node whose GPUs report telemetry while Kubernetes advertises none of the GPU resource:
+    the device plugin is not running or not registered (the kubelet drops a resource whose plugin
+    is gone), so pods cannot get these GPUs, and the capacity expectation does not see the node.
+    Also fires for every node when ``node_join`` does not map node names to the exporter's."""
+    nodes = by(node_ids(spec))
+    expr = f"{names.NODE_GPU_DEVICES_REPORTING}\nunless on ({nodes})\n{names.NODE_GPUS_EXPECTED}"
+    return alert(spec, "GpuNodeCapacityMissing", expr, severity="warning", for_=spec.alerts.for_,
+                 kind="node_capacity_missing", resource=k.resource)
+
+
 def pod_restarting(spec: Spec, k: Kubernetes) -> Rule:
     """An exporter container restarted more than ``max_restarts`` times in ``restart_window``.
     ``increase`` extrapolates (1 restart can read 1.004), so it is rounded before comparing."""
@@ -265,6 +276,8 @@ def rules(spec: Spec) -> list[Rule]:
     if k.ksm_job is not None:
         out += exporter_targets(spec, k)
     out += [node_exporter_missing(spec, k), node_gpus_missing(spec, k)]
+    if k.expected_source == "capacity":
+        out.append(capacity_missing(spec, k))
     if k.ksm_job is not None:
         out += [pod_restarting(spec, k), oom_killed(spec, k), daemonset_not_ready(spec, k),
                 daemonset_missing(spec, k), ksm_missing(spec, k), device_plugin_unhealthy(spec, k)]

@@ -61,7 +61,7 @@ def _escape(value: str) -> str:
     return value.replace("\\", "\\\\").replace('"', '\\"')
 
 
-def _to_exporter_node(spec: Spec, k: Kubernetes, expr: str) -> str:
+def _to_exporter_node(k: Kubernetes, expr: str) -> str:
     """Write the kube-state-metrics node name into the exporter's node label (``node_join``)."""
     j = k.join
     return (f'label_replace(\n  {expr},\n  "{j.exporter_label}", "{_escape(j.replacement)}", '
@@ -97,7 +97,7 @@ def expected_from_capacity(spec: Spec, k: Kubernetes) -> str:
     ``max by`` drops kube-state-metrics' own job/instance and de-duplicates HA replicas."""
     cap = _ksm(k, "kube_node_status_capacity", resource=k.resource, unit="integer")
     cap = cap[:-1] + "," + _node_matcher(k) + "}"
-    expr = f"max by ({by(node_ids(spec))}) (\n  {_set_job(spec, _to_exporter_node(spec, k, cap + ' > 0'))}\n)"
+    expr = f"max by ({by(node_ids(spec))}) (\n  {_set_job(spec, _to_exporter_node(k, cap + ' > 0'))}\n)"
     if k.units_per_gpu != 1:
         expr = f"{expr}\n/ {k.units_per_gpu}"
     return expr
@@ -148,13 +148,13 @@ def exporter_targets(spec: Spec, k: Kubernetes) -> list[Rule]:
     info = _pods(k, "kube_pod_info")
     info = info[:-1] + "," + _node_matcher(k) + "}"
     info = f"max by ({keys}, {k.join.kube_label}) ({info})"
-    pods = _set_job(spec, _to_exporter_node(spec, k, info))
+    pods = _set_job(spec, _to_exporter_node(k, info))
     up = f"max by (job, {keys}) ({selector('up', job=spec.exporter.job)})"
     joined = f"{up}\n  * on ({keys}) group_left ({k.join.kube_label})\n  {info}"
     nodes = by(node_ids(spec))
     return [
         record(names.NODE_EXPORTER_PODS, f"count by ({nodes}) (\n  {pods}\n)"),
-        record(names.NODE_EXPORTER_UP, f"max by ({nodes}) (\n  {_to_exporter_node(spec, k, joined)}\n)"),
+        record(names.NODE_EXPORTER_UP, f"max by ({nodes}) (\n  {_to_exporter_node(k, joined)}\n)"),
     ]
 
 
@@ -205,11 +205,26 @@ def capacity_missing(spec: Spec, k: Kubernetes) -> Rule:
                  kind="node_capacity_missing", resource=k.resource)
 
 
+def restarts_in(k: Kubernetes, seconds: float) -> str:
+    """Restarts of each exporter container within the last ``seconds``, as a whole number
+    (labels: kube-state-metrics' job/instance, namespace, pod, uid, container). ``increase``
+    extrapolates to the window edges (one restart can read 1.05), hence ``round``. For validate
+    and dashboards as well as the alerts."""
+    return f"round(increase({_pods(k, 'kube_pod_container_status_restarts_total')}[{dur(seconds)}]))"
+
+
+def oom_kills_in(spec: Spec, k: Kubernetes, seconds: float) -> str:
+    """Exporter containers whose last termination was OOMKilled and that restarted within the last
+    ``seconds`` (value 1; labels as :func:`restarts_in` plus ``reason``)."""
+    keys = by(_cluster(spec) + ("namespace", "pod", "container"))
+    reason = _pods(k, "kube_pod_container_status_last_terminated_reason", reason="OOMKilled")
+    return f"{reason} == 1\nand on ({keys})\n{restarts_in(k, seconds)} > 0"
+
+
 def pod_restarting(spec: Spec, k: Kubernetes) -> Rule:
-    """An exporter container restarted more than ``max_restarts`` times in ``restart_window``.
-    ``increase`` extrapolates (1 restart can read 1.004), so it is rounded before comparing."""
+    """An exporter container restarted more than ``max_restarts`` times in ``restart_window``."""
     w = dur(k.restart_window)
-    expr = f"round(increase({_pods(k, 'kube_pod_container_status_restarts_total')}[{w}])) > {k.max_restarts}"
+    expr = f"{restarts_in(k, k.restart_window)} > {k.max_restarts}"
     return alert(spec, "GpuExporterPodRestarting", expr, severity="warning", for_=0.0,
                  kind="exporter_pod_restarting", window=w, max_restarts=num(k.max_restarts))
 
@@ -219,10 +234,7 @@ def oom_killed(spec: Spec, k: Kubernetes) -> Rule:
     ``restart_window``. ``last_terminated_reason`` stays 1 until the next termination, so the
     restart condition keeps a days-old kill from firing forever."""
     w = dur(k.restart_window)
-    keys = by(_cluster(spec) + ("namespace", "pod", "container"))
-    reason = _pods(k, "kube_pod_container_status_last_terminated_reason", reason="OOMKilled")
-    restarts = f"round(increase({_pods(k, 'kube_pod_container_status_restarts_total')}[{w}])) > 0"
-    expr = f"{reason} == 1\nand on ({keys})\n{restarts}"
+    expr = oom_kills_in(spec, k, k.restart_window)
     return alert(spec, "GpuExporterOOMKilled", expr, severity="warning", for_=0.0,
                  kind="exporter_oom_killed", window=w)
 

@@ -276,3 +276,24 @@ def test_real_prometheus_healthy_cluster_then_faults(cluster):
     assert value, "restart alert state is stored"
     restarts = prom.query("round(increase(kube_pod_container_status_restarts_total[1h]))")
     assert {r["metric"]["pod"]: float(r["value"][1]) for r in restarts}["nvidia-dcgm-exporter-x7k2p"] == 3
+
+
+def test_kube_state_metrics_with_static_expectation_and_units_per_gpu(tmp_path, promtool):
+    """MIG strategy mixed: pod alerts from kube-state-metrics, expected GPUs from a static list;
+    time-slicing: capacity divided by the replicas."""
+    text = EXAMPLE.read_text().replace("  restart_window: 1h\n", "  restart_window: 1h\n  static: {default: 8}\n")
+    text = text.replace("  capacity:\n    resource: nvidia_com_gpu\n    units_per_gpu: 1\n", "")
+    spec = parse_spec(text, "mixed.yaml")
+    assert kubernetes(spec).expected_source == "static"
+    group = next(g for g in build_groups(spec) if g.name == "gpumon.kubernetes")
+    by_name = {r.name: r.expr for r in group.rules}
+    assert "kube_node_status_capacity" not in by_name[names.NODE_GPUS_EXPECTED]
+    assert "GpuNodeCapacityMissing" not in by_name and "GpuExporterPodRestarting" in by_name
+    assert '"pod_not_scraped"' in by_name["GpuNodeExporterMissing"]
+    write(render(spec), tmp_path)
+    proc = subprocess.run([promtool, "check", "rules", str(tmp_path / "rules/gpumon.rules.yaml")],
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    sliced = parse_spec(EXAMPLE.read_text().replace("units_per_gpu: 1", "units_per_gpu: 4"), "sliced.yaml")
+    expr = next(r.expr for r in build_groups(sliced)[2].rules if r.record == names.NODE_GPUS_EXPECTED)
+    assert expr.endswith("\n/ 4")

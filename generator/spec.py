@@ -403,6 +403,8 @@ def _semantic_problems(doc: CommentedMap, plain: dict, name: str) -> list[Proble
         if metric.get("thresholds") and metric.get("kind") == "counter":
             add(["metrics", i, "thresholds"], "thresholds on a counter compare an ever-growing total; "
                 "use a gauge, or alert on a rate in your own rules")
+    from . import kube  # the kubernetes section is modelled there (it imports this module)
+    kube.problems(plain, add)
     return out
 
 

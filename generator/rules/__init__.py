@@ -8,7 +8,7 @@ rendering is deterministic.
 from __future__ import annotations
 
 from ..spec import Spec
-from . import exporter, gaps, inventory, presence, values
+from . import exporter, gaps, inventory, kubernetes, presence, values
 from .model import Rule, RuleGroup
 
 __all__ = ["Rule", "RuleGroup", "build_groups", "all_rules"]
@@ -18,7 +18,8 @@ def build_groups(spec: Spec) -> list[RuleGroup]:
     """All rule groups for ``spec``, in evaluation-friendly order (recording rules first).
 
     Returns:
-        groups named ``<spec name>.<part>``; the coverage and gaps groups evaluate every
+        groups named ``<spec name>.<part>`` (``.kubernetes`` only when the spec has that section,
+        after the exporter group); the coverage and gaps groups evaluate every
         ``alerts.slow_group_interval`` (1m): they scan every presence series or long windows and
         feed dashboards and slow-moving alerts.
     """
@@ -33,6 +34,9 @@ def build_groups(spec: Spec) -> list[RuleGroup]:
         RuleGroup(f"{p}.values", tuple(values.rules(spec))),
         RuleGroup(f"{p}.gaps", tuple(gaps.rules(spec)), interval=slow),
     ]
+    kube = kubernetes.rules(spec)  # only with a `kubernetes` section in the spec
+    if kube:
+        groups.insert(2, RuleGroup(f"{p}.kubernetes", tuple(kube)))
     return groups
 
 

@@ -5,9 +5,8 @@ from __future__ import annotations
 
 import hashlib
 
-from grafana_foundation_sdk.builders import dashboard as db
-from grafana_foundation_sdk.models import dashboard as dm
 
+from .sdk import db, dm
 from ..spec import Spec
 from . import variables
 from .panels import Board, new_dashboard

@@ -3,11 +3,11 @@ XID errors, and which required fields those GPUs miss or report with gaps."""
 
 from __future__ import annotations
 
-from grafana_foundation_sdk.builders import dashboard as db
 
 from ..durations import format_duration
 from ..rules import names
 from ..rules.promql import by
+from .sdk import db
 from ..spec import Metric, Spec
 from . import base, queries as q
 from .panels import (Board, Query, stat_panel, table_panel, threshold_steps, timeseries_panel,

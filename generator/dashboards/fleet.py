@@ -3,10 +3,10 @@ field the per-GPU maximum, mean and minimum with the spec's unit and thresholds.
 
 from __future__ import annotations
 
-from grafana_foundation_sdk.builders import dashboard as db
 
 from ..durations import format_duration
 from ..rules import names
+from .sdk import db
 from ..spec import Metric, Spec
 from . import base, queries as q
 from .panels import Board, Query, stat_panel, table_panel, threshold_steps, timeseries_panel

@@ -8,11 +8,11 @@ covers it, instead of a bare "No data".
 
 from __future__ import annotations
 
-from grafana_foundation_sdk.builders import dashboard as db
 
 from ..durations import format_duration
 from ..rules import names
 from ..rules.promql import by, num
+from .sdk import db
 from ..spec import Spec
 from . import base, queries as q
 from .panels import (Board, Query, stat_panel, state_timeline_panel, table_panel, threshold_steps,

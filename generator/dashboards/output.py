@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import json
 
-from grafana_foundation_sdk.cog.encoder import JSONEncoder
-
 from ..spec import Spec
+from .sdk import JSONEncoder
 from ..yamlout import dump
 from .settings import DashboardSettings
 

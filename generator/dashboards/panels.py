@@ -7,17 +7,10 @@ Only non-deprecated panel types are used (timeseries, stat, table, state-timelin
 
 from __future__ import annotations
 
-import warnings
 from dataclasses import dataclass, field
 
-from grafana_foundation_sdk.builders import common as cb
-from grafana_foundation_sdk.builders import dashboard as db
-from grafana_foundation_sdk.builders import prometheus, stat, statetimeline, table, timeseries
-from grafana_foundation_sdk.models import common as cm
-from grafana_foundation_sdk.models import dashboard as dm
-from grafana_foundation_sdk.models import prometheus as pm
-
 from ..spec import Metric
+from .sdk import cb, cm, db, dm, pm, prometheus, stat, statetimeline, table, timeseries
 
 #: every panel and query reads the datasource picked in the ``datasource`` variable (C25)
 DATASOURCE = dm.DataSourceRef(type_val="prometheus", uid="${datasource}")
@@ -231,8 +224,5 @@ class Board:
 
 
 def new_dashboard(title: str) -> db.Dashboard:
-    """A foundation-sdk classic dashboard builder (its DeprecationWarning points to the v2 API,
-    which file provisioning and the Grafana sidecar do not take yet)."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", DeprecationWarning)
-        return db.Dashboard(title)
+    """A foundation-sdk classic dashboard builder (schemaVersion 42)."""
+    return db.Dashboard(title)

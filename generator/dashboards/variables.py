@@ -7,10 +7,9 @@ some MIG modes) vanish from the picker (NVIDIA/dcgm-exporter#236, field case C26
 
 from __future__ import annotations
 
-from grafana_foundation_sdk.builders import dashboard as db
-from grafana_foundation_sdk.models import dashboard as dm
 
 from ..rules import names
+from .sdk import db, dm
 from ..spec import Spec
 from .panels import DATASOURCE
 

@@ -70,10 +70,14 @@ def _panels(dash: dict) -> list[dict]:
     return out
 
 
-def _targets(dash: dict):
+def _targets(dash: dict, annotations: bool = False):
+    """(panel, query) pairs; with ``annotations``, annotation queries too (panel = annotation)."""
     for p in _panels(dash):
         for t in p.get("targets", []):
             yield p, t
+    if annotations:
+        for a in dash["annotations"].get("list", []):
+            yield {"title": f"annotation {a['name']}"}, a
 
 
 def _grafana_to_promql(expr: str, rate: str = "5m") -> str:
@@ -138,7 +142,7 @@ def test_every_query_parses_and_reads_only_known_series(which, request):
     spec = request.getfixturevalue(which)
     count = 0
     for name, dash in _models(spec).items():
-        for panel, target in _targets(dash):
+        for panel, target in _targets(dash, annotations=True):
             expr = _grafana_to_promql(target["expr"])
             try:
                 parsed = pp.parse(expr)
@@ -198,6 +202,7 @@ def test_datasource_is_always_the_variable(spec):
     for name, dash in _models(spec).items():
         text = json.dumps(dash)
         assert "__inputs" not in dash and "DS_PROMETHEUS" not in text
+        assert all(a["datasource"] == ref for a in dash["annotations"]["list"]), name
         for p in _panels(dash):
             if p["type"] != "row":
                 assert p["datasource"] == ref, (name, p["title"])
@@ -428,8 +433,14 @@ def test_covers_everything_the_official_dashboard_shows_and_more(spec):
 # --------------------------------------------------------------------------- against a real Prometheus
 
 
+MIG_POWER = 100
+POWER = "DCGM_FI_DEV_POWER_USAGE"
+
+
 def _exposition(spec, missing: str) -> str:
-    """Two GPUs on one node; GPU 1 lacks ``missing``."""
+    """Node ``node-a``: GPUs 0 and 1 (GPU 1 lacks ``missing``), and GPU 2 split into two MIG
+    instances that repeat the device-wide fields and lack the fields DCGM does not report per
+    instance."""
     lab = spec.exporter.labels
     lines = []
     for m in spec.required_metrics:
@@ -439,22 +450,66 @@ def _exposition(spec, missing: str) -> str:
                 continue
             labels = f'{lab.gpu_index}="{i}",{lab.gpu}="GPU-{i:08d}",{lab.node}="node-a",{lab.model}="H100"'
             lines.append(f"{m.name}{{{labels}}} {50 + i}")
+        if m.mig != "unsupported":
+            for inst in ("1", "2"):
+                labels = (f'{lab.gpu_index}="2",{lab.gpu}="GPU-00000002",{lab.node}="node-a",'
+                          f'{lab.model}="H100",{lab.mig_instance}="{inst}"')
+                lines.append(f"{m.name}{{{labels}}} {MIG_POWER if m.name == POWER else 50}")
     return "\n".join(lines) + "\n"
 
 
-def test_health_panel_query_returns_the_missing_gpu_from_a_real_prometheus(spec, tmp_path):
-    """The "GPUs missing a required field now" query of the rendered health dashboard, run on a
-    real Prometheus with gpumon's rules loaded, names the GPU and field that are missing."""
+@pytest.fixture(scope="module")
+def prom(spec, tmp_path_factory):
+    """A real Prometheus scraping the exposition above every second, with gpumon's rules loaded;
+    yields once the inventory recording rule has all four GPU entities."""
     from generator.localprom import ExpositionServer, LocalPrometheus
 
-    missing = spec.required_metrics[-1].name
-    rules = tmp_path / "rules.yaml"
+    rules = tmp_path_factory.mktemp("rules") / "gpumon.rules.yaml"
     rules.write_text(render(spec)[f"rules/{spec.name}.rules.yaml"], "utf-8")
+    missing = spec.required_metrics[-1].name
+    with ExpositionServer(lambda: _exposition(spec, missing)) as exporter, \
+            LocalPrometheus({spec.exporter.job: [exporter.address]}, rule_files=[rules]) as server:
+        ready = server.wait_for(lambda: len(server.query(names.INVENTORY)) == 4, timeout=60)
+        assert ready, server.logs()
+        # the energy-derived and node rules need a few evaluations after the inventory
+        assert server.wait_for(lambda: server.query(f"{names.node_sum(POWER)}"), timeout=30), server.logs()
+        yield server, missing
+
+
+def test_every_panel_query_runs_on_a_real_prometheus(spec, prom):
+    """Every panel query of every dashboard executes (no parse or matching error, e.g. a
+    many-to-many join); Prometheus answers HTTP 400/422 on those and query() raises."""
+    server, _ = prom
+    shown: dict[str, bool] = {}
+    for name, dash in _models(spec).items():
+        for panel, target in _targets(dash, annotations=True):
+            result = server.query(_grafana_to_promql(target["expr"], "1m"))
+            shown[panel["title"]] = shown.get(panel["title"], False) or bool(result)
+        for var in dash["templating"]["list"]:
+            if var["type"] == "query":
+                selector = re.fullmatch(r"label_values\((.+), \w+\)", var["query"]).group(1)
+                assert server.query(_grafana_to_promql(selector)), var["name"]
+    # panels that must show data for this fleet
+    titles = {title for title, data in shown.items() if not data}
+    for must in ("GPUs reporting", "Exporter targets up", "Target health", "GPUs missing a required field now",
+                 "Required fields: share of GPUs reporting", "Fleet power draw", "GPUs"):
+        assert must not in titles, must
+
+
+def test_health_panel_lists_the_gpu_missing_a_field(spec, prom):
+    """The "GPUs missing a required field now" panel names exactly the GPU and field missing;
+    MIG instances are not reported for fields DCGM does not collect per instance."""
+    server, missing = prom
     health = _models(spec)[f"{spec.name}-health"]
     expr = _grafana_to_promql(_panel(health, "GPUs missing a required field now")["targets"][0]["expr"])
-    with ExpositionServer(lambda: _exposition(spec, missing)) as exporter, \
-            LocalPrometheus({spec.exporter.job: [exporter.address]}, rule_files=[rules]) as prom:
-        assert prom.wait_for(lambda: prom.query(expr), timeout=60), prom.logs()
-        result = prom.query(expr)
     lab = spec.exporter.labels
+    result = server.query(expr)
     assert [(r["metric"][lab.gpu], r["metric"][names.FIELD_LABEL]) for r in result] == [("GPU-00000001", missing)]
+
+
+def test_fleet_power_counts_each_mig_gpu_once(spec, prom):
+    server, _ = prom
+    fleet = _models(spec)[f"{spec.name}-fleet"]
+    panel = _panel(fleet, "Fleet power draw")
+    value = float(server.query(_grafana_to_promql(panel["targets"][0]["expr"]))[0]["value"][1])
+    assert value == 50 + 51 + MIG_POWER  # two plain GPUs, and the MIG GPU once, not once per instance

@@ -9,7 +9,7 @@ import hashlib
 from .sdk import db, dm
 from ..spec import Spec
 from . import variables
-from .panels import Board, new_dashboard
+from .panels import DATASOURCE, Board, new_dashboard
 from .settings import settings
 
 #: Grafana's limit on dashboard uid length
@@ -44,12 +44,22 @@ def no_value(spec: Spec, meaning: str, alert: str) -> str:
     return f"{meaning} Runbook: {runbook(spec, alert)}"
 
 
-def build(spec: Spec, key: str, title: str, description: str, board: Board, node_and_gpu: bool) -> db.Dashboard:
+def alert_annotation(expr: str) -> db.AnnotationQuery:
+    """Marks on every time series when a gpumon alert fires (``ALERTS`` selector ``expr``),
+    titled with the alert name and labelled with the DCGM field."""
+    return (db.AnnotationQuery().name("gpumon alerts").datasource(DATASOURCE).enable(True)
+            .icon_color("red").expr(expr).step("60s").title_format("{{alertname}}")
+            .text_format("{{severity}} {{dcgm_field}}").use_value_for_time(False))
+
+
+def build(spec: Spec, key: str, title: str, description: str, board: Board, node_and_gpu: bool,
+          annotation_expr: str | None = None) -> db.Dashboard:
     """The finished dashboard builder for ``board``'s panels.
 
     Args:
         key: short name (``fleet``, ``gpu``, ``health``) used in the uid and file name.
         node_and_gpu: add the node and GPU template variables.
+        annotation_expr: an ``ALERTS`` selector to mark on the graphs, or None.
     """
     s = settings(spec)
     tags = sorted(set(s.tags) | {spec.name})
@@ -57,7 +67,9 @@ def build(spec: Spec, key: str, title: str, description: str, board: Board, node
             .tags(tags).time(s.time_from, "now").refresh(s.refresh).timezone("browser").editable()
             .tooltip(dm.DashboardCursorSync.CROSSHAIR)
             .link(db.DashboardLink("GPU dashboards").type(dm.DashboardLinkType.DASHBOARDS).tags([spec.name])
-                  .as_dropdown(True).include_vars(True).keep_time(True)))
+                  .as_dropdown(True).include_vars(True).keep_time(True).icon("external link")))
+    if annotation_expr:
+        dash = dash.annotation(alert_annotation(annotation_expr))
     for var in variables.for_scope(spec, node_and_gpu):
         dash = dash.with_variable(var)
     return board.apply(dash)

@@ -133,4 +133,4 @@ def dashboard(spec: Spec) -> db.Dashboard:
             b.add(reading_panel(spec, m))
     desc = ("Per-GPU readings of every spec'd field on the chosen nodes and GPUs. Node and GPU "
             "pickers come from gpumon's inventory, so GPUs missing any single field still appear.")
-    return base.build(spec, KEY, TITLE, desc, b, node_and_gpu=True)
+    return base.build(spec, KEY, TITLE, desc, b, node_and_gpu=True, annotation_expr=alerts)

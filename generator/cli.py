@@ -13,6 +13,7 @@ import click
 
 from . import render as render_mod
 from . import writer
+from .simulate import describe_kinds
 from .spec import SpecError, default_spec_path, load_spec
 
 EXIT_OK, EXIT_FINDINGS, EXIT_ERROR, EXIT_INCONCLUSIVE = 0, 1, 2, 3
@@ -80,6 +81,45 @@ def render(spec: str | None, out: str, check: bool) -> None:
         click.echo(line)
     click.echo(f"wrote {out}/ ({len(files)} files, {len(drift.added) + len(drift.changed)} changed, "
                f"{len(drift.removed)} removed)")
+
+
+@cli.command(epilog="\b\nFault kinds (key=value pairs: kind, metric, node, gpu, every, seconds, value, instances):\n"
+             + describe_kinds())
+@click.option("--nodes", default=2, show_default=True, type=click.IntRange(1), help="Nodes (one target each).")
+@click.option("--gpus", default=4, show_default=True, type=click.IntRange(1), help="GPUs per node.")
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind.")
+@click.option("--port", default=9400, show_default=True, type=click.IntRange(0, 65535),
+              help="Port of the first node; node i uses PORT+i (0: free ports).")
+@click.option("--fault", "fault_args", multiple=True, metavar="K=V,...",
+              help="A fault, e.g. kind=drop,metric=DCGM_FI_DEV_GPU_UTIL,node=gpu-node-2 (repeatable).")
+@click.option("--faults-file", type=click.Path(dir_okay=False),
+              help="YAML/JSON file of faults, re-read on every scrape (edit it while running).")
+@click.option("--dump", is_flag=True, help="Print the first node's page once and exit.")
+def simulate(nodes: int, gpus: int, host: str, port: int, fault_args: tuple[str, ...], faults_file: str | None,
+             dump: bool) -> None:
+    """Serve dcgm-exporter 4.x exposition for NODES x GPUS simulated GPUs, with injected faults.
+
+    Test alerting and `gpumon validate` without GPUs. Runs until Ctrl-C.
+    """
+    from . import simulate as sim
+
+    try:
+        faults = [sim.Fault.parse(a) for a in fault_args]
+        if faults_file:
+            sim.load_faults(faults_file)  # fail fast on a broken file; it is re-read on every scrape
+        fleet = sim.Fleet(nodes, gpus, faults, faults_file)
+    except sim.FaultError as exc:
+        raise click.UsageError(str(exc)) from None
+    if dump:
+        status, body = fleet.page(fleet.nodes[0].name)
+        click.echo(body if status == 200 else f"HTTP {status}: {body}", nl=False)
+        return
+    try:
+        sim.serve_forever(fleet, host=host, base_port=port)
+    except OSError as exc:
+        click.echo(f"gpumon simulate: cannot listen on {host}:{port}..{port + nodes - 1}: {exc.strerror or exc}",
+                   err=True)
+        sys.exit(EXIT_ERROR)
 
 
 def main() -> None:

@@ -178,15 +178,15 @@ def _metric(ctx: Context, inv: Inventory, m: Metric, case: str) -> list[Finding]
         targets = sorted({inv.instance.get(k, "") for k in keys})
         where = f"node {node or '?'} (target {', '.join(targets)})"
         node_labels = labels + ((ctx.labels.node, node),) + ((("instance", targets[0]),) if len(targets) == 1 else ())
-        if keys == node_gpus:
-            msg = f"{m.name} is missing on all {len(keys)} GPUs of {where}; other nodes report it; {_evidence(ctx, inv, m, keys)}"
+        listed = f"{gpu_list([_gpu(inv, k) for k in keys])}; {_evidence(ctx, inv, m, keys)}"
+        if keys == node_gpus and len(keys) > 1:
+            msg = f"{m.name} is missing on all {len(keys)} GPUs of {where}; other nodes report it: {listed}"
             hint = hints.NODE_MISSING
         else:
-            msg = (f"{m.name} is missing on {len(keys)} of {len(node_gpus)} GPUs of {where}: "
-                   f"{gpu_list([_gpu(inv, k) for k in keys])}; {_evidence(ctx, inv, m, keys)}")
+            msg = f"{m.name} is missing on {len(keys)} of {len(node_gpus)} GPUs of {where}: {listed}"
             hint = hints.GPU_MISSING
-            if len(keys) == 1:
-                node_labels += ((ctx.labels.gpu, next(iter(keys))[2]),)
+        if len(keys) == 1:
+            node_labels += ((ctx.labels.gpu, next(iter(keys))[2]),)
         if keys & set(inv.last_seen[m.name]):
             hint += f"; {hints.DISAPPEARED}"
         out.append(Finding("series-missing", "error", f"{m.name} on {node or '?'}", msg, hint,

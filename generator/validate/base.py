@@ -177,6 +177,6 @@ def utc(ts: float) -> str:
 
 def gpu_list(gpus, limit: int = 8) -> str:
     """``gpu-node-1 gpu 0 (GPU-..), ...`` with ``(+N more)`` past ``limit``."""
-    items = sorted(gpus, key=lambda g: g.key)
+    items = sorted(gpus, key=lambda g: (g.job, g.node, int(g.index) if g.index.isdigit() else -1, g.index, g.mig))
     text = ", ".join(str(g) for g in items[:limit])
     return text + (f" (+{len(items) - limit} more)" if len(items) > limit else "")

@@ -229,3 +229,64 @@ def test_cli_usage_errors_exit_2(tmp_path):
     assert res.exit_code == 2 and "prometheus-unreachable" in res.output
     assert json.loads(runner.invoke(cli, ["validate", "--prom", "http://127.0.0.1:1", "--format", "json"]).output)[
         "findings"][0]["check"] == "prometheus-unreachable"
+
+
+def _targets_handler(active):
+    def handler(request):
+        if request.url.path == "/api/v1/targets":
+            return ok({"activeTargets": active, "droppedTargets": []})
+        q = request.url.params.get("query", "")
+        if q == "vector(1)":
+            return ok({"resultType": "vector", "result": [{"metric": {}, "value": [1.0, "1"]}]})
+        return ok(vector())
+    return handler
+
+
+def test_target_classification_from_lasterror():
+    """Message shapes from FIELD-CASES C16/C22/C23 (Prometheus 3's Content-Type refusal cannot be
+    produced by the local 2.42)."""
+    def t(inst, health, err="", took=0.1, timeout="10s"):
+        return {"labels": {"job": "dcgm-exporter", "instance": inst}, "scrapeUrl": f"http://{inst}/metrics",
+                "health": health, "lastError": err, "lastScrapeDuration": took, "scrapeTimeout": timeout}
+    active = [
+        t("a:9400", "down", 'Get "http://a:9400/metrics": context deadline exceeded', 10.001),
+        t("b:9400", "down", 'received unsupported Content-Type "text/html; charset=utf-8" and no '
+                            "fallback_scrape_protocol specified for target"),
+        t("c:9835", "down", 'Get "http://c:9835/metrics": dial tcp 10.2.0.7:9835: connect: connection refused'),
+        t("d:9400", "up", took=8.5),
+        t("e:9400", "up", took=1.0),
+        {"labels": {"job": "other", "instance": "z:1"}, "health": "down", "lastError": "x"},
+    ]
+    with client(_targets_handler(active)) as c:
+        report, code = validate(SPEC, c, progress=False, checks=("targets",))
+    got = {f.subject: f.check for f in report.findings}
+    assert got == {"a:9400": "scrape-timeout", "b:9400": "scrape-content-type", "c:9835": "target-down",
+                   "d:9400": "scrape-slow"}
+    assert "fallback_scrape_protocol" in next(f for f in report.findings if f.subject == "b:9400").hint
+    assert "connection refused" in next(f for f in report.findings if f.subject == "c:9835").message
+    assert "85%" in next(f for f in report.findings if f.subject == "d:9400").message
+    assert code == 1
+
+
+def test_progress_line_on_a_tty_after_one_second(monkeypatch, capsys):
+    import sys as _sys
+    import time as _time
+
+    from generator.validate.base import Context
+    monkeypatch.setattr(_sys.stderr, "isatty", lambda: True, raising=False)
+
+    def handler(request):
+        _time.sleep(0.15)
+        return ok({"resultType": "vector", "result": []})
+
+    with client(handler) as c:
+        ctx = Context(SPEC, c, concurrency=1, progress=True)
+        ctx.queries_at_now({str(i): "vector(1)" for i in range(10)})
+        ctx.close()
+    err = capsys.readouterr().err
+    assert "gpumon validate: " in err and "/10 queries" in err
+    with client(handler) as c:
+        ctx = Context(SPEC, c, concurrency=1, progress=True)
+        ctx.queries_at_now({"one": "vector(1)"})  # quick: no progress line
+        ctx.close()
+    assert "queries" not in capsys.readouterr().err

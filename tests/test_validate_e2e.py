@@ -214,7 +214,7 @@ def test_rules_loaded_pass_and_fail(env, faulty):
     other, code = run(env, spec_for("dcgm-healthy", name="other"), checks=("rules-loaded",))
     assert code == 1
     notloaded = by_check(other, "rules-not-loaded")
-    assert {f.subject for f in notloaded} == {"other.inventory", "other.exporter", "other.presence", "other.values",
+    assert {f.subject for f in notloaded} == {"other.inventory", "other.coverage", "other.exporter", "other.presence", "other.values",
                                               "other.gaps"}
     assert "release" in notloaded[0].hint and "found 0" in notloaded[0].message
     extra = lambda t: t.replace("  - name: DCGM_FI_DEV_MEMORY_TEMP\n", "  - name: DCGM_FI_DEV_MEMORY_TEMP\n", 1).replace(  # noqa: E731

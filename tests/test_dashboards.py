@@ -397,6 +397,10 @@ def test_dashboards_section_configures_labels_folder_and_files():
     assert sorted(only_json) == ["dashboards/gpumon-fleet.json", "dashboards/gpumon-gpu.json",
                                  "dashboards/gpumon-health.json"]
     assert dashboards.files(_with_dashboards("  enabled: false\n")) == {}
+    # the folder annotation defaults to k8s-sidecar's own FOLDER_ANNOTATION default
+    default_key = yaml.safe_load(dashboards.files(_with_dashboards("  configmap: {folder: GPU}\n"))
+                                 ["kubernetes/grafana-dashboard-gpumon-health.yaml"])
+    assert default_key["metadata"]["annotations"] == {"k8s-sidecar-target-directory": "GPU"}
 
 
 def test_dashboards_section_rejects_unknown_keys():

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from ..durations import format_duration
 from ..rules import names
-from ..rules.promql import by, num
+from ..rules.promql import num
 from .sdk import db
 from ..spec import Spec
 from . import base, queries as q

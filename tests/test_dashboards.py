@@ -51,7 +51,10 @@ def cluster_spec():
 
 
 def _with_dashboards(section: str, name: str = "custom.yaml"):
-    return parse_spec(_spec_text() + "\ndashboards:\n" + section, name)
+    """The default spec with its ``dashboards`` section replaced by ``section`` (indented body)."""
+    text = re.sub(r"^dashboards:.*?(?=^\S)", "", _spec_text(), flags=re.M | re.S)
+    assert "\ndashboards:" not in text
+    return parse_spec(text + "\ndashboards:\n" + section, name)
 
 
 @lru_cache(maxsize=8)
@@ -470,7 +473,8 @@ def prom(spec, tmp_path_factory):
 
     rules = tmp_path_factory.mktemp("rules") / "gpumon.rules.yaml"
     rules.write_text(render(spec)[f"rules/{spec.name}.rules.yaml"], "utf-8")
-    missing = spec.required_metrics[-1].name
+    # the field the official dashboard anchors its pickers on (C26)
+    missing = "DCGM_FI_DEV_GPU_TEMP" if spec.metric("DCGM_FI_DEV_GPU_TEMP") else spec.required_metrics[0].name
     with ExpositionServer(lambda: _exposition(spec, missing)) as exporter, \
             LocalPrometheus({spec.exporter.job: [exporter.address]}, rule_files=[rules]) as server:
         ready = server.wait_for(lambda: len(server.query(names.INVENTORY)) == 4, timeout=60)
@@ -517,3 +521,15 @@ def test_fleet_power_counts_each_mig_gpu_once(spec, prom):
     panel = _panel(fleet, "Fleet power draw")
     value = float(server.query(_grafana_to_promql(panel["targets"][0]["expr"]))[0]["value"][1])
     assert value == 50 + 51 + MIG_POWER  # two plain GPUs, and the MIG GPU once, not once per instance
+
+
+def test_gpu_picker_lists_a_gpu_without_the_temperature_field(spec, prom):
+    """C26: the ``gpu`` variable comes from the inventory, so GPU 1, which lacks the field the
+    official dashboard builds its picker from, is still listed."""
+    server, missing = prom
+    variables = {v["name"]: v for v in _models(spec)[f"{spec.name}-gpu"]["templating"]["list"]}
+    selector = re.fullmatch(r"label_values\((.+), \w+\)", variables["gpu"]["query"]).group(1)
+    uuids = {r["metric"][spec.exporter.labels.gpu] for r in server.query(_grafana_to_promql(selector))}
+    assert uuids == {"GPU-00000000", "GPU-00000001", "GPU-00000002"}
+    assert not any(r["metric"][spec.exporter.labels.gpu] == "GPU-00000001"
+                   for r in server.query(f'{missing}{{job="{spec.exporter.job}"}}'))

@@ -101,10 +101,12 @@ def dashboard(spec: Spec) -> db.Dashboard:
                                                             Query(known, f"seen in {lookback}")], COUNT,
                            description="A gap between the lines is GPUs that stopped reporting.",
                            no_value=base.no_value(spec, "No inventory series.", "GpuExporterTargetMissing")))
-    b.add(table_panel("Firing gpumon alerts", [Query(q.firing_alerts(spec), instant=True, table=True)], "none",
-                      description="One row per firing alert from gpumon's rules, with its labels.",
-                      no_value="No gpumon alert fires now.",
-                      hide=("Time", "Value", "__name__", "alertstate", "job")))
+    b.add(base.link_rows_to_detail(spec, table_panel(
+        "Firing gpumon alerts", [Query(q.firing_alerts(spec), instant=True, table=True)], "none",
+        description="One row per firing alert from gpumon's rules, with its labels; each row links to the "
+                    "GPU detail dashboard.",
+        no_value="No gpumon alert fires now.", hide=("Time", "Value", "__name__", "alertstate", "job")),
+        with_gpu=False))
     power = _power_panel(spec)
     if power is not None:
         b.add(power, 24, 8)

@@ -340,6 +340,18 @@ def test_empty_panels_say_why_and_link_runbooks(spec, cluster_spec):
             assert p["fieldConfig"]["defaults"].get("noValue"), p["title"]
 
 
+def test_tables_link_rows_to_the_detail_dashboard(spec, cluster_spec):
+    lab = cluster_spec.exporter.labels
+    health = _models(cluster_spec)[f"{cluster_spec.name}-health"]
+    links = _panel(health, "GPUs missing a required field now")["fieldConfig"]["defaults"]["links"]
+    url = links[0]["url"]
+    assert url.startswith(f"/d/{base.uid(cluster_spec, 'gpu')}?")
+    for var, field in (("node", lab.node), ("gpu", lab.gpu), ("cluster", lab.cluster)):
+        assert f"var-{var}=${{__data.fields.{field}}}" in url
+    lost = next(p for p in _panels(_models(spec)[f"{spec.name}-health"]) if p["title"].startswith("GPUs lost"))
+    assert "var-gpu" not in lost["fieldConfig"]["defaults"]["links"][0]["url"]  # a lost GPU is not in the picker
+
+
 def test_firing_alerts_are_gpumon_alerts(spec):
     expr = queries.firing_alerts(spec)
     matcher = re.search(r'alertname=~"([^"]+)"', expr).group(1)

@@ -78,7 +78,8 @@ def dashboard(spec: Spec) -> db.Dashboard:
                      no_value=base.no_value(spec, "No GPU in the inventory: targets down, or gpumon's "
                                             "recording rules not loaded.", "GpuExporterTargetMissing")), 4, 4)
     b.add(stat_panel(f"GPUs seen in {lookback}", [Query(known, "known")], COUNT,
-                     description=f"GPUs in the inventory at any time in the last {lookback} (alerts.inventory_lookback).",
+                     description=f"GPUs in the inventory at any time in the last {lookback} "
+                                 "(alerts.inventory_lookback).",
                      no_value="No GPU seen: see GPUs reporting."), 4, 4)
     b.add(stat_panel("GPUs lost", [Query(f"({known}) - ({reporting})", "lost")], COUNT,
                      description=f"Seen in the last {lookback} but silent now (alert GpuLost).",

@@ -97,8 +97,9 @@ def _coverage_panels(spec: Spec, b: Board) -> None:
     field = f"{{{{{names.FIELD_LABEL}}}}}"
     b.add(stat_panel("Required fields: share of GPUs reporting", [Query(_coverage(spec, spec.required_metrics), field)],
                      RATIO, description="Per required field, the share of inventory GPUs reporting it now "
-                                        "(gpumon coverage recording rule). Anything below 100 % pages. On MIG, fields DCGM does not "
-                                        "report per instance (mig: unsupported) count each instance as not reporting.",
+                                        "(gpumon coverage recording rule). Anything below 100 % pages. On MIG, "
+                                        "fields DCGM does not report per instance (mig: unsupported) count "
+                                        "each instance as not reporting.",
                      thresholds=threshold_steps(steps=COVERAGE_STEPS), horizontal=True,
                      no_value=base.no_value(spec, "No coverage series: no GPU in the inventory, or gpumon's "
                                             "recording rules are not loaded.", "GpuMetricAbsent"),

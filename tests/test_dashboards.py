@@ -51,7 +51,10 @@ def cluster_spec():
 
 
 def _with_dashboards(section: str, name: str = "custom.yaml"):
-    return parse_spec(_spec_text() + "\ndashboards:\n" + section, name)
+    """The default spec with its ``dashboards`` section replaced by ``section`` (indented body)."""
+    text = re.sub(r"^dashboards:.*?(?=^\S)", "", _spec_text(), flags=re.M | re.S)
+    assert "\ndashboards:" not in text
+    return parse_spec(text + "\ndashboards:\n" + section, name)
 
 
 @lru_cache(maxsize=8)
@@ -337,6 +340,18 @@ def test_empty_panels_say_why_and_link_runbooks(spec, cluster_spec):
             assert p["fieldConfig"]["defaults"].get("noValue"), p["title"]
 
 
+def test_tables_link_rows_to_the_detail_dashboard(spec, cluster_spec):
+    lab = cluster_spec.exporter.labels
+    health = _models(cluster_spec)[f"{cluster_spec.name}-health"]
+    links = _panel(health, "GPUs missing a required field now")["fieldConfig"]["defaults"]["links"]
+    url = links[0]["url"]
+    assert url.startswith(f"/d/{base.uid(cluster_spec, 'gpu')}?")
+    for var, field in (("node", lab.node), ("gpu", lab.gpu), ("cluster", lab.cluster)):
+        assert f"var-{var}=${{__data.fields.{field}}}" in url
+    lost = next(p for p in _panels(_models(spec)[f"{spec.name}-health"]) if p["title"].startswith("GPUs lost"))
+    assert "var-gpu" not in lost["fieldConfig"]["defaults"]["links"][0]["url"]  # a lost GPU is not in the picker
+
+
 def test_firing_alerts_are_gpumon_alerts(spec):
     expr = queries.firing_alerts(spec)
     matcher = re.search(r'alertname=~"([^"]+)"', expr).group(1)
@@ -397,6 +412,10 @@ def test_dashboards_section_configures_labels_folder_and_files():
     assert sorted(only_json) == ["dashboards/gpumon-fleet.json", "dashboards/gpumon-gpu.json",
                                  "dashboards/gpumon-health.json"]
     assert dashboards.files(_with_dashboards("  enabled: false\n")) == {}
+    # the folder annotation defaults to k8s-sidecar's own FOLDER_ANNOTATION default
+    default_key = yaml.safe_load(dashboards.files(_with_dashboards("  configmap: {folder: GPU}\n"))
+                                 ["kubernetes/grafana-dashboard-gpumon-health.yaml"])
+    assert default_key["metadata"]["annotations"] == {"k8s-sidecar-target-directory": "GPU"}
 
 
 def test_dashboards_section_rejects_unknown_keys():
@@ -466,7 +485,8 @@ def prom(spec, tmp_path_factory):
 
     rules = tmp_path_factory.mktemp("rules") / "gpumon.rules.yaml"
     rules.write_text(render(spec)[f"rules/{spec.name}.rules.yaml"], "utf-8")
-    missing = spec.required_metrics[-1].name
+    # the field the official dashboard anchors its pickers on (C26)
+    missing = "DCGM_FI_DEV_GPU_TEMP" if spec.metric("DCGM_FI_DEV_GPU_TEMP") else spec.required_metrics[0].name
     with ExpositionServer(lambda: _exposition(spec, missing)) as exporter, \
             LocalPrometheus({spec.exporter.job: [exporter.address]}, rule_files=[rules]) as server:
         ready = server.wait_for(lambda: len(server.query(names.INVENTORY)) == 4, timeout=60)
@@ -513,3 +533,15 @@ def test_fleet_power_counts_each_mig_gpu_once(spec, prom):
     panel = _panel(fleet, "Fleet power draw")
     value = float(server.query(_grafana_to_promql(panel["targets"][0]["expr"]))[0]["value"][1])
     assert value == 50 + 51 + MIG_POWER  # two plain GPUs, and the MIG GPU once, not once per instance
+
+
+def test_gpu_picker_lists_a_gpu_without_the_temperature_field(spec, prom):
+    """C26: the ``gpu`` variable comes from the inventory, so GPU 1, which lacks the field the
+    official dashboard builds its picker from, is still listed."""
+    server, missing = prom
+    variables = {v["name"]: v for v in _models(spec)[f"{spec.name}-gpu"]["templating"]["list"]}
+    selector = re.fullmatch(r"label_values\((.+), \w+\)", variables["gpu"]["query"]).group(1)
+    uuids = {r["metric"][spec.exporter.labels.gpu] for r in server.query(_grafana_to_promql(selector))}
+    assert uuids == {"GPU-00000000", "GPU-00000001", "GPU-00000002"}
+    assert not any(r["metric"][spec.exporter.labels.gpu] == "GPU-00000001"
+                   for r in server.query(f'{missing}{{job="{spec.exporter.job}"}}'))

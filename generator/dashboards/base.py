@@ -73,3 +73,23 @@ def build(spec: Spec, key: str, title: str, description: str, board: Board, node
     for var in variables.for_scope(spec, node_and_gpu):
         dash = dash.with_variable(var)
     return board.apply(dash)
+
+
+def detail_link(spec: Spec, with_gpu: bool = True) -> db.DashboardLink:
+    """A data link from a table row to the detail dashboard for its node (and GPU), keeping the
+    datasource, cluster and time range. Data links (``fieldConfig.defaults.links``) rather than a
+    per-column override: Grafana's dashboard JSON Schema types override matcher options and
+    values as objects, so the usual ``byName`` override with a string does not validate."""
+    lab = spec.exporter.labels
+    url = f"/d/{uid(spec, 'gpu')}?var-datasource=${{datasource}}&var-node=${{__data.fields.{lab.node}}}"
+    if with_gpu:
+        url += f"&var-gpu=${{__data.fields.{lab.gpu}}}"
+    if lab.cluster:
+        url += f"&var-cluster=${{__data.fields.{lab.cluster}}}"
+    url += "&${__url_time_range}"
+    return db.DashboardLink("GPU detail").type(dm.DashboardLinkType.LINK).url(url)
+
+
+def link_rows_to_detail(spec: Spec, panel, with_gpu: bool = True):
+    """``panel`` (a table) whose rows link to the detail dashboard (see :func:`detail_link`)."""
+    return panel.data_links([detail_link(spec, with_gpu)])

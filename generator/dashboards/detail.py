@@ -88,7 +88,8 @@ def dashboard(spec: Spec) -> db.Dashboard:
     inv = f'{{__name__=~"{required}",{q.matchers(spec, DETAIL)}}}'
     b.add(table_panel("GPUs", [Query(f"group by ({by(ident)}) ({inv})", instant=True, table=True)], "none",
                       description="Identity, model and driver of each selected GPU (from the labels of its "
-                                  "required fields; the driver column is empty unless the exporter adds it as a label).",
+                                  "required fields; the driver column is empty unless the exporter adds it "
+                                  "as a label).",
                       no_value=base.no_value(spec, "No selected GPU reports a required field now.", "GpuLost")),
           24, 6)
     b.row("Required fields")

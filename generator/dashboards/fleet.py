@@ -78,7 +78,8 @@ def dashboard(spec: Spec) -> db.Dashboard:
                      no_value=base.no_value(spec, "No GPU in the inventory: targets down, or gpumon's "
                                             "recording rules not loaded.", "GpuExporterTargetMissing")), 4, 4)
     b.add(stat_panel(f"GPUs seen in {lookback}", [Query(known, "known")], COUNT,
-                     description=f"GPUs in the inventory at any time in the last {lookback} (alerts.inventory_lookback).",
+                     description=f"GPUs in the inventory at any time in the last {lookback} "
+                                 "(alerts.inventory_lookback).",
                      no_value="No GPU seen: see GPUs reporting."), 4, 4)
     b.add(stat_panel("GPUs lost", [Query(f"({known}) - ({reporting})", "lost")], COUNT,
                      description=f"Seen in the last {lookback} but silent now (alert GpuLost).",
@@ -101,10 +102,12 @@ def dashboard(spec: Spec) -> db.Dashboard:
                                                             Query(known, f"seen in {lookback}")], COUNT,
                            description="A gap between the lines is GPUs that stopped reporting.",
                            no_value=base.no_value(spec, "No inventory series.", "GpuExporterTargetMissing")))
-    b.add(table_panel("Firing gpumon alerts", [Query(q.firing_alerts(spec), instant=True, table=True)], "none",
-                      description="One row per firing alert from gpumon's rules, with its labels.",
-                      no_value="No gpumon alert fires now.",
-                      hide=("Time", "Value", "__name__", "alertstate", "job")))
+    b.add(base.link_rows_to_detail(spec, table_panel(
+        "Firing gpumon alerts", [Query(q.firing_alerts(spec), instant=True, table=True)], "none",
+        description="One row per firing alert from gpumon's rules, with its labels; each row links to the "
+                    "GPU detail dashboard.",
+        no_value="No gpumon alert fires now.", hide=("Time", "Value", "__name__", "alertstate", "job")),
+        with_gpu=False))
     power = _power_panel(spec)
     if power is not None:
         b.add(power, 24, 8)

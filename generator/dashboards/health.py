@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from ..durations import format_duration
 from ..rules import names
-from ..rules.promql import by, num
+from ..rules.promql import num
 from .sdk import db
 from ..spec import Spec
 from . import base, queries as q
@@ -32,7 +32,7 @@ def _coverage(spec: Spec, metrics) -> str:
     fields = q.field_regex(metrics)
     if not spec.exporter.labels.cluster:
         return f'{names.COVERAGE}{{job="{spec.exporter.job}",{names.FIELD_LABEL}=~"{fields}"}}'
-    present = q.sel(spec, names.FIELD_PRESENT, FLEET)[:-1] + f',{names.FIELD_LABEL}=~"{fields}"}}'
+    present = q.sel(spec, names.FIELD_PRESENT, FLEET, f'{names.FIELD_LABEL}=~"{fields}"')
     return (f"count by ({names.FIELD_LABEL}) ({present})\n"
             f"/ scalar(count({q.sel(spec, names.INVENTORY, FLEET)}))")
 
@@ -97,8 +97,9 @@ def _coverage_panels(spec: Spec, b: Board) -> None:
     field = f"{{{{{names.FIELD_LABEL}}}}}"
     b.add(stat_panel("Required fields: share of GPUs reporting", [Query(_coverage(spec, spec.required_metrics), field)],
                      RATIO, description="Per required field, the share of inventory GPUs reporting it now "
-                                        "(gpumon coverage recording rule). Anything below 100 % pages. On MIG, fields DCGM does not "
-                                        "report per instance (mig: unsupported) count each instance as not reporting.",
+                                        "(gpumon coverage recording rule). Anything below 100 % pages. On MIG, "
+                                        "fields DCGM does not report per instance (mig: unsupported) count "
+                                        "each instance as not reporting.",
                      thresholds=threshold_steps(steps=COVERAGE_STEPS), horizontal=True,
                      no_value=base.no_value(spec, "No coverage series: no GPU in the inventory, or gpumon's "
                                             "recording rules are not loaded.", "GpuMetricAbsent"),
@@ -114,14 +115,16 @@ def _coverage_panels(spec: Spec, b: Board) -> None:
                            RATIO, description="Share of inventory GPUs reporting each required field.",
                            thresholds=threshold_steps(steps=COVERAGE_STEPS), min_val=0, max_val=1,
                            no_value=base.no_value(spec, "No coverage series.", "GpuMetricAbsent")))
-    nodes = (f'{q.sel(spec, names.NODE_COVERAGE, FLEET)[:-1]},'
-             f'{names.FIELD_LABEL}=~"{q.field_regex(spec.required_metrics)}"}} < 1')
-    b.add(table_panel("Nodes missing a required field on some GPUs", [Query(nodes, instant=True, table=True)], RATIO,
-                      description="Per node and required field, the share of the node's GPUs reporting it, "
-                                  f"where below 100 % (value column). Columns: {', '.join(lab.node_identity)}, field.",
-                      no_value=base.no_value(spec, "Every node's GPUs report every required field.",
-                                             "GpuNodeMetricMissing"),
-                      links=base.runbook_links(spec, "GpuNodeMetricMissing"), hide=("Time", "__name__", "job")))
+    nodes = q.sel(spec, names.NODE_COVERAGE, FLEET,
+                  f'{names.FIELD_LABEL}=~"{q.field_regex(spec.required_metrics)}"') + " < 1"
+    b.add(base.link_rows_to_detail(spec, table_panel(
+        "Nodes missing a required field on some GPUs", [Query(nodes, instant=True, table=True)], RATIO,
+        description="Per node and required field, the share of the node's GPUs reporting it, where below "
+                    f"100 % (value column). Columns: {', '.join(lab.node_identity)}, field. Each row links to "
+                    "the GPU detail dashboard.",
+        no_value=base.no_value(spec, "Every node's GPUs report every required field.", "GpuNodeMetricMissing"),
+        links=base.runbook_links(spec, "GpuNodeMetricMissing"), hide=("Time", "__name__", "job")),
+        with_gpu=False))
 
 
 def _missing_panels(spec: Spec, b: Board) -> None:
@@ -134,11 +137,12 @@ def _missing_panels(spec: Spec, b: Board) -> None:
                                                   "GpuMetricMissing"),
                            links=base.runbook_links(spec, "GpuMetricMissing", "GpuNodeMetricMissing",
                                                     "GpuMetricAbsent")))
-    b.add(table_panel("GPUs missing a required field now", [Query(missing, instant=True, table=True)], NONE,
-                      description="One row per inventory GPU and required field it does not report now.",
-                      no_value=base.no_value(spec, "Every GPU in the inventory reports every required field.",
-                                             "GpuMetricMissing"),
-                      links=base.runbook_links(spec, "GpuMetricMissing")))
+    b.add(base.link_rows_to_detail(spec, table_panel(
+        "GPUs missing a required field now", [Query(missing, instant=True, table=True)], NONE,
+        description="One row per inventory GPU and required field it does not report now; each row "
+                    "links to the GPU detail dashboard.",
+        no_value=base.no_value(spec, "Every GPU in the inventory reports every required field.", "GpuMetricMissing"),
+        links=base.runbook_links(spec, "GpuMetricMissing"))))
     ratio = f"{q.sel(spec, q.gap_ratio(spec), FLEET)} < 1"
     b.add(state_timeline_panel(
         f"Gaps per GPU and field (share of scrapes carrying it, {window})",
@@ -149,14 +153,17 @@ def _missing_panels(spec: Spec, b: Board) -> None:
         no_value=base.no_value(spec, f"No gaps: every GPU carried every required field in every successful "
                                f"scrape of the last {window}.", "GpuMetricIntermittent"),
         links=base.runbook_links(spec, "GpuMetricIntermittent"), min_interval="1m"), 24, 10)
-    b.add(table_panel(f"GPUs lost (seen in {format_duration(spec.alerts.inventory_lookback)}, silent now)",
-                      [Query(q.lost(spec, FLEET), instant=True, table=True)], NONE,
-                      description="GPUs that were in the inventory and report no required field now.",
-                      no_value=base.no_value(spec, "No GPU was lost.", "GpuLost"),
-                      links=base.runbook_links(spec, "GpuLost"), hide=("Time", "Value", "__name__", "job")))
+    b.add(base.link_rows_to_detail(spec, table_panel(
+        f"GPUs lost (seen in {format_duration(spec.alerts.inventory_lookback)}, silent now)",
+        [Query(q.lost(spec, FLEET), instant=True, table=True)], NONE,
+        description="GPUs that were in the inventory and report no required field now; each row links "
+                    "to the GPU detail dashboard.",
+        no_value=base.no_value(spec, "No GPU was lost.", "GpuLost"),
+        links=base.runbook_links(spec, "GpuLost"), hide=("Time", "Value", "__name__", "job")), with_gpu=False))
     lab = spec.exporter.labels
-    present = q.sel(spec, names.FIELD_PRESENT, FLEET)[:-1]
-    unlabelled = f'count({present},{lab.node}=""}} or {present},{lab.gpu}=""}}) or vector(0)'
+    no_node = q.sel(spec, names.FIELD_PRESENT, FLEET, **{lab.node: ""})
+    no_gpu = q.sel(spec, names.FIELD_PRESENT, FLEET, **{lab.gpu: ""})
+    unlabelled = f"count({no_node} or {no_gpu}) or vector(0)"
     b.add(stat_panel("Series without node or GPU label", [Query(unlabelled, "series")], COUNT,
                      description=f"GPU series lacking {lab.node} or {lab.gpu} (renamed label, 1.x "
                                  "compatibility mode): per-GPU rules and these dashboards cannot see them.",

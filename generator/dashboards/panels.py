@@ -56,24 +56,31 @@ def _common(panel, title: str, description: str, queries: list[Query], unit: str
 
 def threshold_steps(metric: Metric | None = None, steps: list[tuple[float | None, str]] | None = None,
                     divisor: int = 1) -> db.ThresholdsConfig:
-    """Grafana absolute thresholds from a spec metric's thresholds (each region takes the colour
-    of the worst severity whose condition holds there: info blue, warning orange, critical red,
-    else green; ``<`` thresholds colour the region below) or from explicit ``steps``."""
+    """Grafana absolute thresholds from explicit ``steps`` ([(start or None for the base,
+    colour)]) or else from a spec metric's thresholds (see :func:`spec_steps`); values are divided
+    by ``divisor`` like the plotted series."""
     if steps is None:
-        steps = [(None, "green")]
-        ts = metric.thresholds if metric else ()
-        if ts:
-            bounds = sorted({t.value for t in ts})
-            probes = [bounds[0] - 1] + [(a + b) / 2 for a, b in zip(bounds, bounds[1:])] + [bounds[-1] + 1]
-            starts: list[float | None] = [None] + bounds
-            steps = []
-            for start, probe in zip(starts, probes):
-                bad = [t for t in ts if _holds(probe, t.op, t.value)]
-                color = SEVERITY_COLORS[max(bad, key=lambda t: _SEVERITY_RANK[t.severity]).severity] if bad else "green"
-                if not steps or steps[-1][1] != color:
-                    steps.append((start, color))
+        steps = spec_steps(metric) if metric is not None else [(None, "green")]
     return db.ThresholdsConfig().mode(dm.ThresholdsMode.ABSOLUTE).steps(
         [dm.Threshold(value=None if v is None else v / divisor, color=c) for v, c in steps])
+
+
+def spec_steps(metric: Metric) -> list[tuple[float | None, str]]:
+    """Colour regions for a metric's spec thresholds: each region between threshold values takes
+    the colour of the worst severity whose condition holds inside it (info blue, warning orange,
+    critical red, else green), so ``<`` thresholds colour the region below their value."""
+    if not metric.thresholds:
+        return [(None, "green")]
+    bounds = sorted({t.value for t in metric.thresholds})
+    # one probe value inside each region: below the first bound, between bounds, above the last
+    probes = [bounds[0] - 1] + [(a + b) / 2 for a, b in zip(bounds, bounds[1:])] + [bounds[-1] + 1]
+    steps: list[tuple[float | None, str]] = []
+    for start, probe in zip([None] + bounds, probes):
+        bad = [t for t in metric.thresholds if _holds(probe, t.op, t.value)]
+        color = SEVERITY_COLORS[max(bad, key=lambda t: _SEVERITY_RANK[t.severity]).severity] if bad else "green"
+        if not steps or steps[-1][1] != color:
+            steps.append((start, color))
+    return steps
 
 
 def _holds(value: float, op: str, bound: float) -> bool:

@@ -46,9 +46,10 @@ def matchers(spec: Spec, scope: Scope, job: bool = True) -> str:
     return ",".join(out)
 
 
-def sel(spec: Spec, metric: str, scope: Scope, **equal: str) -> str:
-    """``metric{<scope matchers>,k="v"...}``."""
-    extra = "".join(f',{k}="{v}"' for k, v in equal.items())
+def sel(spec: Spec, metric: str, scope: Scope, *more: str, **equal: str) -> str:
+    """``metric{<scope matchers>,<more matchers>,k="v"...}``; ``more`` are matcher strings such
+    as ``'dcgm_field=~"A|B"'``, ``equal`` label values (quoted here)."""
+    extra = "".join(f",{m}" for m in more) + "".join(f',{k}="{v}"' for k, v in equal.items())
     return f"{metric}{{{matchers(spec, scope)}{extra}}}"
 
 

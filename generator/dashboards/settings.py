@@ -1,8 +1,11 @@
 """The spec's ``dashboards`` section: what the Grafana dashboards and their ConfigMaps look like.
 
 Defaults follow kube-prometheus-stack's Grafana sidecar (values ``grafana.sidecar.dashboards.label``
-= ``grafana_dashboard``, ``labelValue`` = ``"1"``, ``folderAnnotation``), so the rendered
-ConfigMaps are picked up without changing the chart.
+= ``grafana_dashboard``, ``labelValue`` = ``"1"``), so the rendered ConfigMaps are picked up
+without changing the chart. The folder annotation defaults to the one kiwigrid/k8s-sidecar reads
+when the chart's ``folderAnnotation`` is unset (``FOLDER_ANNOTATION`` default
+``k8s-sidecar-target-directory``); Grafana turns it into a folder with
+``provider.foldersFromFilesStructure: true``.
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ class DashboardSettings:
     namespace: str = "monitoring"
     label: str = "grafana_dashboard"
     label_value: str = "1"
-    folder_annotation: str = "grafana_folder"
+    folder_annotation: str = "k8s-sidecar-target-directory"
     folder: str | None = None
 
 

@@ -1,5 +1,6 @@
 """A stand-in for kube-state-metrics' ``/metrics``: the series gpumon's kubernetes rules read, with
-kube-state-metrics' real names, HELP/TYPE lines and label sets (kube-state-metrics
+kube-state-metrics' real metric names, types and label sets (HELP texts paraphrase the docs'
+descriptions; kube-state-metrics
 docs/metrics/cluster/node-metrics.md, workload/pod-metrics.md, workload/daemonset-metrics.md;
 extended resources are sanitised, ``nvidia.com/gpu`` -> ``nvidia_com_gpu`` with unit ``integer``).
 """

@@ -84,6 +84,13 @@ def render(spec: str | None, out: str, check: bool) -> None:
                f"{len(drift.removed)} removed)")
 
 
+from .lint.command import lint_command  # noqa: E402 - registered after the group exists
+from .diff.command import diff_command  # noqa: E402
+
+cli.add_command(lint_command)
+cli.add_command(diff_command)
+
+
 def main() -> None:
     """Console-script entry point."""
     cli(prog_name="gpumon")

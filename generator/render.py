@@ -8,13 +8,13 @@ from __future__ import annotations
 
 from typing import Callable
 
-from . import ruletests, runbooks
+from . import dashboards, ruletests, runbooks
 from .rules import output as rule_output
 from .spec import Spec
 
 Renderer = Callable[[Spec], dict[str, str]]
 
-RENDERERS: list[Renderer] = [rule_output.files, ruletests.files, runbooks.files]
+RENDERERS: list[Renderer] = [rule_output.files, dashboards.files, ruletests.files, runbooks.files]
 
 
 def render(spec: Spec) -> dict[str, str]:

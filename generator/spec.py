@@ -22,6 +22,7 @@ from ruamel.yaml.comments import CommentedMap, CommentedSeq
 from ruamel.yaml.error import MarkedYAMLError
 
 from .durations import parse_duration
+from .fields import known_fields
 
 #: Labels that change with restarts or with ``honor_labels`` and must never identify a GPU.
 VOLATILE_LABELS = ("instance", "pod", "namespace", "container", "service", "endpoint")
@@ -170,6 +171,7 @@ class AlertSettings:
     frozen_window: float = 600.0
     implausible_for: float = 0.0
     scrape_slow_ratio: float = 0.8
+    slow_group_interval: float = 60.0
 
 
 @dataclass(frozen=True)
@@ -257,12 +259,10 @@ def parse_spec(text: str, name: str = "<spec>") -> Spec:
     if not isinstance(doc, CommentedMap):
         raise SpecError([Problem(name, 1, 1, "", "the spec must be a YAML mapping (see gpumon.yaml)")])
     plain = _to_plain(doc)
-    problems = _schema_problems(doc, plain, name)
+    # Report schema and semantic problems together, so a user fixes everything in one round.
+    problems = _schema_problems(doc, plain, name) + _semantic_problems(doc, plain, name)
     if problems:
-        raise SpecError(problems)
-    problems = _semantic_problems(doc, plain, name)
-    if problems:
-        raise SpecError(problems)
+        raise SpecError(_dedupe(problems))
     return _build(plain, name)
 
 
@@ -345,38 +345,66 @@ def _explain(err: jsonschema.ValidationError, doc: CommentedMap, name: str) -> l
     return [Problem(name, line, col, _format_path(path), msg)]
 
 
+def _dedupe(problems: list[Problem]) -> list[Problem]:
+    seen, out = set(), []
+    for p in problems:
+        if (p.line, p.column, p.path, p.message) not in seen:
+            seen.add((p.line, p.column, p.path, p.message))
+            out.append(p)
+    return out
+
+
+def _duration_or_none(value: Any) -> float | None:
+    try:
+        return parse_duration(value) if isinstance(value, str) else None
+    except ValueError:
+        return None
+
+
 def _semantic_problems(doc: CommentedMap, plain: dict, name: str) -> list[Problem]:
+    """Checks a schema cannot express. Runs on documents that may also have schema errors, so
+    every access is type-guarded."""
     out: list[Problem] = []
 
     def add(path: list, msg: str) -> None:
         line, col = _position(doc, path)
         out.append(Problem(name, line, col, _format_path(path), msg))
 
-    exp = plain.get("exporter", {})
-    interval = parse_duration(exp.get("scrape_interval", "15s"))
-    timeout = parse_duration(exp.get("scrape_timeout", "10s"))
-    if timeout > interval:
+    exp = plain.get("exporter") if isinstance(plain.get("exporter"), dict) else {}
+    interval = _duration_or_none(exp.get("scrape_interval", "15s"))
+    timeout = _duration_or_none(exp.get("scrape_timeout", "10s"))
+    if interval is not None and timeout is not None and timeout > interval:
         add(["exporter", "scrape_timeout"], f"scrape_timeout ({exp.get('scrape_timeout')}) must not exceed "
             f"scrape_interval ({exp.get('scrape_interval', '15s')}); Prometheus rejects such a scrape config")
-    labels = exp.get("labels", {})
+    labels = exp.get("labels") if isinstance(exp.get("labels"), dict) else {}
     for key, value in labels.items():
         if value in VOLATILE_LABELS or (isinstance(value, str) and value.startswith("exported_")):
             add(["exporter", "labels", key], f"{value!r} changes on restarts and with honor_labels; "
                 "it must not identify a node or GPU (use Hostname/hostname, UUID, gpu, GPU_I_ID)")
     seen: dict[str, int] = {}
-    for i, metric in enumerate(plain.get("metrics", [])):
+    metrics = plain.get("metrics") if isinstance(plain.get("metrics"), list) else []
+    for i, metric in enumerate(metrics):
+        if not isinstance(metric, dict):
+            continue
         mname = metric.get("name")
         if mname in seen:
             add(["metrics", i, "name"], f"duplicate metric {mname!r} (first at metrics[{seen[mname]}])")
         seen.setdefault(mname, i)
         rng = metric.get("range")
-        if rng and None not in rng and rng[0] > rng[1]:
+        if (isinstance(rng, list) and len(rng) == 2 and all(isinstance(v, (int, float)) for v in rng)
+                and rng[0] > rng[1]):
             add(["metrics", i, "range"], f"range minimum {rng[0]} is above its maximum {rng[1]}")
+        if isinstance(mname, str) and mname.startswith("DCGM_") and mname not in known_fields():
+            hint = difflib.get_close_matches(mname, list(known_fields()), n=1, cutoff=0.8)
+            if hint:
+                add(["metrics", i, "name"], f"{mname!r} is not a DCGM field dcgm-exporter knows; did you mean {hint[0]!r}?")
         if metric.get("frozen_check") and metric.get("kind") != "counter":
             add(["metrics", i, "frozen_check"], "frozen_check needs kind: counter (it checks that the counter increases)")
         if metric.get("thresholds") and metric.get("kind") == "counter":
             add(["metrics", i, "thresholds"], "thresholds on a counter compare an ever-growing total; "
                 "use a gauge, or alert on a rate in your own rules")
+    from . import kube  # the kubernetes section is modelled there (it imports this module)
+    kube.problems(plain, add)
     return out
 
 
@@ -406,6 +434,7 @@ def _build(plain: dict, path: str) -> Spec:
         frozen_window=_dur(al, "frozen_window", defaults.frozen_window),
         implausible_for=_dur(al, "implausible_for", defaults.implausible_for),
         scrape_slow_ratio=float(al.get("scrape_slow_ratio", defaults.scrape_slow_ratio)),
+        slow_group_interval=_dur(al, "slow_group_interval", defaults.slow_group_interval),
     )
     pr = plain.get("prometheus_rule", {})
     prdef = PrometheusRuleMeta()

@@ -1,0 +1,56 @@
+"""Read one side of ``gpumon diff``: a file, a directory, or ``git:REV:path`` (a file or
+directory at a git revision, read with ``git ls-tree``/``git show`` in the current repository).
+Rules and dashboards are read by the lint loader, so every input kind lint reads works here."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+from ..lint import loader
+from ..lint.model import Inputs
+
+
+class SourceError(Exception):
+    """A side cannot be read (missing path, unknown revision, git not available)."""
+
+
+def read(ref: str) -> Inputs:
+    """Load rules and dashboards from ``ref`` (path or ``git:REV:path``).
+
+    Raises:
+        SourceError: unreadable path, git failure, or YAML/JSON syntax errors (message lists them).
+    """
+    inputs = Inputs()
+    if ref.startswith("git:"):
+        rev, _, path = ref[4:].partition(":")
+        if not rev:
+            raise SourceError(f"{ref}: expected git:REV:path, e.g. git:origin/main:output")
+        for name in _git_files(rev, path):
+            loader.load_text(_git(["show", f"{rev}:{name}"], ref), f"{name}", inputs)
+    else:
+        if not Path(ref).exists():
+            raise SourceError(f"{ref}: no such file or directory")
+        inputs = loader.load([ref])
+    if inputs.problems:
+        raise SourceError("; ".join(f"{p.location}: {p.message}" for p in inputs.problems))
+    return inputs
+
+
+def _git(args: list[str], ref: str) -> str:
+    try:
+        proc = subprocess.run(["git", *args], capture_output=True, text=True, check=False)
+    except OSError as exc:
+        raise SourceError(f"{ref}: cannot run git: {exc}") from None
+    if proc.returncode != 0:
+        raise SourceError(f"{ref}: git {' '.join(args)}: {proc.stderr.strip() or 'failed'}")
+    return proc.stdout
+
+
+def _git_files(rev: str, path: str) -> list[str]:
+    ref = f"git:{rev}:{path}"
+    listing = _git(["ls-tree", "-r", "--name-only", "--full-name", rev, "--", path or "."], ref).splitlines()
+    files = sorted(n for n in listing if n.endswith((".yaml", ".yml", ".json")))
+    if not listing:
+        raise SourceError(f"{ref}: no such path at revision {rev}")
+    return files

@@ -1,0 +1,87 @@
+"""``gpumon lint``: static checks of Prometheus rule files, PrometheusRule objects and Grafana
+dashboards (plain JSON or in ConfigMaps) against the spec and dcgm-exporter's field lists.
+
+Usage from Python::
+
+    report = lint(["output/"], spec)          # a generator.findings.Report
+    print(reporters.render(report, "text"))
+
+One module per check in ``generator/lint/checks/``; :func:`describe` lists them.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Iterable
+
+from ..findings import SEVERITIES, Report
+from ..spec import Spec
+from . import context, loader
+from .checks import ALL as CHECKS
+
+__all__ = ["CHECKS", "check_ids", "describe", "lint", "failing"]
+
+
+def check_ids() -> list[str]:
+    """Ids of every check, in report order (plus ``input-unreadable`` for unreadable files)."""
+    return [m.ID for m in CHECKS]
+
+
+def describe() -> list[tuple[str, str, str]]:
+    """``(id, default severity, docstring)`` of every check."""
+    return [(m.ID, m.SEVERITY, (m.__doc__ or "").strip()) for m in CHECKS]
+
+
+def lint(paths: Iterable[str | Path], spec: Spec, disable: Iterable[str] = ()) -> Report:
+    """Lint every rule file, PrometheusRule and dashboard under ``paths``.
+
+    Args:
+        paths: files and directories (walked recursively).
+        spec: the loaded spec (metric kinds, labels, intervals, rule selector labels).
+        disable: check ids to skip.
+    Returns:
+        a Report (tool ``gpumon lint``); unreadable input appears as ``input-unreadable`` findings.
+    Raises:
+        ValueError: an unknown id in ``disable``.
+    """
+    disabled = set(disable)
+    unknown = disabled - set(check_ids()) - {loader.UNREADABLE}
+    if unknown:
+        raise ValueError(f"unknown check id(s): {', '.join(sorted(unknown))}; see `gpumon lint --list-checks`")
+    inputs = loader.load(paths)
+    ctx = context.build(spec, inputs)
+    report = Report(tool="gpumon lint")
+    report.findings.extend(p for p in inputs.problems if loader.UNREADABLE not in disabled)
+    for module in CHECKS:
+        if module.ID in disabled:
+            continue
+        found = [f for f in module.check(inputs, ctx) if not inputs.ignored(f.check, f.location)]
+        report.findings.extend(found)
+        if not found:
+            report.checks.append(f"{module.ID}/")
+    report.findings = _dedupe(report.findings)
+    report.summary = {
+        "inputs": f"{len(inputs.files)} files: {len(inputs.rules)} rules, {len(inputs.objects)} PrometheusRule "
+                  f"objects, {len(inputs.dashboards)} dashboards, {len(inputs.queries)} PromQL queries",
+        "spec": spec.path,
+    }
+    return report
+
+
+def _dedupe(findings: list) -> list:
+    seen, out = set(), []
+    for f in findings:
+        key = (f.check, f.severity, f.subject, f.message, f.location)
+        if key not in seen:
+            seen.add(key)
+            out.append(f)
+    return out
+
+
+def failing(report: Report, fail_on: str) -> bool:
+    """True when a finding is at or above ``fail_on`` (a severity, or ``never``).
+    ``inconclusive`` never fails a lint run."""
+    if fail_on == "never":
+        return False
+    limit = SEVERITIES.index(fail_on)
+    return any(SEVERITIES.index(f.severity) <= limit for f in report.findings if f.severity != "inconclusive")

@@ -1,0 +1,59 @@
+"""The ``gpumon lint`` click command (registered in ``generator/cli.py``)."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from .. import reporters
+from . import check_ids, describe, failing, lint, loader
+
+FAIL_ON = ("error", "warning", "info", "never")
+
+
+def _split(values: tuple[str, ...]) -> list[str]:
+    return [v.strip() for value in values for v in value.split(",") if v.strip()]
+
+
+@click.command("lint")
+@click.argument("paths", nargs=-1, type=click.Path())
+@click.option("--spec", "spec_path", type=click.Path(dir_okay=False),
+              help="Spec giving metric kinds, labels, intervals, rule selector labels (default: gpumon.yaml).")
+@click.option("-f", "--format", "fmt", type=click.Choice(reporters.FORMATS), default="text", show_default=True,
+              help="Report format: SARIF 2.1.0 for code scanning, JUnit XML, GitHub workflow annotations.")
+@click.option("--fail-on", type=click.Choice(FAIL_ON), default="error", show_default=True,
+              help="Exit 1 when a finding has this severity or a higher one.")
+@click.option("--disable", multiple=True, metavar="CHECK[,CHECK]", help="Skip these checks (repeatable).")
+@click.option("--list-checks", is_flag=True, help="Describe every check and exit.")
+def lint_command(paths, spec_path, fmt, fail_on, disable, list_checks) -> None:
+    """Check rule files, PrometheusRule objects and Grafana dashboards (JSON files, ConfigMaps)
+    under PATHS (files or directories; default: output/).
+
+    Silence a check for one rule with a comment `# gpumon-lint: ignore CHECK` on the rule or
+    right above it, for a whole YAML file with `# gpumon-lint: ignore-file CHECK`.
+
+    \b
+    Exit codes: 0 nothing at or above --fail-on; 1 findings at or above it;
+                2 usage error, bad spec, or unreadable input (YAML/JSON syntax, missing path).
+    """
+    from ..cli import EXIT_ERROR, EXIT_FINDINGS, load_or_exit
+
+    if list_checks:
+        for cid, severity, doc in describe():
+            click.echo(f"{cid} ({severity})\n" + "\n".join("    " + ln for ln in doc.splitlines()[1:] if ln) + "\n")
+        return
+    disabled = _split(disable)
+    unknown = sorted(set(disabled) - set(check_ids()) - {loader.UNREADABLE})
+    if unknown:
+        click.echo(f"gpumon: unknown check id(s) for --disable: {', '.join(unknown)}; "
+                   f"known: {', '.join(check_ids())}", err=True)
+        sys.exit(EXIT_ERROR)
+    spec = load_or_exit(spec_path)
+    report = lint(list(paths) or ["output"], spec, disabled)
+    click.echo(reporters.render(report, fmt), nl=False)
+    if any(f.check == loader.UNREADABLE for f in report.findings):
+        click.echo("gpumon: some input could not be read (see input-unreadable findings)", err=True)
+        sys.exit(EXIT_ERROR)
+    if failing(report, fail_on):
+        sys.exit(EXIT_FINDINGS)

@@ -1,0 +1,451 @@
+"""Find and read what ``gpumon lint`` checks, keeping positions.
+
+Inputs (by content, not by file name):
+- Prometheus rule files (``groups:``), several YAML documents per file allowed;
+- PrometheusRule objects (``kind: PrometheusRule``, rules under ``spec.groups``);
+- Grafana dashboard JSON (``panels`` at the top, or under ``dashboard`` as the HTTP API writes it);
+- dashboards embedded in ConfigMaps (each ``data`` value that is dashboard JSON, as the Grafana
+  sidecar reads them) and in grafana-operator ``GrafanaDashboard`` objects (``spec.json``).
+Other YAML/JSON files (specs, promtool tests, Kubernetes objects) are skipped.
+
+Positions: YAML through ruamel.yaml's line/column marks; JSON through the same loader (JSON is
+YAML 1.2 flow syntax), which gives each key's line without a hand-written JSON parser. A JSON
+dashboard inside a YAML block scalar (``|``) is shifted to the lines of the YAML file.
+
+Unreadable input (YAML/JSON syntax errors, unreadable files) becomes an ``input-unreadable``
+finding; the CLI exits 2 for it.
+
+Ignore comments: ``# gpumon-lint: ignore <check-id>[,<check-id>...]`` on a rule's lines or on the
+comment lines right above it silences those checks for that rule; ``# gpumon-lint: ignore-file
+<check-id>...`` anywhere in a YAML file silences them for the whole file (also for dashboards in
+ConfigMaps). ``all`` silences every check.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from pathlib import Path
+from typing import Iterable
+
+from ruamel.yaml import YAML
+from ruamel.yaml.comments import CommentedMap, CommentedSeq
+from ruamel.yaml.error import YAMLError
+
+from ..findings import Finding, Location
+from . import grafana
+from .model import Dashboard, Inputs, Panel, Query, Rule, RuleObject, Variable
+
+UNREADABLE = "input-unreadable"
+_IGNORE = re.compile(r"#\s*gpumon-lint:\s*(ignore-file|ignore)\b\s*([\w\-, ]*)")
+_SKIP_DIRS = {".git", ".venv", "venv", "node_modules", "__pycache__", ".tox", ".mypy_cache", ".pytest_cache"}
+_EXTENSIONS = (".yaml", ".yml", ".json")
+
+
+def collect(paths: Iterable[str | Path]) -> tuple[list[Path], list[str]]:
+    """Expand ``paths`` (files and directories, walked recursively, hidden and virtualenv folders
+    skipped) into ``.yaml``/``.yml``/``.json`` files, sorted per directory.
+
+    Returns:
+        (files, missing): ``missing`` lists paths that do not exist.
+    """
+    files: list[Path] = []
+    missing: list[str] = []
+    for raw in paths:
+        path = Path(raw)
+        if path.is_file():
+            files.append(path)
+        elif path.is_dir():
+            for root, dirs, names in os.walk(path):
+                dirs[:] = sorted(d for d in dirs if d not in _SKIP_DIRS and not d.startswith("."))
+                files.extend(Path(root) / n for n in sorted(names) if n.endswith(_EXTENSIONS))
+        else:
+            missing.append(str(raw))
+    return files, missing
+
+
+def load(paths: Iterable[str | Path]) -> Inputs:
+    """Read every input under ``paths`` into an :class:`Inputs`. Never raises for bad content."""
+    files, missing = collect(paths)
+    inputs = Inputs()
+    for name in missing:
+        inputs.problems.append(_unreadable(name, 1, 1, "no such file or directory"))
+    for path in files:
+        load_text_file(path, inputs)
+    return inputs
+
+
+def load_text_file(path: Path, inputs: Inputs) -> None:
+    """Read one file into ``inputs`` (rules, objects, dashboards, queries, problems)."""
+    name = str(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        inputs.problems.append(_unreadable(name, 1, 1, f"cannot read: {getattr(exc, 'strerror', None) or exc}"))
+        return
+    inputs.files.append(name)
+    load_text(text, name, inputs)
+
+
+def load_text(text: str, name: str, inputs: Inputs) -> None:
+    """Like :func:`load_text_file` for text already read; ``name`` is used in positions."""
+    if name.endswith(".json"):
+        _load_json_file(text, name, inputs)
+    else:
+        _load_yaml_file(text, name, inputs)
+
+
+# --------------------------------------------------------------------------- YAML
+
+
+def _yaml() -> YAML:
+    yaml = YAML(typ="rt")
+    yaml.allow_duplicate_keys = True
+    return yaml
+
+
+def _load_yaml_file(text: str, name: str, inputs: Inputs) -> None:
+    try:
+        docs = list(_yaml().load_all(text))
+    except YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
+        line, col = (mark.line + 1, mark.column + 1) if mark else (1, 1)
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        inputs.problems.append(_unreadable(name, line, col, f"YAML syntax error: {problem}"))
+        return
+    lines = text.splitlines()
+    rule_starts: list[tuple[int, Rule]] = []
+    for doc in docs:
+        if not isinstance(doc, CommentedMap):
+            continue
+        kind = doc.get("kind")
+        if kind == "PrometheusRule":
+            obj = _rule_object(doc, name)
+            inputs.objects.append(obj)
+            spec = doc.get("spec")
+            if isinstance(spec, CommentedMap):
+                _load_groups(spec, name, lines, inputs, rule_starts, obj)
+        elif kind == "ConfigMap":
+            data = doc.get("data")
+            if isinstance(data, CommentedMap):
+                for key in data:
+                    _embedded_dashboard(data, key, name, lines, inputs, f"/data/{_escape(str(key))}")
+        elif kind == "GrafanaDashboard":
+            spec = doc.get("spec")
+            if isinstance(spec, CommentedMap) and "json" in spec:
+                _embedded_dashboard(spec, "json", name, lines, inputs, "/spec/json")
+        elif "groups" in doc and kind is None:
+            _load_groups(doc, name, lines, inputs, rule_starts, None)
+    _collect_ignores(lines, name, rule_starts, inputs)
+
+
+def _pos(node, key) -> tuple[int, int]:
+    """0-based (line, col) of ``node[key]``'s key (maps) or item (lists)."""
+    try:
+        if isinstance(node, CommentedMap):
+            return node.lc.key(key)
+        if isinstance(node, CommentedSeq):
+            return node.lc.item(key)
+    except (KeyError, TypeError, IndexError, AttributeError):
+        pass
+    return (node.lc.line, node.lc.col) if hasattr(node, "lc") else (0, 0)
+
+
+def _loc(name: str, pos: tuple[int, int]) -> Location:
+    return Location(name, pos[0] + 1, pos[1] + 1)
+
+
+def _rule_object(doc: CommentedMap, name: str) -> RuleObject:
+    meta = doc.get("metadata") if isinstance(doc.get("metadata"), CommentedMap) else CommentedMap()
+    labels = meta.get("labels") if isinstance(meta.get("labels"), dict) else {}
+    loc = _loc(name, _pos(doc, "metadata") if "metadata" in doc else _pos(doc, "kind"))
+    labels_loc = _loc(name, _pos(meta, "labels")) if "labels" in meta else None
+    return RuleObject(name, str(meta.get("name", "")), str(meta.get("namespace", "")),
+                      {str(k): str(v) for k, v in labels.items()}, loc, labels_loc)
+
+
+def _load_groups(doc: CommentedMap, name: str, lines: list[str], inputs: Inputs,
+                 rule_starts: list, obj: RuleObject | None) -> None:
+    groups = doc.get("groups")
+    if not isinstance(groups, CommentedSeq):
+        return
+    for group in groups:
+        if not isinstance(group, CommentedMap):
+            continue
+        rules = group.get("rules")
+        if not isinstance(rules, CommentedSeq):
+            continue
+        for i, raw in enumerate(rules):
+            if not isinstance(raw, CommentedMap):
+                continue
+            rule = _rule(raw, str(group.get("name", "")), name, lines, obj, _pos(rules, i))
+            inputs.rules.append(rule)
+            if rule.expr is not None:
+                inputs.queries.append(rule.expr)
+            rule_starts.append((_pos(rules, i)[0] + 1, rule))
+
+
+def _rule(raw: CommentedMap, group: str, name: str, lines: list[str], obj, item_pos) -> Rule:
+    kind = "alert" if "alert" in raw else "record"
+    rname = str(raw.get(kind, "") or "")
+    keys = {str(k): _loc(name, _pos(raw, k)) for k in raw}
+    labels = raw.get("labels") if isinstance(raw.get("labels"), dict) else {}
+    annotations = raw.get("annotations") if isinstance(raw.get("annotations"), dict) else {}
+    ann_locs = {}
+    if isinstance(annotations, CommentedMap):
+        for k in annotations:
+            ann_locs[str(k)] = _loc(name, annotations.lc.value(k))
+    rule = Rule(file=name, group=group, kind=kind, name=rname, expr=None,
+                for_=str(raw["for"]) if raw.get("for") is not None else None,
+                labels={str(k): str(v) for k, v in labels.items()},
+                annotations={str(k): str(v) for k, v in annotations.items()},
+                location=keys.get(kind, _loc(name, item_pos)), keys=keys,
+                annotation_locations=ann_locs, obj=obj, raw=dict(raw))
+    expr = raw.get("expr")
+    if expr is not None:
+        vline, vcol = raw.lc.value("expr")
+        text = str(expr)
+        rule.expr = Query(text=text, source=text, location=Location(name, vline + 1, vcol + 1),
+                          subject=rule.subject, origin="rule", rule=rule,
+                          locate=_yaml_locator(name, lines, vline, vcol, text))
+    return rule
+
+
+def _yaml_locator(name: str, lines: list[str], vline: int, vcol: int, text: str):
+    """Map a snippet of a YAML scalar to its file position: exact for literal blocks (``|``) and
+    single-line scalars, the scalar's start otherwise."""
+    start = Location(name, vline + 1, vcol + 1)
+    head = lines[vline][vcol:] if vline < len(lines) else ""
+
+    def locate(snippet: str) -> Location:
+        idx = text.find(snippet)
+        if idx < 0:
+            return start
+        if head.startswith("|"):
+            before = text[:idx]
+            row = before.count("\n")
+            col = idx - (before.rfind("\n") + 1)
+            line_no = vline + 1 + row
+            first = next((ln for ln in lines[vline + 1:] if ln.strip()), "")
+            indent = len(first) - len(first.lstrip(" "))  # the block's indentation
+            if line_no < len(lines):
+                content = lines[line_no]
+                if content[indent + col:indent + col + len(snippet)] == snippet:
+                    return Location(name, line_no + 1, indent + col + 1)
+            return start
+        if "\n" in text:
+            return start
+        shift = 1 if head[:1] in ("'", '"') else 0
+        if head[shift + idx:shift + idx + len(snippet)] == snippet:
+            return Location(name, vline + 1, vcol + shift + idx + 1)
+        return start
+
+    return locate
+
+
+def _collect_ignores(lines: list[str], name: str, rule_starts: list, inputs: Inputs) -> None:
+    starts = sorted(line for line, _ in rule_starts)
+    spans = []
+    for i, first in enumerate(starts):
+        last = starts[i + 1] - 1 if i + 1 < len(starts) else len(lines)
+        spans.append((first, last))
+    out = inputs.ignores.setdefault(name, [])
+    for idx, line in enumerate(lines, start=1):
+        match = _IGNORE.search(line)
+        if not match:
+            continue
+        ids = {x for x in re.split(r"[\s,]+", match.group(2).strip()) if x} or {"all"}
+        if match.group(1) == "ignore-file":
+            out.append((1, max(len(lines), 1), ids))
+            continue
+        target = _ignore_target(lines, idx, spans)
+        if target:
+            out.append((target[0], target[1], ids))
+
+
+def _ignore_target(lines: list[str], line_no: int, spans: list) -> tuple[int, int] | None:
+    """The rule span an ignore comment on ``line_no`` (1-based) applies to: the next rule when
+    only comments/blank lines separate them, else the rule containing the comment."""
+    for first, last in spans:
+        if first > line_no:
+            between = lines[line_no:first - 1]
+            if all(not ln.strip() or ln.strip().startswith("#") for ln in between):
+                return (first, last)
+            break
+    for first, last in spans:
+        if first <= line_no <= last:
+            return (first, last)
+    return None
+
+
+# --------------------------------------------------------------------------- JSON dashboards
+
+
+def _escape(token: str) -> str:
+    return token.replace("~", "~0").replace("/", "~1")
+
+
+def _load_json_file(text: str, name: str, inputs: Inputs) -> None:
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as exc:
+        inputs.problems.append(_unreadable(name, exc.lineno, exc.colno, f"JSON syntax error: {exc.msg}"))
+        return
+    base = _dashboard_base(doc)
+    if base is None:
+        return
+    _add_dashboard(doc, base, name, _json_locator(text, name, 0, 0), inputs)
+
+
+def _dashboard_base(doc) -> str | None:
+    """JSON pointer of the dashboard object inside ``doc`` ("" or "/dashboard"), None if none."""
+    if isinstance(doc, dict):
+        if isinstance(doc.get("panels"), list) or isinstance(doc.get("rows"), list):
+            return ""
+        inner = doc.get("dashboard")
+        if isinstance(inner, dict) and isinstance(inner.get("panels"), list):
+            return "/dashboard"
+    return None
+
+
+def _embedded_dashboard(parent: CommentedMap, key, name: str, lines: list[str], inputs: Inputs,
+                        pointer: str) -> None:
+    text = parent.get(key)
+    if not isinstance(text, str) or "{" not in text:
+        return
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as exc:
+        if str(key).endswith(".json"):
+            line, col = _pos(parent, key)
+            inputs.problems.append(_unreadable(name, line + 1, col + 1,
+                                               f"JSON syntax error in {pointer}: {exc.msg} (line {exc.lineno} of the value)"))
+        return
+    base = _dashboard_base(doc)
+    if base is None:
+        return
+    vline, vcol = parent.lc.value(key)
+    head = lines[vline][vcol:] if vline < len(lines) else ""
+    if head.startswith("|"):
+        content = lines[vline + 1] if vline + 1 < len(lines) else ""
+        indent = len(content) - len(content.lstrip(" "))
+        locator = _json_locator(text, name, vline + 1, indent)
+    else:
+        key_loc = _loc(name, _pos(parent, key))
+        locator = lambda pointer_: key_loc  # noqa: E731 - no line mapping for quoted scalars
+    _add_dashboard(doc, base, name, locator, inputs)
+
+
+def _json_locator(text: str, name: str, line_shift: int, col_shift: int):
+    """``pointer -> Location`` for JSON ``text``: the line/column of the key (or list item) the
+    pointer ends at, shifted by ``line_shift`` lines and ``col_shift`` columns."""
+    try:
+        tree = _yaml().load(text)
+    except YAMLError:
+        tree = None
+
+    def locate(pointer: str) -> Location:
+        node, pos = tree, (0, 0)
+        for token in [t.replace("~1", "/").replace("~0", "~") for t in pointer.split("/")[1:]]:
+            if isinstance(node, CommentedMap) and token in node:
+                pos = node.lc.key(token)
+                node = node[token]
+            elif isinstance(node, CommentedSeq) and token.isdigit() and int(token) < len(node):
+                pos = node.lc.item(int(token))
+                node = node[int(token)]
+            else:
+                break
+        return Location(name, pos[0] + 1 + line_shift, pos[1] + 1 + col_shift, pointer or "/")
+
+    return locate
+
+
+def _add_dashboard(doc: dict, base: str, name: str, locator, inputs: Inputs) -> None:
+    body = doc if base == "" else doc["dashboard"]
+    dash = Dashboard(file=name, doc=body, base=base, locate=locator)
+    variables = {}
+    templating = body.get("templating") if isinstance(body.get("templating"), dict) else {}
+    for i, var in enumerate(templating.get("list") or []):
+        if isinstance(var, dict) and var.get("name"):
+            variables[str(var["name"])] = var
+    for i, var in enumerate(templating.get("list") or []):
+        if not isinstance(var, dict):
+            continue
+        pointer = f"/templating/list/{i}"
+        raw_query = var.get("query")
+        if isinstance(raw_query, dict):
+            if raw_query.get("metric") or raw_query.get("label"):
+                metric = raw_query.get("metric") or ""
+                definition = f"label_values({metric}, {raw_query.get('label', '')})" if metric else \
+                    f"label_values({raw_query.get('label', '')})"
+            else:
+                definition = str(raw_query.get("query", ""))
+            qpointer = pointer + "/query"
+        else:
+            definition = str(raw_query or var.get("definition") or "")
+            qpointer = pointer + ("/query" if raw_query else "/definition")
+        v = Variable(doc=var, pointer=pointer, name=str(var.get("name", "")), type=str(var.get("type", "")),
+                     definition=definition)
+        if v.type == "query" and definition:
+            expr, label = grafana.split_variable_query(definition)
+            v.label = label
+            if expr:
+                text = grafana.substitute(expr, variables)
+                v.query = Query(text=text, source=expr, location=dash.at(qpointer), subject=v.subject,
+                                origin="variable", dashboard=dash)
+                dash.queries.append(v.query)
+            elif not definition.startswith(("label_values(", "label_names(", "metrics(", "query_result(")):
+                text = grafana.substitute(definition, variables)
+                v.query = Query(text=text, source=definition, location=dash.at(qpointer), subject=v.subject,
+                                origin="variable", dashboard=dash)
+                dash.queries.append(v.query)
+        dash.variables.append(v)
+    for panel in _panels(body):
+        dash.panels.append(panel)
+        for j, target in enumerate(panel.doc.get("targets") or []):
+            if not isinstance(target, dict) or not isinstance(target.get("expr"), str) or not target["expr"].strip():
+                continue
+            if not _prometheus(target.get("datasource"), panel.doc.get("datasource")):
+                continue
+            expr = target["expr"]
+            ref = target.get("refId", j)
+            query = Query(text=grafana.substitute(expr, variables), source=expr,
+                          location=dash.at(f"{panel.pointer}/targets/{j}/expr"),
+                          subject=f"{dash.subject} {panel.subject} query {ref}", origin="panel", dashboard=dash)
+            dash.queries.append(query)
+    inputs.dashboards.append(dash)
+    inputs.queries.extend(dash.queries)
+
+
+def _panels(body: dict) -> list[Panel]:
+    out = []
+    for i, panel in enumerate(body.get("panels") or []):
+        if not isinstance(panel, dict):
+            continue
+        pointer = f"/panels/{i}"
+        out.append(Panel(panel, pointer, None))
+        for j, inner in enumerate(panel.get("panels") or []):
+            if isinstance(inner, dict):
+                out.append(Panel(inner, f"{pointer}/panels/{j}", pointer))
+    for r, row in enumerate(body.get("rows") or []):  # schemaVersion < 16 dashboards
+        if isinstance(row, dict):
+            for j, inner in enumerate(row.get("panels") or []):
+                if isinstance(inner, dict):
+                    out.append(Panel(inner, f"/rows/{r}/panels/{j}", f"/rows/{r}"))
+    return out
+
+
+def _prometheus(*datasources) -> bool:
+    """False when a target's (or else its panel's) datasource is known not to be Prometheus."""
+    for ds in datasources:
+        if isinstance(ds, dict) and ds.get("type"):
+            return ds["type"] in ("prometheus", "datasource") or str(ds.get("uid", "")).startswith("$")
+        if ds is not None:
+            return True
+    return True
+
+
+def _unreadable(file: str, line: int, col: int, message: str) -> Finding:
+    return Finding(check=UNREADABLE, severity="error", subject=file, message=message,
+                   hint="fix the file; nothing in it was checked", location=Location(file, line, col))

@@ -1,0 +1,190 @@
+"""gpumon lint as users run it: ignore comments, --disable, --fail-on, exit codes, output
+formats (SARIF validated against the SARIF 2.1.0 schema), unreadable input, the rendered
+output and the official dcgm-exporter dashboard."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import jsonschema
+import pytest
+from click.testing import CliRunner
+
+from generator import render as render_mod
+from generator import reporters, writer
+from generator.cli import cli
+from generator.lint import lint
+
+HERE = Path(__file__).resolve().parent
+CORPUS = HERE / "lint_corpus"
+DATA = HERE / "data"
+
+
+def run(*args):
+    return CliRunner().invoke(cli, ["lint", *map(str, args)])
+
+
+# --------------------------------------------------------------------------- silencing
+
+
+FOR_MISSING = """\
+groups:
+- name: corpus
+  rules:
+  # gpumon-lint: ignore for-missing
+  - alert: GpuPowerHigh
+    expr: max by (job, Hostname, UUID) (DCGM_FI_DEV_POWER_USAGE{job="dcgm-exporter"}) > 700
+  - alert: GpuPowerVeryHigh
+    expr: max by (job, Hostname, UUID) (DCGM_FI_DEV_POWER_USAGE{job="dcgm-exporter"}) > 900
+  - alert: GpuPowerExtreme  # gpumon-lint: ignore for-missing, mig-sum-without-uuid
+    expr: max by (job, Hostname, UUID) (DCGM_FI_DEV_POWER_USAGE{job="dcgm-exporter"}) > 1000
+"""
+
+
+def test_ignore_comment_silences_one_rule(tmp_path, default_spec):
+    path = tmp_path / "rules.yaml"
+    path.write_text(FOR_MISSING)
+    report = lint([path], default_spec)
+    assert [(f.check, f.subject, f.location.line) for f in report.findings] == [
+        ("for-missing", "alert GpuPowerVeryHigh", 7)]
+
+
+def test_ignore_file_comment(tmp_path, default_spec):
+    path = tmp_path / "rules.yaml"
+    path.write_text("# gpumon-lint: ignore-file for-missing\n" + FOR_MISSING)
+    assert lint([path], default_spec).findings == []
+
+
+def test_disable_option_and_unknown_id(tmp_path):
+    path = tmp_path / "rules.yaml"
+    path.write_text(FOR_MISSING)
+    result = run(path, "--fail-on", "warning")
+    assert result.exit_code == 1 and "for-missing" in result.output
+    result = run(path, "--fail-on", "warning", "--disable", "for-missing,mig-sum-without-uuid")
+    assert result.exit_code == 0, result.output
+    result = run(path, "--disable", "no-such-check")
+    assert result.exit_code == 2 and "unknown check id" in result.output
+
+
+# --------------------------------------------------------------------------- exit codes
+
+
+@pytest.mark.parametrize("fail_on, code", [("error", 0), ("warning", 1), ("info", 1), ("never", 0)])
+def test_fail_on_chooses_severity(fail_on, code):
+    result = run(CORPUS / "mig_sum.yaml", "--fail-on", fail_on)
+    assert result.exit_code == code, result.output
+
+
+def test_errors_fail_by_default():
+    assert run(CORPUS / "absent_no_selector.yaml").exit_code == 1
+    assert run(CORPUS / "clean_dashboard.json").exit_code == 0
+
+
+def test_unreadable_input_exits_2(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("groups:\n- name: x\n  rules: [\n")
+    result = run(bad, "-f", "json")
+    assert result.exit_code == 2
+    finding = json.loads(result.stdout)["findings"][0]
+    assert finding["check"] == "input-unreadable" and finding["message"].startswith("YAML syntax error")
+    assert (finding["location"]["line"], finding["location"]["column"]) == (4, 1)
+    broken = tmp_path / "dash.json"
+    broken.write_text('{"panels": [}')
+    result = run(broken, "-f", "github")
+    assert result.exit_code == 2
+    assert f"::error file={broken},line=1,col=13" in result.output and "JSON syntax error" in result.output
+    assert run(tmp_path / "missing.yaml").exit_code == 2
+
+
+def test_bad_spec_exits_2(tmp_path):
+    spec = tmp_path / "spec.yaml"
+    spec.write_text("version: 1\n")
+    result = run(CORPUS / "mig_sum.yaml", "--spec", spec)
+    assert result.exit_code == 2 and "problem(s) in the spec" in result.output
+
+
+def test_non_rule_yaml_is_skipped(tmp_path, default_spec):
+    (tmp_path / "values.yaml").write_text("image: nvidia/dcgm-exporter\nreplicas: 1\n")
+    shutil.copy(CORPUS / "for_missing.yaml", tmp_path / "rules.yml")
+    report = lint([tmp_path], default_spec)
+    assert [f.check for f in report.findings] == ["for-missing"]
+    assert report.summary["inputs"].startswith("2 files: 1 rules")
+
+
+# --------------------------------------------------------------------------- formats
+
+
+def test_sarif_validates_against_the_sarif_schema(default_spec):
+    schema = json.loads((DATA / "sarif-schema-2.1.0.json").read_text())
+    report = lint([CORPUS], default_spec)
+    log = json.loads(reporters.render(report, "sarif"))
+    errors = list(jsonschema.Draft4Validator(schema).iter_errors(log))
+    assert errors == []
+    results = log["runs"][0]["results"]
+    assert len(results) == len(report.findings)
+    regions = {(r["ruleId"], r["locations"][0]["physicalLocation"]["region"]["startLine"]) for r in results}
+    assert ("absent-no-selector", 5) in regions and ("dashboard-deprecated-panel", 83) in regions
+
+
+def test_junit_and_github_formats():
+    result = run(CORPUS / "for_missing.yaml", CORPUS / "promql_syntax.yaml", "-f", "junit")
+    suite = ET.fromstring(result.output.split("\n", 1)[1]).find("testsuite")
+    assert suite.get("failures") == "1"
+    names = {case.get("name") for case in suite.iter("testcase")}
+    assert "record job_node:gpu_temp:max" in names and "alert GpuPowerHigh" in names and "rule-invalid" in names
+    result = run(CORPUS / "for_missing.yaml", "-f", "github")
+    assert result.output.startswith(f"::warning file={CORPUS / 'for_missing.yaml'},line=4,col=5,title=for-missing")
+
+
+def test_list_checks_documents_every_check():
+    result = CliRunner().invoke(cli, ["lint", "--list-checks"])
+    assert result.exit_code == 0
+    for check in ("absent-no-selector (error)", "dashboard-variable-anchor (warning)", "Silence:"):
+        assert check in result.output
+
+
+# --------------------------------------------------------------------------- real inputs
+
+
+def test_rendered_output_folder_lints_clean(root, default_spec):
+    """Whatever output/ holds (rules, PrometheusRule, dashboards, tests, runbooks) lints clean."""
+    report = lint([root / "output"], default_spec)
+    assert report.summary["inputs"] and sum(1 for f in report.findings) == 0, "\n".join(
+        f"{f.location} {f.check}: {f.message}" for f in report.findings)
+    assert "rules" in report.summary["inputs"]
+
+
+def test_fresh_render_lints_clean(tmp_path, default_spec):
+    writer.write(render_mod.render(default_spec), tmp_path)
+    report = lint([tmp_path], default_spec)
+    assert report.findings == []
+    assert " 0 rules" not in report.summary["inputs"]
+
+
+def test_official_dcgm_exporter_dashboard(default_spec):
+    path = DATA / "dcgm-exporter-dashboard.json"
+    report = lint([path], default_spec)
+    found = sorted((f.check, f.location.pointer) for f in report.findings)
+    graph_panels = [f"/panels/{i}/type" for i in (0, 2, 4, 5, 6, 7)]
+    assert found == sorted(
+        [("dashboard-deprecated-panel", p) for p in graph_panels]
+        + [("dashboard-overlapping-panels", "/panels/7/gridPos"),  # Tensor Core over GPU Utilization
+           ("dashboard-variable-anchor", "/templating/list/1/query"),  # label_values(DCGM_FI_DEV_GPU_TEMP, ...)
+           ("dashboard-variable-anchor", "/templating/list/2/query"),
+           ("volatile-identity", "/templating/list/1/name"),  # GPUs picked by exporter instance
+           ("mig-sum-without-uuid", "/panels/1/targets/0/expr"),  # avg(DCGM_FI_DEV_GPU_TEMP)
+           ("mig-sum-without-uuid", "/panels/3/targets/0/expr")])  # sum(DCGM_FI_DEV_POWER_USAGE)
+    lines = path.read_text().splitlines()
+    for f in report.findings:
+        key = f.location.pointer.rsplit("/", 1)[1]
+        assert lines[f.location.line - 1][f.location.column - 1:].startswith(f'"{key}"'), f
+
+
+def test_macros_and_variables_substituted(default_spec):
+    report = lint([CORPUS / "clean_dashboard.json"], default_spec)
+    assert report.findings == []
+    assert "2 PromQL queries" not in report.summary["inputs"]  # the variable query counts too
+    assert "3 PromQL queries" in report.summary["inputs"]

@@ -1,0 +1,177 @@
+"""`gpumon render`: golden output, drift check, determinism, safe writes, and rule validity
+(real promtool, the PrometheusRule CRD schema, promql-parser)."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import jsonschema
+import promql_parser
+import pytest
+import yaml
+
+from generator import writer
+from generator.render import render
+from generator.rules import all_rules, build_groups
+from generator.spec import load_spec
+
+from .conftest import DATA, ROOT
+
+
+def gpumon(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "generator.cli", *args], capture_output=True, text=True, cwd=cwd)
+
+
+def test_committed_output_is_what_the_default_spec_renders(default_spec):
+    drift = writer.diff(render(default_spec), ROOT / "output")
+    assert not drift.any, "output/ is stale, run `make render`:\n" + "\n".join(drift.lines())
+    proc = gpumon("render", "--check")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_render_is_deterministic_across_processes(tmp_path):
+    a, b = tmp_path / "a", tmp_path / "b"
+    assert gpumon("render", "gpumon.yaml", "-o", str(a)).returncode == 0
+    env_proc = subprocess.run([sys.executable, "-m", "generator.cli", "render", str(ROOT / "gpumon.yaml"), "-o", str(b)],
+                              capture_output=True, text=True, cwd=tmp_path, env={"PYTHONHASHSEED": "123", "LANG": "C",
+                                                                                 "PATH": "/usr/bin:/bin"})
+    assert env_proc.returncode == 0, env_proc.stderr
+    files_a = sorted(p.relative_to(a) for p in a.rglob("*") if p.is_file())
+    files_b = sorted(p.relative_to(b) for p in b.rglob("*") if p.is_file())
+    assert files_a == files_b and files_a
+    for rel in files_a:
+        assert (a / rel).read_bytes() == (b / rel).read_bytes(), rel
+    text = (a / "rules/gpumon.rules.yaml").read_text()
+    assert not re.search(r"20\d\d-\d\d-\d\d|version: \d", text), "no timestamps or tool versions in output"
+
+
+def test_check_writes_nothing_and_reports_drift(tmp_path):
+    out = tmp_path / "out"
+    proc = gpumon("render", "--check", "-o", str(out))
+    assert proc.returncode == 1
+    assert "+ rules/gpumon.rules.yaml (missing)" in proc.stdout
+    assert not out.exists()
+    assert gpumon("render", "-o", str(out)).returncode == 0
+    (out / "rules/gpumon.rules.yaml").write_text("# edited by hand\n")
+    proc = gpumon("render", "--check", "-o", str(out))
+    assert proc.returncode == 1 and "~ rules/gpumon.rules.yaml (differs)" in proc.stdout
+    assert (out / "rules/gpumon.rules.yaml").read_text() == "# edited by hand\n"
+
+
+def test_stale_files_removed_but_foreign_files_kept(tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "mine.txt").write_text("keep me")
+    writer.write({"a/old.yaml": "x\n", "b.yaml": "y\n"}, out)
+    drift = writer.write({"b.yaml": "y2\n"}, out)
+    assert drift.removed == ["a/old.yaml"] and drift.changed == ["b.yaml"]
+    assert not (out / "a").exists(), "empty folders left by removed files are pruned"
+    assert (out / "mine.txt").read_text() == "keep me"
+    assert sorted(p.name for p in out.iterdir()) == [".gpumon-files", "b.yaml", "mine.txt"]
+
+
+def test_unwritable_output_is_a_clear_error(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("not a folder")
+    proc = gpumon("render", "-o", str(blocker / "out"))
+    assert proc.returncode == 2
+    assert "cannot write" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_promtool_accepts_plain_rules_and_prometheusrule_spec(tmp_path, promtool):
+    plain = ROOT / "output/rules/gpumon.rules.yaml"
+    proc = subprocess.run([promtool, "check", "rules", str(plain)], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    crd = yaml.safe_load((ROOT / "output/kubernetes/gpumon-prometheusrule.yaml").read_text())
+    spec_file = tmp_path / "spec.yaml"  # promtool rejects the CRD wrapper itself; check its .spec
+    spec_file.write_text(yaml.safe_dump(crd["spec"]))
+    proc = subprocess.run([promtool, "check", "rules", str(spec_file)], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert crd["spec"] == yaml.safe_load(plain.read_text()), "both outputs carry the same groups"
+
+
+def _crd_validator():
+    crd = yaml.safe_load((DATA / "monitoring.coreos.com_prometheusrules.yaml").read_text())
+    schema = next(v for v in crd["spec"]["versions"] if v["name"] == "v1")["schema"]["openAPIV3Schema"]
+    text = yaml.safe_dump(schema).replace("^(?i)(abort|warn)?$", "(?i)^(abort|warn)?$")  # RE2 vs Python re
+    return jsonschema.Draft4Validator(yaml.safe_load(text))
+
+
+def test_prometheusrule_matches_the_crd_schema_and_carries_selector_labels(default_spec):
+    doc = yaml.safe_load((ROOT / "output/kubernetes/gpumon-prometheusrule.yaml").read_text())
+    errors = [e.message for e in _crd_validator().iter_errors(doc)]
+    assert errors == []
+    assert doc["metadata"]["labels"]["release"] == "kube-prometheus-stack"
+    assert doc["metadata"]["namespace"] == "monitoring"
+    broken = {**doc, "spec": {"groups": [{"name": "g", "rules": [{"alert": "A", "expr": "up", "for": "5 minutes"}]}]}}
+    assert list(_crd_validator().iter_errors(broken)), "the schema check can fail"
+
+
+def test_every_expression_parses_with_promql_parser(default_spec):
+    rules = all_rules(default_spec)
+    assert len(rules) > 50
+    for rule in rules:
+        promql_parser.parse(rule.expr)  # raises ValueError on a syntax error
+
+
+def _metric_names(expr) -> set[str]:
+    names = set()
+
+    def walk(node):
+        if isinstance(node, promql_parser.VectorSelector):
+            names.add(node.name)
+        for attr in ("lhs", "rhs", "expr", "vector_selector", "param"):
+            child = getattr(node, attr, None)
+            if child is not None and not isinstance(child, (str, int, float)):
+                walk(child)
+        for arg in getattr(node, "args", None) or []:
+            walk(arg)
+
+    walk(expr)
+    return names
+
+
+def test_rules_follow_the_fleet_cost_and_identity_rules(default_spec):
+    """No regex on metric names, every selector of a raw series pins the job, every alert has
+    for/severity/summary/description/runbook_url, rate windows >= 2 x max(scrape, collect)."""
+    from generator.durations import parse_duration
+    spec = default_spec
+    for rule in all_rules(spec):
+        assert "__name__" not in rule.expr, rule.name
+        for name in _metric_names(promql_parser.parse(rule.expr)):
+            assert name, f"{rule.name}: selector without a metric name"
+        if rule.alert:
+            labels = rule.label_map
+            assert labels["severity"] in ("critical", "warning", "info")
+            notes = dict(rule.annotations)
+            assert {"summary", "description", "runbook_url"} <= set(notes), rule.name
+            assert rule.for_ is not None
+            for volatile in ("pod", "namespace", "exported_"):
+                assert f"$labels.{volatile}" not in notes["description"]
+        for window in re.findall(r"(?:rate|increase|irate)\([^\[]*\[(\w+)\]", rule.expr):
+            assert parse_duration(window) >= spec.exporter.min_rate_window, (rule.name, window)
+        for sel in re.findall(r"\b(DCGM_FI_\w+|up|scrape_\w+)\{([^}]*)\}", rule.expr):
+            assert f'job="{spec.exporter.job}"' in sel[1], (rule.name, sel)
+
+
+def test_group_names_are_stable_and_unique(default_spec):
+    names = [g.name for g in build_groups(default_spec)]
+    assert names == ["gpumon.inventory", "gpumon.coverage", "gpumon.exporter", "gpumon.presence", "gpumon.values", "gpumon.gaps"]
+
+
+def test_spec_changes_flow_into_rules(tmp_path):
+    text = (ROOT / "gpumon.yaml").read_text()
+    text = text.replace("job: dcgm-exporter ", "job: nvidia-dcgm-exporter ").replace("node: Hostname ", "node: hostname ")
+    text = text.replace("cluster: null ", "cluster: cluster ")
+    path = tmp_path / "gpumon.yaml"
+    path.write_text(text)
+    spec = load_spec(path)
+    rules = all_rules(spec)
+    joined = "\n".join(r.expr for r in rules)
+    assert 'job="dcgm-exporter"' not in joined and 'up{job="nvidia-dcgm-exporter"}' in joined
+    assert "Hostname" not in joined and "by (job, cluster, hostname, UUID, gpu, GPU_I_ID)" in joined
+    summaries = "\n".join(dict(r.annotations).get("summary", "") for r in rules)
+    assert "$labels.hostname" in summaries and "$labels.Hostname" not in summaries

@@ -1,0 +1,139 @@
+"""Spec loading: the bundled spec loads; broken specs give every error as FILE:LINE:COL: path: message."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+
+import jsonschema
+import pytest
+
+from generator.spec import SpecError, load_spec, schema
+
+BASE = """\
+version: 1
+exporter:
+  job: dcgm-exporter
+metrics:
+  - name: DCGM_FI_DEV_GPU_TEMP
+    kind: gauge
+    unit: celsius
+    presence: required
+"""
+
+
+def errors_of(tmp_path, text: str) -> list[str]:
+    path = tmp_path / "spec.yaml"
+    path.write_text(textwrap.dedent(text))
+    with pytest.raises(SpecError) as info:
+        load_spec(path)
+    return [str(p).replace(str(path), "spec.yaml") for p in info.value.problems]
+
+
+def test_bundled_spec_loads_with_dcgm_defaults(default_spec):
+    assert default_spec.exporter.job == "dcgm-exporter"
+    assert default_spec.exporter.scrape_interval == 15 and default_spec.exporter.collect_interval == 30
+    assert default_spec.exporter.labels.identity == ("Hostname", "UUID", "gpu", "GPU_I_ID")
+    required = {m.name for m in default_spec.required_metrics}
+    assert {"DCGM_FI_DEV_GPU_TEMP", "DCGM_FI_DEV_POWER_USAGE", "DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_FB_USED",
+            "DCGM_FI_DEV_FB_FREE", "DCGM_FI_DEV_SM_CLOCK", "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION"} <= required
+    assert default_spec.metric("DCGM_FI_DEV_XID_ERRORS").presence == "sparse"
+    assert ("release", "kube-prometheus-stack") in default_spec.prometheus_rule.labels
+
+
+def test_bundled_spec_kinds_match_the_exporter_csv(default_spec):
+    """Kinds come from dcgm-exporter's default-counters.csv, except where the field misbehaves
+    (NVLINK_BANDWIDTH_TOTAL is typed counter but goes down: dcgm-exporter#417)."""
+    from generator.fields import default_counters
+    csv = default_counters()
+    for m in default_spec.metrics:
+        if m.name in csv and m.name != "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL":
+            assert csv[m.name].kind == m.kind, m.name
+
+
+def test_unknown_key_gets_did_you_mean(tmp_path):
+    errs = errors_of(tmp_path, BASE.replace("  job: dcgm-exporter\n", "  job: dcgm-exporter\n  scrape_intervall: 15s\n"))
+    assert errs == ["spec.yaml:4:3: exporter.scrape_intervall: unknown key 'scrape_intervall'; did you mean 'scrape_interval'?"]
+
+
+def test_all_errors_at_once_in_file_order(tmp_path):
+    text = BASE.replace("unit: celsius", "unit: celcius") + """\
+  - name: DCGM_FI_DEV_GPU_TEMP
+    kind: gauge
+    unit: celsius
+    presence: always
+    range: [110, 5]
+    thresholds:
+      - {severity: warning, op: ">", value: 83, for: 5 minutes}
+"""
+    assert errors_of(tmp_path, text) == [
+        "spec.yaml:7:11: metrics[0].unit: 'celcius' is not one of celsius, watts, millijoules, joules, percent, "
+        "ratio, MHz, MiB, bytes, bytes_per_second, count, code, state, none; did you mean 'celsius'?",
+        "spec.yaml:9:11: metrics[1].name: duplicate metric 'DCGM_FI_DEV_GPU_TEMP' (first at metrics[0])",
+        "spec.yaml:12:15: metrics[1].presence: 'always' is not one of required, optional, sparse",
+        "spec.yaml:13:12: metrics[1].range: range minimum 110 is above its maximum 5",
+        "spec.yaml:15:54: metrics[1].thresholds[0].for: '5 minutes' is not a Prometheus duration (use e.g. 30s, 5m, 1h)",
+    ]
+
+
+def test_volatile_identity_label_and_timeout_rejected(tmp_path):
+    text = BASE.replace("  job: dcgm-exporter\n", "  job: dcgm-exporter\n  scrape_interval: 15s\n"
+                        "  scrape_timeout: 20s\n  labels:\n    node: instance\n")
+    assert errors_of(tmp_path, text) == [
+        "spec.yaml:5:19: exporter.scrape_timeout: scrape_timeout (20s) must not exceed scrape_interval (15s); "
+        "Prometheus rejects such a scrape config",
+        "spec.yaml:7:11: exporter.labels.node: 'instance' changes on restarts and with honor_labels; it must not "
+        "identify a node or GPU (use Hostname/hostname, UUID, gpu, GPU_I_ID)",
+    ]
+
+
+def test_missing_required_key_and_typo_in_field_name(tmp_path):
+    text = BASE.replace("DCGM_FI_DEV_GPU_TEMP", "DCGM_FI_DEV_GPU_TMP").replace("    presence: required\n", "")
+    assert errors_of(tmp_path, text) == [
+        "spec.yaml:5:5: metrics[0]: 'presence' is a required property",
+        "spec.yaml:5:11: metrics[0].name: 'DCGM_FI_DEV_GPU_TMP' is not a DCGM field dcgm-exporter knows; "
+        "did you mean 'DCGM_FI_DEV_GPU_TEMP'?",
+    ]
+
+
+def test_semantic_rules_on_kinds(tmp_path):
+    text = BASE.replace("presence: required", "presence: required\n    frozen_check: true")
+    text += ("  - name: DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION\n    kind: counter\n    unit: millijoules\n"
+             "    presence: required\n    thresholds: [{severity: warning, op: '>', value: 1}]\n")
+    assert errors_of(tmp_path, text) == [
+        "spec.yaml:9:19: metrics[0].frozen_check: frozen_check needs kind: counter (it checks that the counter increases)",
+        "spec.yaml:14:17: metrics[1].thresholds: thresholds on a counter compare an ever-growing total; use a gauge, "
+        "or alert on a rate in your own rules",
+    ]
+
+
+def test_yaml_syntax_error_and_non_mapping(tmp_path):
+    assert errors_of(tmp_path, "version: 1\nexporter:\n  job: x\n   bad: 1\n") == [
+        "spec.yaml:4:7: <root>: YAML syntax error: mapping values are not allowed here"]
+    assert errors_of(tmp_path, "- just\n- a list\n") == [
+        "spec.yaml:1:1: <root>: the spec must be a YAML mapping (see gpumon.yaml)"]
+    assert errors_of(tmp_path, BASE + "exporter:\n  job: y\n")[0].startswith("spec.yaml:9:1: <root>: YAML syntax error")
+
+
+def test_cli_prints_errors_and_exits_2_without_traceback(tmp_path):
+    path = tmp_path / "bad.yaml"
+    path.write_text(BASE.replace("gauge", "gage"))
+    proc = subprocess.run([sys.executable, "-m", "generator.cli", "render", str(path), "-o", str(tmp_path / "out")],
+                          capture_output=True, text=True)
+    assert proc.returncode == 2
+    assert "Traceback" not in proc.stderr
+    assert f"{path}:6:11: metrics[0].kind: 'gage' is not one of gauge, counter; did you mean 'gauge'?" in proc.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def test_schema_is_valid_draft7_and_accepts_the_bundled_spec(default_spec):
+    jsonschema.Draft7Validator.check_schema(schema())
+    jsonschema.Draft7Validator(schema()).validate(json.loads(json.dumps(default_spec.raw)))
+
+
+def test_modeline_points_to_the_shipped_schema(root):
+    first = (root / "gpumon.yaml").read_text().splitlines()[0]
+    assert first == "# yaml-language-server: $schema=./generator/schema/gpumon.schema.json"
+    assert (root / "generator/schema/gpumon.schema.json").is_file()

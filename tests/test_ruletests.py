@@ -325,3 +325,13 @@ def test_annotations_only_use_labels_the_alert_has(which, request):
             if {k: str(v) for k, v in rule.get("labels", {}).items()}.items() <= {k: str(v) for k, v in labels.items()}.items():
                 problems.update(f"{rule['alert']}: $labels.{x}" for x in used - set(labels))
     assert not problems, sorted(problems)
+
+
+def test_kubernetes_spec_healthy_fleet_stays_quiet(tmp_path):
+    """With a ``kubernetes`` section the rule file has a kubernetes group; the rendered tests
+    still load it and the healthy-fleet scenarios pass (kubernetes alerts are not asserted)."""
+    example = default_spec_path().parent / "examples" / "kubernetes.yaml"
+    out = _render_to(example, tmp_path)
+    assert any(r["alert"] == "GpuNodeExporterMissing" for r in _alert_rules(out))
+    result = _promtool(out / "tests" / f"{load_spec(example).name}.healthy.test.yaml")
+    assert result.returncode == 0, result.stderr + result.stdout

@@ -3,12 +3,19 @@ XID field is absent on every GPU (C03: it only exists after an event) and nothin
 
 from __future__ import annotations
 
-from ..rules import all_rules, names
+from ..rules import all_rules, kubernetes, names
 from ..spec import Spec
 from . import fleet
 from .fleet import Gpu, add_gpu, add_target, steps
 from .model import Scenario, selector, test_step
 from .series import STALE
+
+
+def checked_alerts(spec: Spec) -> list[str]:
+    """Alert names a healthy fleet asserts quiet: all but the kubernetes group's, whose inputs
+    (kube-state-metrics series) these scenarios do not model yet."""
+    kube = {r.alert for r in kubernetes.rules(spec) if r.alert}
+    return sorted({r.alert for r in all_rules(spec) if r.alert} - kube)
 
 
 def scenarios(spec: Spec) -> list[Scenario]:
@@ -24,7 +31,7 @@ def scenarios(spec: Spec) -> list[Scenario]:
         add_target(sc, spec, inst)
     for g in gpus:
         add_gpu(sc, spec, g, spec.tracked_metrics)
-    names = sorted({r.alert for r in all_rules(spec) if r.alert})
+    names = checked_alerts(spec)
     for at in [hold + 2] + checks:
         sc.quiet(at, *names)
     return [sc] + pod_replaced(spec)
@@ -57,7 +64,7 @@ def pod_replaced(spec: Spec) -> list[Scenario]:
     for g in new_gpus:
         add_gpu(sc, spec, g, spec.tracked_metrics,
                 {m.name: ["_"] * swap + fleet.healthy(m, length, step)[swap:] for m in spec.tracked_metrics})
-    names_ = sorted({r.alert for r in all_rules(spec) if r.alert})
+    names_ = checked_alerts(spec)
     for at in sorted({swap + 1, swap + 3, swap + hold + 2, length - 2}):
         sc.quiet(at, *names_)
     if spec.required_metrics:

@@ -95,6 +95,15 @@ def gpu_ids(spec: Spec, gpu: Gpu, metric: Metric | None = None, instance: bool =
     return out
 
 
+def fleet_labels(spec: Spec) -> dict[str, str]:
+    """Labels of job-level aggregates: ``job`` plus the cluster label when the spec names one
+    (mirrors ``generator.rules.promql.fleet_ids``)."""
+    out = {"job": spec.exporter.job}
+    if spec.exporter.labels.cluster:
+        out[spec.exporter.labels.cluster] = CLUSTER
+    return out
+
+
 def node_ids(spec: Spec, node: str) -> dict[str, str]:
     """``job`` plus the node identity labels."""
     out = {"job": spec.exporter.job}

@@ -69,7 +69,7 @@ def pod_replaced(spec: Spec) -> list[Scenario]:
         sc.quiet(at, *names_)
     if spec.required_metrics:
         m = spec.required_metrics[0]
-        job = {"job": spec.exporter.job}
+        job = fleet.fleet_labels(spec)
         cov = f'{names.COVERAGE}{{{names.FIELD_LABEL}="{m.name}"}}'
         sc.expect_expr(swap + 1, cov, [(selector(names.COVERAGE, {**job, names.FIELD_LABEL: m.name}), 1)])
     return [sc]

@@ -59,7 +59,7 @@ def counts(spec: Spec, step: float) -> list[Scenario]:
         if g == partial:
             over = {m.name: fleet.lost_from(fleet.healthy(m, sc.length, step), 2)}
         add_gpu(sc, spec, g, spec.required_metrics, over)
-    job = {"job": spec.exporter.job}
+    job = fleet.fleet_labels(spec)
     at = 4
     sc.expect_expr(at, names.GPUS_REPORTING, [(selector(names.GPUS_REPORTING, job), 3)])
     sc.expect_expr(at, names.GPUS_KNOWN, [(selector(names.GPUS_KNOWN, job), 4)])

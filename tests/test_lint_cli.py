@@ -186,5 +186,5 @@ def test_official_dcgm_exporter_dashboard(default_spec):
 def test_macros_and_variables_substituted(default_spec):
     report = lint([CORPUS / "clean_dashboard.json"], default_spec)
     assert report.findings == []
-    assert "2 PromQL queries" not in report.summary["inputs"]  # the variable query counts too
-    assert "3 PromQL queries" in report.summary["inputs"]
+    # 3 panel queries and the variable query (label_values wrapper removed)
+    assert "4 PromQL queries" in report.summary["inputs"]

@@ -27,10 +27,12 @@ Exit codes:
 
 
 def load_or_exit(path: str | None):
-    """Load the spec at ``path`` (default: the bundled gpumon.yaml), or print every problem as
-    ``FILE:LINE:COL: path: message`` on stderr and exit 2."""
+    """Load the spec at ``path`` (default: ``./gpumon.yaml``, else the bundled default spec), or
+    print every problem as ``FILE:LINE:COL: path: message`` on stderr and exit 2."""
+    if path is None:
+        path = "gpumon.yaml" if Path("gpumon.yaml").is_file() else str(default_spec_path())
     try:
-        return load_spec(path or default_spec_path())
+        return load_spec(path)
     except SpecError as exc:
         for problem in exc.problems:
             click.echo(str(problem), err=True)
@@ -53,7 +55,7 @@ def cli() -> None:
               help="Folder to write into.")
 @click.option("--check", is_flag=True, help="Write nothing; list what differs and exit 1 if anything does.")
 def render(spec: str | None, out: str, check: bool) -> None:
-    """Render rules, dashboards, rule tests and runbooks from SPEC (default: gpumon.yaml).
+    """Render rules, dashboards, rule tests and runbooks from SPEC (default: ./gpumon.yaml).
 
     Output is byte-identical for the same spec on any machine. Files gpumon wrote earlier and no
     longer renders are removed; other files in the folder are never touched.

@@ -171,6 +171,7 @@ class AlertSettings:
     frozen_window: float = 600.0
     implausible_for: float = 0.0
     scrape_slow_ratio: float = 0.8
+    slow_group_interval: float = 60.0
 
 
 @dataclass(frozen=True)
@@ -402,6 +403,8 @@ def _semantic_problems(doc: CommentedMap, plain: dict, name: str) -> list[Proble
         if metric.get("thresholds") and metric.get("kind") == "counter":
             add(["metrics", i, "thresholds"], "thresholds on a counter compare an ever-growing total; "
                 "use a gauge, or alert on a rate in your own rules")
+    from . import kube  # the kubernetes section is modelled there (it imports this module)
+    kube.problems(plain, add)
     return out
 
 
@@ -431,6 +434,7 @@ def _build(plain: dict, path: str) -> Spec:
         frozen_window=_dur(al, "frozen_window", defaults.frozen_window),
         implausible_for=_dur(al, "implausible_for", defaults.implausible_for),
         scrape_slow_ratio=float(al.get("scrape_slow_ratio", defaults.scrape_slow_ratio)),
+        slow_group_interval=_dur(al, "slow_group_interval", defaults.slow_group_interval),
     )
     pr = plain.get("prometheus_rule", {})
     prdef = PrometheusRuleMeta()

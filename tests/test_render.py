@@ -159,7 +159,7 @@ def test_rules_follow_the_fleet_cost_and_identity_rules(default_spec):
 
 def test_group_names_are_stable_and_unique(default_spec):
     names = [g.name for g in build_groups(default_spec)]
-    assert names == ["gpumon.inventory", "gpumon.exporter", "gpumon.presence", "gpumon.values", "gpumon.gaps"]
+    assert names == ["gpumon.inventory", "gpumon.coverage", "gpumon.exporter", "gpumon.presence", "gpumon.values", "gpumon.gaps"]
 
 
 def test_spec_changes_flow_into_rules(tmp_path):

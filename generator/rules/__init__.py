@@ -8,7 +8,7 @@ rendering is deterministic.
 from __future__ import annotations
 
 from ..spec import Spec
-from . import exporter, gaps, inventory, presence, values
+from . import exporter, gaps, inventory, kubernetes, presence, values
 from .model import Rule, RuleGroup
 
 __all__ = ["Rule", "RuleGroup", "build_groups", "all_rules"]
@@ -18,18 +18,25 @@ def build_groups(spec: Spec) -> list[RuleGroup]:
     """All rule groups for ``spec``, in evaluation-friendly order (recording rules first).
 
     Returns:
-        groups named ``<spec name>.<part>``; the gaps group evaluates every minute (its
-        ``count_over_time`` windows are the costliest part).
+        groups named ``<spec name>.<part>`` (``.kubernetes`` only when the spec has that section,
+        after the exporter group); the coverage and gaps groups evaluate every
+        ``alerts.slow_group_interval`` (1m): they scan every presence series or long windows and
+        feed dashboards and slow-moving alerts.
     """
     p = spec.name
+    slow = spec.alerts.slow_group_interval
     groups = [
         RuleGroup(f"{p}.inventory", tuple(inventory.field_present(spec) + inventory.inventory(spec)
-                                          + inventory.coverage(spec) + inventory.aggregates(spec))),
+                                          + inventory.aggregates(spec))),
+        RuleGroup(f"{p}.coverage", tuple(inventory.counts(spec) + inventory.coverage(spec)), interval=slow),
         RuleGroup(f"{p}.exporter", tuple(exporter.rules(spec))),
         RuleGroup(f"{p}.presence", tuple(presence.rules(spec))),
         RuleGroup(f"{p}.values", tuple(values.rules(spec))),
-        RuleGroup(f"{p}.gaps", tuple(gaps.rules(spec)), interval=60.0),
+        RuleGroup(f"{p}.gaps", tuple(gaps.rules(spec)), interval=slow),
     ]
+    kube = kubernetes.rules(spec)  # only with a `kubernetes` section in the spec
+    if kube:
+        groups.insert(2, RuleGroup(f"{p}.kubernetes", tuple(kube)))
     return groups
 
 

@@ -26,16 +26,20 @@ def field_present(spec: Spec) -> list[Rule]:
 
 
 def inventory(spec: Spec) -> list[Rule]:
-    """GPU inventory and its counts. Built from required fields only, so a GPU exporting only
-    optional fields does not count as healthy."""
+    """The GPU inventory: 1 per GPU reporting a required field now. Built from required fields
+    only, so a GPU exporting only optional fields does not count as healthy."""
     ids = gpu_ids(spec)
     required = "|".join(m.name for m in spec.required_metrics)
     # dcgm_field is a label value on our own small series, not a metric name: the regex is cheap.
     src = f'{names.FIELD_PRESENT}{{job="{spec.exporter.job}",{names.FIELD_LABEL}=~"{required}"}}'
+    return [record(names.INVENTORY, f"group by ({by(ids)}) ({src})")]
+
+
+def counts(spec: Spec) -> list[Rule]:
+    """GPUs reporting now (per job and node) and GPUs seen within the inventory lookback."""
     nodes = node_ids(spec)
     lookback = dur(spec.alerts.inventory_lookback)
     return [
-        record(names.INVENTORY, f"group by ({by(ids)}) ({src})"),
         record(names.GPUS_REPORTING, f"count by (job) ({names.INVENTORY})"),
         record(names.GPUS_KNOWN, f"count by (job) (max_over_time({names.INVENTORY}[{lookback}]))"),
         record(names.NODE_GPUS_REPORTING, f"count by ({by(nodes)}) ({names.INVENTORY})"),

@@ -36,3 +36,20 @@ def node_sum(field: str) -> str:
 def energy_watts(level: str, window: str) -> str:
     """Power in watts derived from the energy counter (mJ) with rate() over ``window``."""
     return f"{level}:dcgm_energy_watts:rate{window}"
+
+# --- the kubernetes section (generator/rules/kubernetes.py); job and node label are the exporter's
+
+#: GPUs each node should report (kube_node_status_capacity / units_per_gpu, or the static expectation)
+NODE_GPUS_EXPECTED = "job_node:gpumon_gpus_expected:count"
+#: GPUs the fleet should report, per job
+GPUS_EXPECTED = "job:gpumon_gpus_expected:count"
+#: physical GPUs reporting now (distinct UUIDs: MIG instances of one GPU count once), per node / per job
+NODE_GPU_DEVICES_REPORTING = "job_node:gpumon_gpu_devices_reporting:count"
+GPU_DEVICES_REPORTING = "job:gpumon_gpu_devices_reporting:count"
+#: expected minus reporting physical GPUs, at least 0, per node (every expected node) / per job
+NODE_GPUS_MISSING = "job_node:gpumon_gpus_missing:count"
+GPUS_MISSING = "job:gpumon_gpus_missing:count"
+#: best ``up`` of the exporter targets scheduled on each node (kube_pod_info join); absent = no target
+NODE_EXPORTER_UP = "job_node:gpumon_exporter_up:max"
+#: exporter pods kube-state-metrics knows on each node
+NODE_EXPORTER_PODS = "job_node:gpumon_exporter_pods:count"

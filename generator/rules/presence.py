@@ -29,15 +29,21 @@ def _inventory(spec: Spec, m: Metric) -> str:
 
 
 def _absent_window(spec: Spec) -> float:
-    return max(600.0, 4 * spec.exporter.sample_interval)
+    """Two collect/scrape periods: tolerates one missed reading; ``for`` does the rest. Longer
+    windows cost series x samples on every evaluation (absent_over_time reads the whole range)."""
+    return 2 * spec.exporter.sample_interval
 
 
 def metric_absent(spec: Spec, m: Metric) -> Rule:
     """Field absent for every GPU while at least one target is up (config/version problem).
-    ``absent_over_time`` with an equality matcher on job keeps ``job`` on the alert."""
+    ``absent_over_time`` with an equality matcher on job keeps ``job`` on the alert. A field DCGM
+    does not report per MIG instance is only expected while some GPU is not in MIG mode."""
     w = dur(_absent_window(spec))
-    expr = (f"absent_over_time({job_sel(spec, m.name)}[{w}])\n"
-            f"and on (job)\ngroup by (job) ({job_sel(spec, 'up')} == 1)")
+    if m.mig == "unsupported":
+        guard = f"group by (job) ({_inventory(spec, m)})"
+    else:
+        guard = f"group by (job) ({job_sel(spec, 'up')} == 1)"
+    expr = f"absent_over_time({job_sel(spec, m.name)}[{w}])\nand on (job)\n{guard}"
     return alert(spec, "GpuMetricAbsent", expr, severity="critical", for_=spec.alerts.for_,
                  kind="metric_absent", labels={names.FIELD_LABEL: m.name}, metric=m.name, title=m.title,
                  window=w)
@@ -64,10 +70,14 @@ def gpu_metric_missing(spec: Spec, m: Metric) -> Rule:
 
 def gpu_lost(spec: Spec) -> Rule:
     """A GPU seen within the inventory lookback that reports nothing now, on a node that still
-    reports other GPUs (a GPU off the bus; an exporter that no longer sees it)."""
-    ids, nodes = by(gpu_ids(spec)), by(node_ids(spec))
+    reports other GPUs (a GPU off the bus; an exporter that no longer sees it). Compared per
+    device (UUID), so re-partitioning MIG instances is not a lost GPU."""
+    lab = spec.exporter.labels
+    device = by(tuple(x for x in gpu_ids(spec) if x != lab.mig_instance))
+    nodes = by(node_ids(spec))
     lookback = dur(spec.alerts.inventory_lookback)
-    expr = (f"(\n  max_over_time({names.INVENTORY}[{lookback}])\n  unless on ({ids})\n  {names.INVENTORY}\n)\n"
+    expr = (f"(\n  group by ({device}) (max_over_time({names.INVENTORY}[{lookback}]))\n"
+            f"  unless on ({device})\n  {names.INVENTORY}\n)\n"
             f"and on ({nodes})\ngroup by ({nodes}) ({names.INVENTORY})")
     return alert(spec, "GpuLost", expr, severity="critical", for_=spec.alerts.for_, kind="gpu_lost",
                  lookback=format_duration(spec.alerts.inventory_lookback))

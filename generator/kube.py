@@ -1,0 +1,196 @@
+"""The spec's optional ``kubernetes`` section: where dcgm-exporter runs, and how many GPUs each node
+should report.
+
+Read from ``spec.raw["kubernetes"]`` (the schema in ``generator/schema/gpumon.schema.json`` checks its
+shape; :func:`problems` checks what a schema cannot). Two sources of the expected GPU count:
+
+* Kubernetes: ``kube_node_status_capacity{resource="nvidia_com_gpu",unit="integer"}`` from
+  kube-state-metrics (labels ``node``, ``resource``, ``unit``; kube-state-metrics
+  docs/metrics/cluster/node-metrics.md; extended resources get unit ``integer`` and the name
+  sanitised, ``nvidia.com/gpu`` -> ``nvidia_com_gpu``), divided by ``units_per_gpu``;
+* static (bare metal, Slurm): explicit nodes, node-name patterns, a default.
+
+kube-state-metrics says ``node``; dcgm-exporter says ``Hostname`` (``hostname`` after PR #655), set
+from the ``NODE_NAME`` env var (fieldRef ``spec.nodeName``) in both the Helm chart and the GPU Operator
+DaemonSet, so the values are equal unless ``node_join`` maps them.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Callable
+
+from .durations import parse_duration
+from .spec import Spec
+
+
+@dataclass(frozen=True)
+class ExporterPods:
+    """The dcgm-exporter DaemonSet and its pods.
+
+    ``pod_regex`` is an RE2 regex, fully anchored as PromQL's ``=~`` is; ``container`` None means
+    every container of the pods.
+    """
+
+    namespace: str
+    daemonset: str
+    pod_regex: str
+    container: str | None = None
+
+
+@dataclass(frozen=True)
+class NodeJoin:
+    """kube-state-metrics node name -> value of dcgm-exporter's node label, as a ``label_replace``:
+    ``exporter_label`` := ``replacement`` where ``regex`` matches ``kube_label`` (fully anchored)."""
+
+    kube_label: str
+    exporter_label: str
+    regex: str = "(.*)"
+    replacement: str = "$1"
+
+
+@dataclass(frozen=True)
+class StaticNode:
+    """One node listed explicitly: its exporter node-label value, GPUs expected, cluster label value."""
+
+    name: str
+    gpus: int
+    cluster: str | None = None
+
+
+@dataclass(frozen=True)
+class StaticPattern:
+    """Nodes whose exporter node label matches ``match`` (RE2, fully anchored) carry ``gpus`` GPUs."""
+
+    match: str
+    gpus: int
+
+
+@dataclass(frozen=True)
+class StaticExpectation:
+    """Expected GPUs without Kubernetes; precedence nodes > first matching pattern > default."""
+
+    nodes: tuple[StaticNode, ...] = ()
+    patterns: tuple[StaticPattern, ...] = ()
+    default: int | None = None
+
+
+@dataclass(frozen=True)
+class Kubernetes:
+    """The modelled ``kubernetes`` section.
+
+    ``ksm_job`` is None for fleets without Kubernetes (then ``static`` is set and no pod rules are
+    rendered). Durations are seconds.
+    """
+
+    ksm_job: str | None
+    exporter: ExporterPods | None
+    join: NodeJoin
+    resource: str = "nvidia_com_gpu"
+    units_per_gpu: int = 1
+    static: StaticExpectation | None = None
+    restart_window: float = 3600.0
+    max_restarts: int = 1
+    daemonset_for: float = 900.0
+
+    @property
+    def expected_source(self) -> str:
+        """``static`` when a static expectation is given, else ``capacity``."""
+        return "static" if self.static is not None else "capacity"
+
+
+def kubernetes(spec: Spec) -> Kubernetes | None:
+    """The spec's ``kubernetes`` section as a :class:`Kubernetes`, or None when the section is absent.
+
+    The spec was validated by :func:`generator.spec.load_spec` (schema and :func:`problems`), so
+    this does not raise on a loaded spec.
+    """
+    raw = spec.raw.get("kubernetes")
+    if raw is None:
+        return None
+    ksm = raw.get("kube_state_metrics")
+    exp = raw.get("exporter")
+    pods = None
+    if exp:
+        pods = ExporterPods(namespace=exp["namespace"], daemonset=exp["daemonset"],
+                            pod_regex=exp.get("pod_regex") or default_pod_regex(exp["daemonset"]),
+                            container=exp.get("container"))
+    nj = raw.get("node_join") or {}
+    join = NodeJoin(kube_label=nj.get("kube_label", "node"), exporter_label=spec.exporter.labels.node,
+                    regex=nj.get("regex", "(.*)"), replacement=nj.get("replacement", "$1"))
+    cap = raw.get("capacity") or {}
+    st = raw.get("static")
+    static = None
+    if st is not None:
+        static = StaticExpectation(
+            nodes=tuple(StaticNode(n["name"], int(n["gpus"]), n.get("cluster")) for n in st.get("nodes", [])),
+            patterns=tuple(StaticPattern(p["match"], int(p["gpus"])) for p in st.get("patterns", [])),
+            default=st.get("default"),
+        )
+    return Kubernetes(
+        ksm_job=ksm["job"] if ksm else None, exporter=pods, join=join,
+        resource=cap.get("resource", "nvidia_com_gpu"), units_per_gpu=int(cap.get("units_per_gpu", 1)),
+        static=static,
+        restart_window=parse_duration(raw["restart_window"]) if "restart_window" in raw else 3600.0,
+        max_restarts=int(raw.get("max_restarts", 1)),
+        daemonset_for=parse_duration(raw["daemonset_for"]) if "daemonset_for" in raw else 900.0,
+    )
+
+
+def default_pod_regex(daemonset: str) -> str:
+    """Names the DaemonSet controller gives its pods: ``<daemonset>-`` plus 5 random characters
+    (Kubernetes ``generateName``, apiserver ``names.SimpleNameGenerator``)."""
+    return re.escape(daemonset).replace("\\-", "-") + "-[a-z0-9]{5}"
+
+
+def problems(plain: dict, add: Callable[[list, str], None]) -> None:
+    """Report what the schema cannot check in ``plain["kubernetes"]`` by calling ``add(path, message)``.
+
+    Checks: a source of truth is given (kube_state_metrics or static); pod rules have an exporter;
+    capacity/node_join are not given without kube-state-metrics; regexes compile (Python ``re`` as
+    an approximation of RE2); static node names are unique and carry ``cluster`` exactly when
+    ``exporter.labels.cluster`` is set; the kube-state-metrics job is not the exporter job.
+    """
+    raw = plain.get("kubernetes")
+    if not isinstance(raw, dict):
+        return
+    base = ["kubernetes"]
+    ksm = raw.get("kube_state_metrics")
+    if not ksm and "static" not in raw:
+        add(base, "set kube_state_metrics (Kubernetes: expected GPUs from node capacity, exporter pod "
+            "alerts) or static (bare metal: expected GPUs per node), or remove the section")
+    if ksm and not raw.get("exporter"):
+        add(base, "kube_state_metrics needs exporter (namespace and daemonset of dcgm-exporter) for the pod alerts")
+    if not ksm:
+        for key in ("exporter", "node_join", "capacity"):
+            if key in raw:
+                add(base + [key], f"{key} needs kube_state_metrics (its series come from kube-state-metrics)")
+    exporter_job = (plain.get("exporter") or {}).get("job")
+    if ksm and ksm.get("job") == exporter_job:
+        add(base + ["kube_state_metrics", "job"], f"{exporter_job!r} is the dcgm-exporter job; "
+            "kube-state-metrics is scraped by its own job (usually kube-state-metrics)")
+    regexes = [(["exporter", "pod_regex"], (raw.get("exporter") or {}).get("pod_regex")),
+               (["node_join", "regex"], (raw.get("node_join") or {}).get("regex"))]
+    static = raw.get("static") or {}
+    regexes += [(["static", "patterns", i, "match"], p.get("match")) for i, p in enumerate(static.get("patterns", []))]
+    for path, rx in regexes:
+        if rx is None:
+            continue
+        try:
+            re.compile(rx)
+        except re.error as exc:
+            add(base + path, f"{rx!r} is not a valid regex: {exc}")
+    cluster = ((plain.get("exporter") or {}).get("labels") or {}).get("cluster")
+    seen: dict[tuple, int] = {}
+    for i, node in enumerate(static.get("nodes", [])):
+        key = (node.get("cluster"), node.get("name"))
+        if key in seen:
+            add(base + ["static", "nodes", i, "name"], f"duplicate node {node.get('name')!r} "
+                f"(first at static.nodes[{seen[key]}])")
+        seen.setdefault(key, i)
+        if cluster and not node.get("cluster"):
+            add(base + ["static", "nodes", i], f"exporter.labels.cluster is {cluster!r}: give the node's cluster")
+        if not cluster and node.get("cluster"):
+            add(base + ["static", "nodes", i, "cluster"], "exporter.labels.cluster is not set, so no series "
+                "carries a cluster label; remove cluster or set exporter.labels.cluster")

@@ -188,3 +188,14 @@ def test_macros_and_variables_substituted(default_spec):
     assert report.findings == []
     # 3 panel queries and the variable query (label_values wrapper removed)
     assert "4 PromQL queries" in report.summary["inputs"]
+
+
+def test_helm_templates_are_skipped_not_unreadable(tmp_path, default_spec):
+    (tmp_path / "servicemonitor.yaml").write_text(
+        "{{- if .Values.serviceMonitor.enabled }}\napiVersion: monitoring.coreos.com/v1\nkind: ServiceMonitor\n"
+        "{{- end }}\n")
+    shutil.copy(CORPUS / "mig_sum.yaml", tmp_path / "rules.yaml")
+    report = lint([tmp_path], default_spec)
+    assert [f.check for f in report.findings] == ["mig-sum-without-uuid"]
+    assert report.summary["skipped"].startswith("1 Helm/Go template")
+    assert run(tmp_path).exit_code == 0

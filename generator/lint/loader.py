@@ -13,7 +13,8 @@ YAML 1.2 flow syntax), which gives each key's line without a hand-written JSON p
 dashboard inside a YAML block scalar (``|``) is shifted to the lines of the YAML file.
 
 Unreadable input (YAML/JSON syntax errors, unreadable files) becomes an ``input-unreadable``
-finding; the CLI exits 2 for it.
+finding; the CLI exits 2 for it. YAML that does not parse and contains ``{{`` is taken for a
+Helm/Go template (not YAML until rendered) and skipped; the report summary counts such files.
 
 Ignore comments: ``# gpumon-lint: ignore <check-id>[,<check-id>...]`` on a rule's lines or on the
 comment lines right above it silences those checks for that rule; ``# gpumon-lint: ignore-file
@@ -109,6 +110,9 @@ def _load_yaml_file(text: str, name: str, inputs: Inputs) -> None:
     try:
         docs = list(_yaml().load_all(text))
     except YAMLError as exc:
+        if "{{" in text:  # a Helm/Go template, not YAML until rendered: nothing to check
+            inputs.templates.append(name)
+            return
         mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
         line, col = (mark.line + 1, mark.column + 1) if mark else (1, 1)
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]

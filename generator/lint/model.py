@@ -180,6 +180,8 @@ class Inputs:
     dashboards: list = field(default_factory=list)
     queries: list = field(default_factory=list)
     problems: list = field(default_factory=list)
+    #: files skipped as Helm/Go templates (YAML only after rendering)
+    templates: list = field(default_factory=list)
     #: {file: [(first line, last line, {check ids})]} from ``# gpumon-lint: ignore`` comments
     ignores: dict = field(default_factory=dict)
 

@@ -46,8 +46,10 @@ def check(inputs, ctx) -> Iterator[Finding]:
                 close = difflib.get_close_matches(name, sorted(ctx.known), n=1, cutoff=0.8)
                 yield make(ID, "error", query.subject,
                            f"{name} is not a field of the spec, of dcgm-exporter's field lists, nor a known "
-                           "recording rule: it selects nothing",
-                           f"did you mean {close[0]}?" if close else "check the spelling and the exporter version",
+                           "recording rule: no exporter configuration gpumon knows writes it, so it likely selects "
+                           "nothing", f"did you mean {close[0]}?" if close else
+                           "check the spelling; if your exporter's field CSV enables this DCGM field, add it to "
+                           "the spec's metrics",
                            where, metric=name)
             elif name not in ctx.spec.metric_names and name not in ctx.records:
                 yield make(ID, "info", query.subject,

@@ -78,6 +78,8 @@ def sarif(report: Report) -> str:
             result["locations"] = [{"physicalLocation": {
                 "artifactLocation": {"uri": f.location.file},
                 "region": {"startLine": max(1, f.location.line), "startColumn": max(1, f.location.column)}}}]
+            if f.location.pointer:
+                result["properties"] = {"jsonPointer": f.location.pointer}
         results.append(result)
     log = {
         "$schema": "https://json.schemastore.org/sarif-2.1.0.json",

@@ -127,6 +127,8 @@ def test_sarif_validates_against_the_sarif_schema(default_spec):
     assert len(results) == len(report.findings)
     regions = {(r["ruleId"], r["locations"][0]["physicalLocation"]["region"]["startLine"]) for r in results}
     assert ("absent-no-selector", 5) in regions and ("dashboard-deprecated-panel", 83) in regions
+    pointers = {r.get("properties", {}).get("jsonPointer") for r in results}
+    assert "/panels/0/type" in pointers and "/__inputs" in pointers
 
 
 def test_junit_and_github_formats():

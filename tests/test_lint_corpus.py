@@ -26,7 +26,7 @@ EXPECTED = {
                          ("rate-window-too-small", "warning", 7, 41, None)],
     "volatile_identity.yaml": [("volatile-identity", "warning", 5, 19, None)],
     "mig_sum.yaml": [("mig-sum-without-uuid", "warning", 5, 11, None)],
-    "annotation_labels.yaml": [("annotation-label-missing", "error", 8, 16, None)],
+    "annotation_labels.yaml": [("annotation-label-missing", "error", 8, 23, None)],
     "label_name_mismatch.yaml": [("label-name-mismatch", "error", 5, 24, None)],
     "rule_selector_labels.yaml": [("prometheusrule-selector-labels", "error", 21, 3, None)],
     "dashboard_datasource_placeholder.json": [

@@ -254,6 +254,34 @@ def _json(value):
     return value if isinstance(value, str) else json.dumps(value, sort_keys=True)
 
 
+def _group_and_object_changes(old: Inputs, new: Inputs, diff: "Diff") -> list[str]:
+    """Group evaluation intervals and PrometheusRule metadata labels (the labels the Prometheus
+    ruleSelector matches: losing one unloads every rule of the object)."""
+    lines = []
+    go = {r.group: _seconds(r.group_interval) for r in old.rules}
+    gn = {r.group: _seconds(r.group_interval) for r in new.rules}
+    for group in sorted(go.keys() & gn.keys()):
+        if go[group] != gn[group]:
+            lines.append(f"- group `{group}`: evaluation interval {_fmt_interval(go[group])} → {_fmt_interval(gn[group])}")
+    oo = {f"{o.namespace}/{o.name}": o.labels for o in old.objects}
+    on = {f"{o.namespace}/{o.name}": o.labels for o in new.objects}
+    for key in sorted(on.keys() - oo.keys()):
+        lines.append(f"- PrometheusRule `{key}` added")
+    for key in sorted(oo.keys() - on.keys()):
+        lines.append(f"- PrometheusRule `{key}` removed")
+    for key in sorted(oo.keys() & on.keys()):
+        for label in sorted(oo[key].keys() | on[key].keys()):
+            if oo[key].get(label) != on[key].get(label):
+                lines.append(f"- PrometheusRule `{key}`: metadata label `{label}`: {_q(oo[key].get(label))} → "
+                             f"{_q(on[key].get(label))} (Prometheus selects rule objects by these labels)")
+    diff.counts["rule groups / PrometheusRule objects changed"] = len(lines)
+    return lines
+
+
+def _fmt_interval(seconds: float | None) -> str:
+    return "global default" if seconds is None else format_duration(seconds)
+
+
 # --------------------------------------------------------------------------- report
 
 
@@ -308,6 +336,7 @@ def compare(old: Inputs, new: Inputs, old_name: str, new_name: str) -> Diff:
         diff.counts[f"{title.lower()} added"] = len(added)
         diff.counts[f"{title.lower()} removed"] = len(removed)
         diff.counts[f"{title.lower()} changed"] = changed
+    diff.sections.append(("Rule groups and PrometheusRule objects", _group_and_object_changes(old, new, diff)))
     do = {_dash_key(d.doc): d.doc for d in old.dashboards}
     dn = {_dash_key(d.doc): d.doc for d in new.dashboards}
     dash_lines: list[str] = []

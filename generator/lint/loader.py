@@ -183,29 +183,33 @@ def _load_groups(doc: CommentedMap, name: str, lines: list[str], inputs: Inputs,
         for i, raw in enumerate(rules):
             if not isinstance(raw, CommentedMap):
                 continue
-            rule = _rule(raw, str(group.get("name", "")), name, lines, obj, _pos(rules, i))
+            rule = _rule(raw, str(group.get("name", "")), name, lines, obj, _pos(rules, i), group.get("interval"))
             inputs.rules.append(rule)
             if rule.expr is not None:
                 inputs.queries.append(rule.expr)
             rule_starts.append((_pos(rules, i)[0] + 1, rule))
 
 
-def _rule(raw: CommentedMap, group: str, name: str, lines: list[str], obj, item_pos) -> Rule:
+def _rule(raw: CommentedMap, group: str, name: str, lines: list[str], obj, item_pos,
+          group_interval=None) -> Rule:
     kind = "alert" if "alert" in raw else "record"
     rname = str(raw.get(kind, "") or "")
     keys = {str(k): _loc(name, _pos(raw, k)) for k in raw}
     labels = raw.get("labels") if isinstance(raw.get("labels"), dict) else {}
     annotations = raw.get("annotations") if isinstance(raw.get("annotations"), dict) else {}
-    ann_locs = {}
+    ann_locs, ann_locators = {}, {}
     if isinstance(annotations, CommentedMap):
         for k in annotations:
             ann_locs[str(k)] = _loc(name, annotations.lc.value(k))
+            vline, vcol = annotations.lc.value(k)
+            ann_locators[str(k)] = _yaml_locator(name, lines, vline, vcol, str(annotations[k]))
     rule = Rule(file=name, group=group, kind=kind, name=rname, expr=None,
                 for_=str(raw["for"]) if raw.get("for") is not None else None,
                 labels={str(k): str(v) for k, v in labels.items()},
                 annotations={str(k): str(v) for k, v in annotations.items()},
                 location=keys.get(kind, _loc(name, item_pos)), keys=keys,
-                annotation_locations=ann_locs, obj=obj, raw=dict(raw))
+                annotation_locations=ann_locs, annotation_locators=ann_locators, obj=obj, raw=dict(raw),
+                group_interval=str(group_interval) if group_interval is not None else None)
     expr = raw.get("expr")
     if expr is not None:
         vline, vcol = raw.lc.value("expr")

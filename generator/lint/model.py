@@ -91,6 +91,15 @@ class Rule:
     annotation_locations: dict = field(default_factory=dict)
     obj: RuleObject | None = None
     raw: dict = field(default_factory=dict)
+    #: annotation key -> function mapping a piece of its text to a position
+    annotation_locators: dict = field(default_factory=dict)
+    #: the rule group's ``interval`` as written (None: the global evaluation interval)
+    group_interval: str | None = None
+
+    def annotation_position(self, key: str, snippet: str) -> Location:
+        """Position of ``snippet`` inside annotation ``key`` (its value start if not found)."""
+        locate = self.annotation_locators.get(key)
+        return locate(snippet) if locate else self.annotation_locations.get(key, self.location)
 
     @property
     def subject(self) -> str:

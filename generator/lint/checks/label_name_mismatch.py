@@ -59,7 +59,8 @@ def check(inputs, ctx) -> Iterator[Finding]:
             for label in dict.fromkeys(_REF.findall(text)):
                 right = ctx.wrong_spelling(label)
                 if right:
-                    loc = rule.annotation_locations.get(key) or rule.location
+                    loc = rule.annotation_position(key, f"$labels.{label}") if key in rule.annotations \
+                        else rule.keys.get("labels", rule.location)
                     yield make(ID, SEVERITY, rule.subject, _msg(label, right, f"template {key}"), hint, loc,
                                label=label)
     for dash in inputs.dashboards:

@@ -2,7 +2,8 @@
 
 Inputs (by content, not by file name):
 - Prometheus rule files (``groups:``), several YAML documents per file allowed;
-- PrometheusRule objects (``kind: PrometheusRule``, rules under ``spec.groups``);
+- PrometheusRule objects (``kind: PrometheusRule``, rules under ``spec.groups``), also inside
+  ``kind: List`` (``kubectl get -o yaml``);
 - Grafana dashboard JSON (``panels`` at the top, or under ``dashboard`` as the HTTP API writes it);
 - dashboards embedded in ConfigMaps (each ``data`` value that is dashboard JSON, as the Grafana
   sidecar reads them) and in grafana-operator ``GrafanaDashboard`` objects (``spec.json``).
@@ -120,9 +121,7 @@ def _load_yaml_file(text: str, name: str, inputs: Inputs) -> None:
         return
     lines = text.splitlines()
     rule_starts: list[tuple[int, Rule]] = []
-    for doc in docs:
-        if not isinstance(doc, CommentedMap):
-            continue
+    for doc in _flatten_lists(docs):
         kind = doc.get("kind")
         if kind == "PrometheusRule":
             obj = _rule_object(doc, name)
@@ -142,6 +141,17 @@ def _load_yaml_file(text: str, name: str, inputs: Inputs) -> None:
         elif "groups" in doc and kind is None:
             _load_groups(doc, name, lines, inputs, rule_starts, None)
     _collect_ignores(lines, name, rule_starts, inputs)
+
+
+def _flatten_lists(docs) -> list:
+    """YAML documents, with the items of ``kind: List`` objects (``kubectl get -o yaml``) in place."""
+    out = []
+    for doc in docs:
+        if isinstance(doc, CommentedMap) and doc.get("kind") == "List" and isinstance(doc.get("items"), CommentedSeq):
+            out.extend(_flatten_lists(doc["items"]))
+        elif isinstance(doc, CommentedMap):
+            out.append(doc)
+    return out
 
 
 def _pos(node, key) -> tuple[int, int]:

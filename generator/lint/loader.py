@@ -28,9 +28,11 @@ from __future__ import annotations
 import json
 import os
 import re
+from functools import partial
 from pathlib import Path
 from typing import Iterable
 
+import yaml
 from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
 from ruamel.yaml.error import YAMLError
@@ -107,7 +109,33 @@ def _yaml() -> YAML:
     return yaml
 
 
+def _relevant(text: str) -> bool:
+    """Cheap first look with libyaml (C): does any document hold rules or dashboards? The
+    position-keeping ruamel.yaml loader is ~30x slower, so other YAML (promtool tests, values
+    files) is not loaded twice. True when unsure (no libyaml, syntax error: ruamel reports it)."""
+    loader = getattr(yaml, "CSafeLoader", None)
+    if loader is None:
+        return True
+    try:
+        docs = list(yaml.load_all(text, Loader=loader))
+    except yaml.YAMLError:
+        return True
+    stack = list(docs)
+    while stack:
+        doc = stack.pop()
+        if not isinstance(doc, dict):
+            continue
+        kind = doc.get("kind")
+        if kind == "List" and isinstance(doc.get("items"), list):
+            stack.extend(doc["items"])
+        elif kind in ("PrometheusRule", "ConfigMap", "GrafanaDashboard") or (kind is None and "groups" in doc):
+            return True
+    return False
+
+
 def _load_yaml_file(text: str, name: str, inputs: Inputs) -> None:
+    if not _relevant(text):
+        return
     try:
         docs = list(_yaml().load_all(text))
     except YAMLError as exc:
@@ -224,7 +252,7 @@ def _rule(raw: CommentedMap, group: str, name: str, lines: list[str], obj, item_
     if expr is not None:
         vline, vcol = raw.lc.value("expr")
         text = str(expr)
-        rule.expr = Query(text=text, source=text, location=Location(name, vline + 1, vcol + 1),
+        rule.expr = Query(text=text, source=text, position=Location(name, vline + 1, vcol + 1),
                           subject=rule.subject, origin="rule", rule=rule,
                           locate=_yaml_locator(name, lines, vline, vcol, text))
     return rule
@@ -358,13 +386,18 @@ def _embedded_dashboard(parent: CommentedMap, key, name: str, lines: list[str], 
 def _json_locator(text: str, name: str, line_shift: int, col_shift: int):
     """``pointer -> Location`` for JSON ``text``: the line/column of the key (or list item) the
     pointer ends at, shifted by ``line_shift`` lines and ``col_shift`` columns."""
-    try:
-        tree = _yaml().load(text)
-    except YAMLError:
-        tree = None
+    cache: list = []
+
+    def tree():
+        if not cache:  # parsed on the first finding only: most dashboards have none
+            try:
+                cache.append(_yaml().load(text))
+            except YAMLError:
+                cache.append(None)
+        return cache[0]
 
     def locate(pointer: str) -> Location:
-        node, pos = tree, (0, 0)
+        node, pos = tree(), (0, 0)
         for token in [t.replace("~1", "/").replace("~0", "~") for t in pointer.split("/")[1:]]:
             if isinstance(node, CommentedMap) and token in node:
                 pos = node.lc.key(token)
@@ -410,12 +443,13 @@ def _add_dashboard(doc: dict, base: str, name: str, locator, inputs: Inputs) -> 
             v.label = label
             if expr:
                 text = grafana.substitute(expr, variables)
-                v.query = Query(text=text, source=expr, location=dash.at(qpointer), subject=v.subject,
+                v.query = Query(text=text, source=expr, position=partial(dash.at, qpointer), subject=v.subject,
                                 origin="variable", dashboard=dash)
                 dash.queries.append(v.query)
             elif not definition.startswith(("label_values(", "label_names(", "metrics(", "query_result(")):
                 text = grafana.substitute(definition, variables)
-                v.query = Query(text=text, source=definition, location=dash.at(qpointer), subject=v.subject,
+                v.query = Query(text=text, source=definition, position=partial(dash.at, qpointer),
+                                subject=v.subject,
                                 origin="variable", dashboard=dash)
                 dash.queries.append(v.query)
         dash.variables.append(v)
@@ -429,7 +463,7 @@ def _add_dashboard(doc: dict, base: str, name: str, locator, inputs: Inputs) -> 
             expr = target["expr"]
             ref = target.get("refId", j)
             query = Query(text=grafana.substitute(expr, variables), source=expr,
-                          location=dash.at(f"{panel.pointer}/targets/{j}/expr"),
+                          position=partial(dash.at, f"{panel.pointer}/targets/{j}/expr"),
                           subject=f"{dash.subject} {panel.subject} query {ref}", origin="panel", dashboard=dash)
             dash.queries.append(query)
     inputs.dashboards.append(dash)

@@ -23,7 +23,7 @@ class Query:
     Attributes:
         text: the PromQL that is parsed (Grafana macros and variables substituted).
         source: the text as written in the file.
-        location: where the expression starts (rules) or its key (JSON).
+        position: where the expression starts (rules) or its key (JSON), or a function giving it.
         subject: what it belongs to, e.g. ``alert GpuXidError`` or ``panel 12 "GPU Temperature"``.
         origin: ``rule``, ``panel`` or ``variable``.
         locate: maps a piece of ``text`` (a metric name, ``rate(``) to its exact position, when known.
@@ -31,12 +31,19 @@ class Query:
 
     text: str
     source: str
-    location: Location
+    position: "Location | Callable[[], Location]"
     subject: str
     origin: str
     rule: "Rule | None" = None
     dashboard: "Dashboard | None" = None
     locate: Callable[[str], Location] | None = None
+
+    @property
+    def location(self) -> Location:
+        """Where the expression is; JSON positions are worked out only when a finding needs one."""
+        if callable(self.position):
+            self.position = self.position()
+        return self.position
 
     @property
     def ast(self):

@@ -64,7 +64,8 @@ def rule_views(inputs: Inputs) -> list[RuleView]:
 def _score(a: RuleView, b: RuleView) -> int:
     la = {k: v for k, v in a.labels if k != "severity"}
     lb = {k: v for k, v in b.labels if k != "severity"}
-    return 4 * (a.expr == b.expr) + 4 * (la == lb) + (a.severity == b.severity) + (a.group == b.group) + (a.for_ == b.for_)
+    return (4 * (a.expr == b.expr) + 4 * (la == lb) + (a.severity == b.severity) + (a.group == b.group)
+            + (a.for_ == b.for_))
 
 
 def pair_rules(old: list[RuleView], new: list[RuleView]):
@@ -182,7 +183,8 @@ def _variables(doc: dict) -> dict:
     return {str(v.get("name")): v for v in lst if isinstance(v, dict) and v.get("name")}
 
 
-_VAR_FIELDS = ("type", "query", "definition", "datasource", "regex", "multi", "includeAll", "allValue", "refresh", "hide")
+_VAR_FIELDS = ("type", "query", "definition", "datasource", "regex", "multi", "includeAll", "allValue", "refresh",
+               "hide")
 
 
 def _panel_name(p: dict) -> str:
@@ -262,7 +264,8 @@ def _group_and_object_changes(old: Inputs, new: Inputs, diff: "Diff") -> list[st
     gn = {r.group: _seconds(r.group_interval) for r in new.rules}
     for group in sorted(go.keys() & gn.keys()):
         if go[group] != gn[group]:
-            lines.append(f"- group `{group}`: evaluation interval {_fmt_interval(go[group])} → {_fmt_interval(gn[group])}")
+            lines.append(f"- group `{group}`: evaluation interval {_fmt_interval(go[group])} → "
+                         f"{_fmt_interval(gn[group])}")
     oo = {f"{o.namespace}/{o.name}": o.labels for o in old.objects}
     on = {f"{o.namespace}/{o.name}": o.labels for o in new.objects}
     for key in sorted(on.keys() - oo.keys()):
@@ -321,7 +324,8 @@ def compare(old: Inputs, new: Inputs, old_name: str, new_name: str) -> Diff:
         added, removed, pairs = pair_rules([r for r in ro if r.kind == kind], [r for r in rn if r.kind == kind])
         lines = []
         for r in added:
-            lines += [f"- **added** {r.title} in `{r.group}`" + (f", for {_fmt_for(r.for_)}" if kind == "alert" else ""),
+            where = f"- **added** {r.title} in `{r.group}`" + (f", for {_fmt_for(r.for_)}" if kind == "alert" else "")
+            lines += [where,
                       "  ```promql"] + [f"  {ln}" for ln in r.expr.splitlines()] + ["  ```"]
         for r in removed:
             lines.append(f"- **removed** {r.title} from `{r.group}`")

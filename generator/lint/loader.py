@@ -365,8 +365,8 @@ def _embedded_dashboard(parent: CommentedMap, key, name: str, lines: list[str], 
     except json.JSONDecodeError as exc:
         if str(key).endswith(".json"):
             line, col = _pos(parent, key)
-            inputs.problems.append(_unreadable(name, line + 1, col + 1,
-                                               f"JSON syntax error in {pointer}: {exc.msg} (line {exc.lineno} of the value)"))
+            message = f"JSON syntax error in {pointer}: {exc.msg} (line {exc.lineno} of the value)"
+            inputs.problems.append(_unreadable(name, line + 1, col + 1, message))
         return
     base = _dashboard_base(doc)
     if base is None:

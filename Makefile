@@ -21,12 +21,15 @@ check: $(BIN)/gpumon             ## fail when output/ is stale (the PR drift che
 	$(BIN)/gpumon render $(SPEC) -o $(OUT) --check
 
 prometheus-installed:
-	@command -v promtool >/dev/null 2>&1 && command -v prometheus >/dev/null 2>&1 || { \
-	  echo "installing Debian's prometheus package (prometheus + promtool)"; \
+	@command -v promtool >/dev/null 2>&1 && command -v prometheus >/dev/null 2>&1 && command -v victoria-metrics >/dev/null 2>&1 || { \
+	  echo "installing Debian's prometheus (prometheus + promtool) and victoria-metrics packages"; \
 	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 	  $$SUDO apt-get update -qq && \
-	  DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends prometheus >/dev/null; }
+	  DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends prometheus victoria-metrics >/dev/null; }
 .PHONY: prometheus-installed
+
+demo: $(BIN)/gpumon prometheus-installed   ## simulator + real Prometheus + rendered rules + gpumon validate
+	$(BIN)/python scripts/demo.py
 
 test: $(BIN)/gpumon prometheus-installed   ## run the whole test suite (real Prometheus and promtool)
 	$(BIN)/python -m pytest -q

@@ -13,6 +13,7 @@ import click
 
 from . import render as render_mod
 from . import writer
+from .simulate import describe_kinds
 from .spec import SpecError, default_spec_path, load_spec
 
 EXIT_OK, EXIT_FINDINGS, EXIT_ERROR, EXIT_INCONCLUSIVE = 0, 1, 2, 3
@@ -82,6 +83,119 @@ def render(spec: str | None, out: str, check: bool) -> None:
         click.echo(line)
     click.echo(f"wrote {out}/ ({len(files)} files, {len(drift.added) + len(drift.changed)} changed, "
                f"{len(drift.removed)} removed)")
+
+
+@cli.command(epilog="\b\nFault kinds (key=value pairs: kind, metric, node, gpu, every, seconds, value, instances):\n"
+             + describe_kinds())
+@click.option("--nodes", default=2, show_default=True, type=click.IntRange(1), help="Nodes (one target each).")
+@click.option("--gpus", default=4, show_default=True, type=click.IntRange(1), help="GPUs per node.")
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind.")
+@click.option("--port", default=9400, show_default=True, type=click.IntRange(0, 65535),
+              help="Port of the first node; node i uses PORT+i (0: free ports).")
+@click.option("--fault", "fault_args", multiple=True, metavar="K=V,...",
+              help="A fault, e.g. kind=drop,metric=DCGM_FI_DEV_GPU_UTIL,node=gpu-node-2 (repeatable).")
+@click.option("--faults-file", type=click.Path(dir_okay=False),
+              help="YAML/JSON file of faults, re-read on every scrape (edit it while running).")
+@click.option("--dump", is_flag=True, help="Print the first node's page once and exit.")
+def simulate(nodes: int, gpus: int, host: str, port: int, fault_args: tuple[str, ...], faults_file: str | None,
+             dump: bool) -> None:
+    """Serve dcgm-exporter 4.x exposition for NODES x GPUS simulated GPUs, with injected faults.
+
+    Test alerting and `gpumon validate` without GPUs. Runs until Ctrl-C.
+    """
+    from . import simulate as sim
+
+    try:
+        faults = [sim.Fault.parse(a) for a in fault_args]
+        if faults_file:
+            sim.load_faults(faults_file)  # fail fast on a broken file; it is re-read on every scrape
+        fleet = sim.Fleet(nodes, gpus, faults, faults_file)
+    except sim.FaultError as exc:
+        raise click.UsageError(str(exc)) from None
+    if dump:
+        status, body = fleet.page(fleet.nodes[0].name)
+        click.echo(body if status == 200 else f"HTTP {status}: {body}", nl=False)
+        return
+    try:
+        sim.serve_forever(fleet, host=host, base_port=port)
+    except OSError as exc:
+        click.echo(f"gpumon simulate: cannot listen on {host}:{port}..{port + nodes - 1}: {exc.strerror or exc}",
+                   err=True)
+        sys.exit(EXIT_ERROR)
+
+
+VALIDATE_EPILOG = """\b
+Exit codes:
+  0  every check passed (warnings and info do not fail)
+  1  a check failed (missing series, bad values, rules not loaded, ...)
+  2  could not check: usage, bad spec, connection, auth, not a Prometheus API
+  3  inconclusive: partial responses or failed queries, and nothing failed
+"""
+_BACKEND_PREFIX = {"prometheus": "", "thanos": "", "victoriametrics": "", "mimir": "/prometheus"}
+
+
+@cli.command(epilog=VALIDATE_EPILOG)
+@click.argument("spec", required=False, type=click.Path(dir_okay=False))
+@click.option("--prom", "url", required=True, metavar="URL", help="Prometheus-compatible API base URL.")
+@click.option("--backend", type=click.Choice(sorted(_BACKEND_PREFIX)), default="prometheus", show_default=True,
+              help="Server kind; mimir implies --path-prefix /prometheus.")
+@click.option("--path-prefix", default=None, help="Path before /api/v1 (Mimir: /prometheus).")
+@click.option("--tenant", help="Tenant id, sent as X-Scope-OrgID on every request (Mimir, Cortex).")
+@click.option("--header", "headers", multiple=True, metavar="K=V", help="Extra request header (repeatable).")
+@click.option("--bearer-token-file", type=click.Path(dir_okay=False),
+              help="File holding a bearer token ($GPUMON_BEARER_TOKEN when unset).")
+@click.option("--basic-auth-file", type=click.Path(dir_okay=False), help="File holding user:password.")
+@click.option("--ca-file", type=click.Path(dir_okay=False), help="CA bundle (PEM) to verify HTTPS with.")
+@click.option("--insecure-skip-verify", is_flag=True, help="Do not verify the server's TLS certificate.")
+@click.option("--timeout", default=30.0, show_default=True, type=click.FloatRange(0.1), help="Seconds per request.")
+@click.option("--lookback", default="1h", show_default=True, help="History to check presence and gaps over.")
+@click.option("--concurrency", default=4, show_default=True, type=click.IntRange(1, 32), help="Queries in flight.")
+@click.option("--checks", default=None, metavar="LIST",
+              help="Comma-separated subset of: targets, presence, values, continuity, rules-loaded, inventory.")
+@click.option("--format", "fmt", type=click.Choice(["text", "json", "junit", "github"]), default="text",
+              show_default=True)
+@click.option("-o", "--output", "out_file", type=click.Path(dir_okay=False), help="Write the report here too.")
+def validate(spec, url, backend, path_prefix, tenant, headers, bearer_token_file, basic_auth_file, ca_file,
+             insecure_skip_verify, timeout, lookback, concurrency, checks, fmt, out_file) -> None:
+    """Check a live Prometheus against SPEC: targets, every spec'd series on every GPU, values,
+    gaps, loaded rules, driver versions. Says what is missing, where, since when and why."""
+    from . import reporters
+    from .durations import parse_duration
+    from .promapi import PromClient, PromError
+    from .validate import CHECKS
+    from .validate import validate as run_validate
+
+    try:
+        lookback_s = parse_duration(lookback)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--lookback") from None
+    chosen = tuple(c.strip() for c in checks.split(",")) if checks else tuple(CHECKS)
+    unknown = [c for c in chosen if c not in CHECKS]
+    if unknown:
+        raise click.BadParameter(f"unknown check(s) {', '.join(unknown)}; choose from {', '.join(CHECKS)}",
+                                 param_hint="--checks")
+    extra = {}
+    for h in headers:
+        key, sep, value = h.partition("=")
+        if not sep or not key.strip():
+            raise click.BadParameter(f"expected K=V, got {key!r}=...", param_hint="--header")
+        extra[key.strip()] = value
+    model = load_or_exit(spec)
+    try:
+        client = PromClient(url, path_prefix=_BACKEND_PREFIX[backend] if path_prefix is None else path_prefix,
+                            tenant=tenant, headers=extra, bearer_token_file=bearer_token_file,
+                            basic_auth_file=basic_auth_file, ca_file=ca_file, insecure=insecure_skip_verify,
+                            timeout=timeout)
+    except PromError as exc:
+        click.echo(f"gpumon validate: {exc}", err=True)
+        sys.exit(EXIT_ERROR)
+    with client:
+        report, code = run_validate(model, client, lookback=lookback_s, concurrency=concurrency, checks=chosen)
+    text = reporters.render(report, fmt, color=fmt == "text" and sys.stdout.isatty())
+    click.echo(text, nl=False)
+    if out_file:
+        Path(out_file).write_text(reporters.render(report, fmt) if fmt == "text" else text, encoding="utf-8")
+    sys.exit(code)
 
 
 from .lint.command import lint_command  # noqa: E402 - registered after the group exists

@@ -38,6 +38,8 @@ class Finding:
         hint: the likely cause and what to do.
         location: for file-based checks (lint), where.
         labels: identifying labels (job, instance, Hostname, UUID, dcgm_field ...), sorted.
+        case: the JUnit test case (``check/subject``) this finding belongs to, when it differs
+            from ``check/subject`` (validate: one case per check x metric).
     """
 
     check: str
@@ -47,6 +49,7 @@ class Finding:
     hint: str = ""
     location: Location | None = None
     labels: tuple[tuple[str, str], ...] = ()
+    case: str | None = None
 
     def __post_init__(self):
         if self.severity not in SEVERITIES:
@@ -58,6 +61,8 @@ class Finding:
         out["labels"] = dict(self.labels)
         if self.location is None:
             out.pop("location")
+        if self.case is None:
+            out.pop("case")
         return out
 
 

@@ -33,15 +33,17 @@ def free_port() -> int:
 
 
 class ExpositionServer:
-    """A plain-HTTP ``/metrics`` endpoint on 127.0.0.1 serving whatever ``body()`` returns.
+    """A plain-HTTP ``/metrics`` endpoint (on 127.0.0.1 unless ``host`` says otherwise) serving whatever ``body()`` returns.
 
     ``body`` is called on every scrape, so a test can change what is served between scrapes.
     It may return a str (served with 200), or a tuple (status, text). Not prometheus_client: it
     would rename counters to ``_total``.
     """
 
-    def __init__(self, body: Callable[[], "str | tuple[int, str]"], port: int | None = None):
+    def __init__(self, body: Callable[[], "str | tuple[int, str]"], port: int | None = None,
+                 host: str = "127.0.0.1"):
         self.body = body
+        self.host = host
         self.port = port or free_port()
         outer = self
 
@@ -50,21 +52,24 @@ class ExpositionServer:
                 result = outer.body()
                 status, text = result if isinstance(result, tuple) else (200, result)
                 data = text.encode("utf-8")
-                self.send_response(status)
-                self.send_header("Content-Type", TEXT_FORMAT)
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
+                try:
+                    self.send_response(status)
+                    self.send_header("Content-Type", TEXT_FORMAT)
+                    self.send_header("Content-Length", str(len(data)))
+                    self.end_headers()
+                    self.wfile.write(data)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass  # the scraper gave up (scrape timeout): nothing to answer
 
             def log_message(self, *args):  # keep test output clean
                 pass
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", self.port), Handler)
+        self.httpd = ThreadingHTTPServer((host, self.port), Handler)
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
 
     @property
     def address(self) -> str:
-        return f"127.0.0.1:{self.port}"
+        return f"{self.host}:{self.port}"
 
     def __enter__(self) -> "ExpositionServer":
         self.thread.start()

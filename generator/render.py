@@ -8,12 +8,13 @@ from __future__ import annotations
 
 from typing import Callable
 
+from . import dashboards
 from .rules import output as rule_output
 from .spec import Spec
 
 Renderer = Callable[[Spec], dict[str, str]]
 
-RENDERERS: list[Renderer] = [rule_output.files]
+RENDERERS: list[Renderer] = [rule_output.files, dashboards.files]
 
 
 def render(spec: Spec) -> dict[str, str]:

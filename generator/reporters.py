@@ -96,7 +96,7 @@ def junit(report: Report) -> str:
     become failures, inconclusive ones are skipped, warnings/info go into system-out."""
     cases: dict[str, list[Finding]] = {name: [] for name in report.checks}
     for f in report.sorted_findings():
-        cases.setdefault(f"{f.check}/{f.subject}", []).append(f)
+        cases.setdefault(f.case or f"{f.check}/{f.subject}", []).append(f)
     suite = ET.Element("testsuite", name=report.tool, tests=str(len(cases)))
     failures = skipped = 0
     for name in sorted(cases):

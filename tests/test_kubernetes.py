@@ -92,7 +92,8 @@ def test_group_only_with_the_section_and_promtool_accepts_it(tmp_path, promtool)
     assert "gpumon.kubernetes" not in [g.name for g in build_groups(load_spec(ROOT / "gpumon.yaml"))]
     spec = load_spec(EXAMPLE)
     assert [g.name for g in build_groups(spec)] == [
-        "gpumon.inventory", "gpumon.exporter", "gpumon.kubernetes", "gpumon.presence", "gpumon.values", "gpumon.gaps"]
+        "gpumon.inventory", "gpumon.coverage", "gpumon.exporter", "gpumon.kubernetes", "gpumon.presence", "gpumon.values",
+        "gpumon.gaps"]
     write(render(spec), tmp_path)
     proc = subprocess.run([promtool, "check", "rules", str(tmp_path / "rules/gpumon.rules.yaml")],
                           capture_output=True, text=True)
@@ -295,5 +296,6 @@ def test_kube_state_metrics_with_static_expectation_and_units_per_gpu(tmp_path, 
                           capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     sliced = parse_spec(EXAMPLE.read_text().replace("units_per_gpu: 1", "units_per_gpu: 4"), "sliced.yaml")
-    expr = next(r.expr for r in build_groups(sliced)[2].rules if r.record == names.NODE_GPUS_EXPECTED)
+    kube_group = next(g for g in build_groups(sliced) if g.name == "gpumon.kubernetes")
+    expr = next(r.expr for r in kube_group.rules if r.record == names.NODE_GPUS_EXPECTED)
     assert expr.endswith("\n/ 4")

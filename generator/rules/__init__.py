@@ -36,7 +36,7 @@ def build_groups(spec: Spec) -> list[RuleGroup]:
     ]
     kube = kubernetes.rules(spec)  # only with a `kubernetes` section in the spec
     if kube:
-        groups.insert(2, RuleGroup(f"{p}.kubernetes", tuple(kube)))
+        groups.insert(3, RuleGroup(f"{p}.kubernetes", tuple(kube)))
     return groups
 
 

@@ -1,0 +1,125 @@
+"""Fleet overview: how many GPUs report, exporter targets, gpumon alerts firing, and per spec'd
+field the per-GPU maximum, mean and minimum with the spec's unit and thresholds."""
+
+from __future__ import annotations
+
+
+from ..durations import format_duration
+from ..rules import names
+from .sdk import db
+from ..spec import Metric, Spec
+from . import base, queries as q
+from .panels import Board, Query, stat_panel, table_panel, threshold_steps, timeseries_panel
+from .queries import FLEET
+from .units import COUNT, plot
+
+KEY = "fleet"
+TITLE = "GPU fleet overview"
+
+
+def _counts(spec: Spec) -> tuple[str, str]:
+    """(GPUs reporting now, GPUs seen within the lookback). Per-job recording rules carry no
+    cluster label, so with a cluster label the counts come from the per-GPU inventory."""
+    if not spec.exporter.labels.cluster:
+        job = f'{{job="{spec.exporter.job}"}}'
+        return f"sum({names.GPUS_REPORTING}{job})", f"sum({names.GPUS_KNOWN}{job})"
+    inv = q.sel(spec, names.INVENTORY, FLEET)
+    return f"count({inv})", f"count(max_over_time({inv}[{format_duration(spec.alerts.inventory_lookback)}]))"
+
+
+def metric_panel(spec: Spec, m: Metric) -> db.Panel:
+    """Max / mean / min over GPUs of one field (plausible readings only; device-wide fields
+    de-duplicated per GPU first, so MIG instances do not count a GPU several times)."""
+    p = plot(m)
+    g = q.per_gpu(spec, m, FLEET, only_plausible=True)
+    shown = "per-second rate" if p.rate else "value"
+    desc = (f"{m.description} `{m.name}`, {shown} per GPU: maximum, mean and minimum over the fleet. "
+            "Readings outside the spec range, DCGM blank sentinels and NaN are left out (the "
+            "GpuTelemetryImplausible alert reports them).")
+    if m.thresholds:
+        desc += " Dashed lines: the spec's thresholds."
+    empty = base.no_value(spec, f"No GPU reports {m.name} now.", "GpuMetricAbsent") if m.required else \
+        f"No GPU reports {m.name}: it is optional (not every model, mode or driver has it)."
+    return timeseries_panel(
+        m.title, [Query(f"max({g})", "max"), Query(f"avg({g})", "mean"), Query(f"min({g})", "min")],
+        p.unit, description=desc, thresholds=threshold_steps(m, divisor=p.divisor) if m.thresholds else None,
+        no_value=empty, min_interval=format_duration(spec.exporter.min_rate_window) if p.rate else None,
+        links=base.runbook_links(spec, "GpuMetricAbsent") if m.required else ())
+
+
+def _power_panel(spec: Spec) -> db.Panel | None:
+    """Fleet power from the MIG-de-duplicated per-node recording rules, if the spec has them."""
+    recorded = q.recorded(spec)
+    queries = []
+    for m in spec.metrics:
+        rule = names.node_sum(m.name)
+        if rule in recorded:
+            queries.append(Query(f"sum({q.sel(spec, rule, FLEET)})", m.title))
+    for rule in sorted(r for r in recorded if r.startswith(names.energy_watts("job_node", ""))):
+        queries.append(Query(f"sum({q.sel(spec, rule, FLEET)})", "from energy counter"))
+    if not queries:
+        return None
+    return timeseries_panel(
+        "Fleet power draw", queries, "watt",
+        description="Sum over nodes of gpumon's per-node recording rules: each GPU counted once "
+                    "(MIG instances de-duplicated by UUID), implausible readings left out.",
+        no_value=base.no_value(spec, "No power readings.", "GpuMetricAbsent"))
+
+
+def dashboard(spec: Spec) -> db.Dashboard:
+    """The fleet overview dashboard builder."""
+    b = Board()
+    reporting, known = _counts(spec)
+    up = f"up{{{q.target_sel(spec)}}}"
+    lookback = format_duration(spec.alerts.inventory_lookback)
+    alert_thresholds = threshold_steps(steps=[(None, "green"), (1, "orange")])
+    b.add(stat_panel("GPUs reporting", [Query(reporting, "reporting")], COUNT,
+                     description="GPUs reporting at least one required field now (gpumon inventory).",
+                     no_value=base.no_value(spec, "No GPU in the inventory: targets down, or gpumon's "
+                                            "recording rules not loaded.", "GpuExporterTargetMissing")), 4, 4)
+    b.add(stat_panel(f"GPUs seen in {lookback}", [Query(known, "known")], COUNT,
+                     description=f"GPUs in the inventory at any time in the last {lookback} "
+                                 "(alerts.inventory_lookback).",
+                     no_value="No GPU seen: see GPUs reporting."), 4, 4)
+    b.add(stat_panel("GPUs lost", [Query(f"({known}) - ({reporting})", "lost")], COUNT,
+                     description=f"Seen in the last {lookback} but silent now (alert GpuLost).",
+                     thresholds=threshold_steps(steps=[(None, "green"), (1, "red")]),
+                     no_value=base.no_value(spec, "No inventory series.", "GpuLost"),
+                     links=base.runbook_links(spec, "GpuLost")), 4, 4)
+    b.add(stat_panel("Exporter targets up", [Query(f"count({up} == 1)", "up")], COUNT,
+                     description=f"dcgm-exporter targets of job {spec.exporter.job} whose last scrape succeeded.",
+                     thresholds=threshold_steps(steps=[(None, "red"), (1, "green")]),
+                     no_value=base.no_value(spec, "No target up.", "GpuExporterTargetMissing"),
+                     links=base.runbook_links(spec, "GpuExporterTargetMissing")), 4, 4)
+    b.add(stat_panel("Exporter targets down", [Query(f"count({up} == 0) or vector(0)", "down")], COUNT,
+                     description="Targets whose last scrape failed (alert GpuExporterDown).",
+                     thresholds=threshold_steps(steps=[(None, "green"), (1, "red")]),
+                     links=base.runbook_links(spec, "GpuExporterDown")), 4, 4)
+    b.add(stat_panel("gpumon alerts firing", [Query(f"count({q.firing_alerts(spec)}) or vector(0)", "firing")],
+                     COUNT, description="Alerts from gpumon's rules that fire now.",
+                     thresholds=alert_thresholds), 4, 4)
+    b.add(timeseries_panel("GPUs reporting vs inventory", [Query(reporting, "reporting now"),
+                                                            Query(known, f"seen in {lookback}")], COUNT,
+                           description="A gap between the lines is GPUs that stopped reporting.",
+                           no_value=base.no_value(spec, "No inventory series.", "GpuExporterTargetMissing")))
+    b.add(base.link_rows_to_detail(spec, table_panel(
+        "Firing gpumon alerts", [Query(q.firing_alerts(spec), instant=True, table=True)], "none",
+        description="One row per firing alert from gpumon's rules, with its labels; each row links to the "
+                    "GPU detail dashboard.",
+        no_value="No gpumon alert fires now.", hide=("Time", "Value", "__name__", "alertstate", "job")),
+        with_gpu=False))
+    power = _power_panel(spec)
+    if power is not None:
+        b.add(power, 24, 8)
+    b.row("Required fields: per-GPU max / mean / min")
+    for m in spec.required_metrics:
+        b.add(metric_panel(spec, m))
+    optional = [m for m in spec.metrics if m.presence == "optional"]
+    if optional:
+        b.row("Optional fields", collapsed=True)
+        for m in optional:
+            b.add(metric_panel(spec, m))
+    desc = ("Fleet-wide health of the GPUs dcgm-exporter reports: counts against gpumon's GPU "
+            "inventory, exporter targets, firing gpumon alerts and every spec'd field. Generated by "
+            "gpumon from the spec; edit the spec, not this dashboard.")
+    return base.build(spec, KEY, TITLE, desc, b, node_and_gpu=False, annotation_expr=q.firing_alerts(spec))

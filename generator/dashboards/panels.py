@@ -1,0 +1,235 @@
+"""Panel builders and the dashboard board (ids, grid layout, rows) on grafana-foundation-sdk.
+
+Foundation-sdk leaves panel ids unset and hides legends by default; every panel made here gets
+an id, a ``${datasource}`` reference on the panel and each query, a unit, and a visible legend.
+Only non-deprecated panel types are used (timeseries, stat, table, state-timeline; C27).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..spec import Metric
+from .sdk import cb, cm, db, dm, pm, prometheus, stat, statetimeline, table, timeseries
+
+#: every panel and query reads the datasource picked in the ``datasource`` variable (C25)
+DATASOURCE = dm.DataSourceRef(type_val="prometheus", uid="${datasource}")
+
+SEVERITY_COLORS = {"info": "blue", "warning": "orange", "critical": "red"}
+_SEVERITY_RANK = {"info": 1, "warning": 2, "critical": 3}
+GRID_WIDTH = 24
+
+
+@dataclass(frozen=True)
+class Query:
+    """One panel query: PromQL, legend template, and whether it is an instant table query."""
+
+    expr: str
+    legend: str = ""
+    instant: bool = False
+    table: bool = False
+
+
+def _target(q: Query, ref: str) -> prometheus.Dataquery:
+    t = prometheus.Dataquery().expr(q.expr).ref_id(ref).datasource(DATASOURCE)
+    t = t.legend_format(q.legend or "__auto")
+    if q.instant:
+        t = t.instant()
+    else:
+        t = t.range()
+    if q.table:
+        t = t.format(pm.PromQueryFormat.TABLE)
+    return t
+
+
+def _common(panel, title: str, description: str, queries: list[Query], unit: str, no_value: str | None,
+            links: list[tuple[str, str]]):
+    panel = panel.title(title).description(description).datasource(DATASOURCE).unit(unit)
+    for i, q in enumerate(queries):
+        panel = panel.with_target(_target(q, chr(ord("A") + i)))
+    if no_value:
+        panel = panel.no_value(no_value)
+    if links:
+        panel = panel.links([db.DashboardLink(text).url(url).target_blank(True) for text, url in links])
+    return panel
+
+
+def threshold_steps(metric: Metric | None = None, steps: list[tuple[float | None, str]] | None = None,
+                    divisor: int = 1) -> db.ThresholdsConfig:
+    """Grafana absolute thresholds from explicit ``steps`` ([(start or None for the base,
+    colour)]) or else from a spec metric's thresholds (see :func:`spec_steps`); values are divided
+    by ``divisor`` like the plotted series."""
+    if steps is None:
+        steps = spec_steps(metric) if metric is not None else [(None, "green")]
+    return db.ThresholdsConfig().mode(dm.ThresholdsMode.ABSOLUTE).steps(
+        [dm.Threshold(value=None if v is None else v / divisor, color=c) for v, c in steps])
+
+
+def spec_steps(metric: Metric) -> list[tuple[float | None, str]]:
+    """Colour regions for a metric's spec thresholds: each region between threshold values takes
+    the colour of the worst severity whose condition holds inside it (info blue, warning orange,
+    critical red, else green), so ``<`` thresholds colour the region below their value."""
+    if not metric.thresholds:
+        return [(None, "green")]
+    bounds = sorted({t.value for t in metric.thresholds})
+    # one probe value inside each region: below the first bound, between bounds, above the last
+    probes = [bounds[0] - 1] + [(a + b) / 2 for a, b in zip(bounds, bounds[1:])] + [bounds[-1] + 1]
+    steps: list[tuple[float | None, str]] = []
+    for start, probe in zip([None] + bounds, probes):
+        bad = [t for t in metric.thresholds if _holds(probe, t.op, t.value)]
+        color = SEVERITY_COLORS[max(bad, key=lambda t: _SEVERITY_RANK[t.severity]).severity] if bad else "green"
+        if not steps or steps[-1][1] != color:
+            steps.append((start, color))
+    return steps
+
+
+def _holds(value: float, op: str, bound: float) -> bool:
+    return {">": value > bound, ">=": value >= bound, "<": value < bound, "<=": value <= bound}[op]
+
+
+def timeseries_panel(title: str, queries: list[Query], unit: str, *, description: str = "",
+                     thresholds: db.ThresholdsConfig | None = None, no_value: str | None = None,
+                     min_interval: str | None = None, links: list[tuple[str, str]] = (),
+                     min_val: float | None = None, max_val: float | None = None,
+                     soft_max: float | None = None) -> timeseries.Panel:
+    """A time series panel with a table legend (last, max) and a shared tooltip. Thresholds, when
+    given, are drawn as dashed lines. ``min_interval`` floors ``$__interval`` (and so
+    ``$__rate_interval``) for rate queries."""
+    p = _common(timeseries.Panel(), title, description, queries, unit, no_value, list(links))
+    p = p.legend(cb.VizLegendOptions().show_legend(True).display_mode(cm.LegendDisplayMode.TABLE)
+                 .placement(cm.LegendPlacement.BOTTOM).calcs(["lastNotNull", "max"]))
+    p = p.tooltip(cb.VizTooltipOptions().mode(cm.TooltipDisplayMode.MULTI).sort(cm.SortOrder.DESCENDING))
+    p = p.line_width(1).fill_opacity(10).span_nulls(False)
+    if thresholds is not None:
+        p = p.thresholds(thresholds).thresholds_style(
+            cb.GraphThresholdsStyleConfig().mode(cm.GraphThresholdsStyleMode.DASHED))
+    if min_interval:
+        p = p.interval(min_interval)
+    if min_val is not None:
+        p = p.min(min_val)
+    if max_val is not None:
+        p = p.max(max_val)
+    if soft_max is not None:
+        p = p.axis_soft_max(soft_max)
+    return p
+
+
+def stat_panel(title: str, queries: list[Query], unit: str, *, description: str = "",
+               thresholds: db.ThresholdsConfig | None = None, no_value: str | None = None,
+               links: list[tuple[str, str]] = (), horizontal: bool = False) -> stat.Panel:
+    """A stat panel showing the last value, coloured by ``thresholds`` (green when none)."""
+    p = _common(stat.Panel(), title, description, queries, unit, no_value, list(links))
+    p = p.reduce_options(cb.ReduceDataOptions().calcs(["lastNotNull"]).values(False))
+    p = p.graph_mode(cm.BigValueGraphMode.NONE).color_mode(cm.BigValueColorMode.BACKGROUND)
+    p = p.text_mode(cm.BigValueTextMode.VALUE_AND_NAME if horizontal else cm.BigValueTextMode.AUTO)
+    if horizontal:
+        p = p.orientation(cm.VizOrientation.HORIZONTAL)
+    return p.thresholds(thresholds or threshold_steps())
+
+
+def table_panel(title: str, queries: list[Query], unit: str, *, description: str = "",
+                no_value: str | None = None, links: list[tuple[str, str]] = (),
+                hide: tuple[str, ...] = ("Time", "Value", "__name__")) -> table.Panel:
+    """A table of instant query results, one row per series, with the columns in ``hide``
+    removed (``organize`` transformation)."""
+    p = _common(table.Panel(), title, description, queries, unit, no_value, list(links))
+    p = p.with_transformation(dm.DataTransformerConfig(
+        id_val="organize", options={"excludeByName": {name: True for name in hide}}))
+    return p.filterable(True)
+
+
+def state_timeline_panel(title: str, queries: list[Query], unit: str, *, description: str = "",
+                         thresholds: db.ThresholdsConfig | None = None, no_value: str | None = None,
+                         mappings: list | None = None, links: list[tuple[str, str]] = (),
+                         min_interval: str | None = None) -> statetimeline.Panel:
+    """A state timeline: one row per series, coloured by ``thresholds`` or value ``mappings``."""
+    p = _common(statetimeline.Panel(), title, description, queries, unit, no_value, list(links))
+    p = p.show_value(cm.VisibilityMode.NEVER).merge_values(True).row_height(0.9)
+    p = p.legend(cb.VizLegendOptions().show_legend(True).display_mode(cm.LegendDisplayMode.LIST)
+                 .placement(cm.LegendPlacement.BOTTOM))
+    if thresholds is not None:
+        p = p.thresholds(thresholds).color_scheme(db.FieldColor().mode(dm.FieldColorModeId.THRESHOLDS))
+    if mappings:
+        p = p.mappings(mappings)
+    if min_interval:
+        p = p.interval(min_interval)
+    return p
+
+
+def up_down_mappings() -> list:
+    """Value mappings for ``up``-like 0/1 series: 1 Up (green), 0 Down (red)."""
+    return [dm.ValueMap(options={
+        "0": dm.ValueMappingResult(text="Down", color="red", index=1),
+        "1": dm.ValueMappingResult(text="Up", color="green", index=0),
+    })]
+
+
+@dataclass
+class _Entry:
+    builder: object
+    w: int
+    h: int
+
+
+@dataclass
+class _Row:
+    title: str
+    collapsed: bool
+    entries: list[_Entry] = field(default_factory=list)
+
+
+class Board:
+    """Collects rows and panels, then lays them out left to right on Grafana's 24-column grid,
+    numbering panel ids from 1 in order. Panels of a collapsed row are stored inside the row
+    (Grafana strips panels nested in an expanded row)."""
+
+    def __init__(self) -> None:
+        self.rows: list[_Row] = [_Row("", False)]
+
+    def row(self, title: str, collapsed: bool = False) -> None:
+        """Start a row; following panels belong to it."""
+        self.rows.append(_Row(title, collapsed))
+
+    def add(self, builder, w: int = 12, h: int = 8) -> None:
+        """Add a panel builder ``w`` columns wide and ``h`` grid units high to the current row."""
+        if not 0 < w <= GRID_WIDTH:
+            raise ValueError(f"panel width {w} outside 1..{GRID_WIDTH}")
+        self.rows[-1].entries.append(_Entry(builder, w, h))
+
+    def apply(self, dash: db.Dashboard) -> db.Dashboard:
+        """Add every row and panel to ``dash`` with ids and grid positions set."""
+        next_id, y = 1, 0
+        for row in self.rows:
+            if row.title:
+                rb = db.Row(row.title).id(next_id).collapsed(row.collapsed).grid_pos(
+                    dm.GridPos(h=1, w=GRID_WIDTH, x=0, y=y))
+                next_id += 1
+                y += 1
+            placed = []
+            x, line_h = 0, 0
+            for entry in row.entries:
+                if x + entry.w > GRID_WIDTH:
+                    x, y, line_h = 0, y + line_h, 0
+                pos = dm.GridPos(h=entry.h, w=entry.w, x=x, y=y)
+                placed.append(entry.builder.id(next_id).grid_pos(pos))
+                next_id += 1
+                x += entry.w
+                line_h = max(line_h, entry.h)
+            # Collapsed rows also advance y: positions never overlap, and Grafana compacts the
+            # grid on load anyway.
+            y += line_h
+            if row.title and row.collapsed:
+                for p in placed:
+                    rb = rb.with_panel(p)
+                dash = dash.with_row(rb)
+                continue
+            if row.title:
+                dash = dash.with_row(rb)
+            for p in placed:
+                dash = dash.with_panel(p)
+        return dash
+
+
+def new_dashboard(title: str) -> db.Dashboard:
+    """A foundation-sdk classic dashboard builder (schemaVersion 42)."""
+    return db.Dashboard(title)

@@ -1,0 +1,178 @@
+"""PromQL for dashboard panels: selectors narrowed by template variables, MIG-aware per-GPU
+values, and the "missing now" and target-to-node expressions.
+
+Queries only read the spec's metrics, gpumon's recording rules (``generator.rules.names``),
+``up`` / ``scrape_*`` and ``ALERTS``; tests parse every query with promql-parser to keep it so.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+
+from ..rules import all_rules, names
+from ..rules.promql import by, dur, gpu_ids, num
+from ..spec import DCGM_BLANK_MIN, Metric, Spec
+from .units import plot
+
+#: Grafana's rate window: at least 4 x the datasource's scrape interval (C28)
+RATE_WINDOW = "$__rate_interval"
+
+
+@dataclass(frozen=True)
+class Scope:
+    """Which template variables narrow a query: cluster (when the spec has a cluster label),
+    node and GPU (the detail dashboard)."""
+
+    node: bool = False
+    gpu: bool = False
+
+
+FLEET = Scope()
+DETAIL = Scope(node=True, gpu=True)
+NODE = Scope(node=True)
+
+
+def matchers(spec: Spec, scope: Scope, job: bool = True) -> str:
+    """``job="dcgm-exporter",cluster=~"$cluster",Hostname=~"$node",UUID=~"$gpu"`` for ``scope``."""
+    lab = spec.exporter.labels
+    out = [f'job="{spec.exporter.job}"'] if job else []
+    if lab.cluster:
+        out.append(f'{lab.cluster}=~"$cluster"')
+    if scope.node:
+        out.append(f'{lab.node}=~"$node"')
+    if scope.gpu:
+        out.append(f'{lab.gpu}=~"$gpu"')
+    return ",".join(out)
+
+
+def sel(spec: Spec, metric: str, scope: Scope, *more: str, **equal: str) -> str:
+    """``metric{<scope matchers>,<more matchers>,k="v"...}``; ``more`` are matcher strings such
+    as ``'dcgm_field=~"A|B"'``, ``equal`` label values (quoted here)."""
+    extra = "".join(f",{m}" for m in more) + "".join(f',{k}="{v}"' for k, v in equal.items())
+    return f"{metric}{{{matchers(spec, scope)}{extra}}}"
+
+
+def target_sel(spec: Spec) -> str:
+    """Matchers for per-target series (``up``, ``scrape_*``): only ``job`` is certain to be on
+    them; the cluster label is added when the spec has one (an external or target label)."""
+    lab = spec.exporter.labels
+    out = f'job="{spec.exporter.job}"'
+    return out + (f',{lab.cluster}=~"$cluster"' if lab.cluster else "")
+
+
+def plausible(spec: Spec, m: Metric, scope: Scope) -> str:
+    """The metric's series in ``scope`` limited to plausible readings (spec range, below the
+    DCGM blank sentinels, not NaN), so one broken GPU does not skew fleet aggregates."""
+    expr = sel(spec, m.name, scope)
+    if m.range_min is not None:
+        expr += f" >= {num(m.range_min)}"
+    if m.range_max is not None:
+        expr += f" <= {num(m.range_max)}"
+    else:
+        expr += f" < {DCGM_BLANK_MIN}"
+    return expr
+
+
+def per_gpu(spec: Spec, m: Metric, scope: Scope, only_plausible: bool = False) -> str:
+    """One series per GPU (per MIG instance for ``mig: instance`` fields) in the plotted unit.
+
+    Device-wide fields repeat on every MIG instance, so they are reduced with ``max by`` the
+    GPU labels without the MIG instance label (de-duplicated by UUID) before anything sums or
+    averages them. Counters become per-second rates over ``$__rate_interval``.
+    """
+    p = plot(m)
+    src = plausible(spec, m, scope) if only_plausible and not p.rate else sel(spec, m.name, scope)
+    if p.rate:
+        src = f"rate({src}[{RATE_WINDOW}])"
+    return p.apply(f"max by ({by(gpu_ids(spec, m))}) ({src})")
+
+
+def legend(spec: Spec, m: Metric | None = None) -> str:
+    """Legend from identity labels, never ``instance`` (a pod IP that changes on restart):
+    ``node GPU index``, plus the MIG instance for per-instance fields."""
+    lab = spec.exporter.labels
+    text = f"{{{{{lab.node}}}}} GPU {{{{{lab.gpu_index}}}}}"
+    if m is None or m.mig != "device":
+        text += f" {{{{{lab.mig_instance}}}}}"
+    if lab.cluster:
+        text = f"{{{{{lab.cluster}}}}} {text}"
+    return text
+
+
+@lru_cache(maxsize=16)
+def _rule_names(spec: Spec) -> tuple[tuple[str, ...], frozenset[str]]:
+    # Rendering every rule takes ~0.2 s; panels ask for the names many times per spec.
+    rules = all_rules(spec)
+    return tuple(sorted({r.alert for r in rules if r.alert})), frozenset(r.record for r in rules if r.record)
+
+
+def alert_names(spec: Spec) -> list[str]:
+    """Names of every alerting rule gpumon renders for ``spec``, sorted."""
+    return list(_rule_names(spec)[0])
+
+
+def recorded(spec: Spec) -> frozenset[str]:
+    """Names of every recording rule gpumon renders for ``spec``."""
+    return _rule_names(spec)[1]
+
+
+def firing_alerts(spec: Spec, scope: Scope | None = None) -> str:
+    """``ALERTS`` of gpumon's own rules that fire now (``job`` is kept on all of them); with a
+    ``scope``, only alerts carrying the chosen cluster / node / GPU labels."""
+    extra = matchers(spec, scope, job=False) if scope is not None else ""
+    return (f'ALERTS{{alertstate="firing",job="{spec.exporter.job}",'
+            f'alertname=~"{"|".join(alert_names(spec))}"{"," + extra if extra else ""}}}')
+
+
+def missing_now(spec: Spec, scope: Scope, metrics: tuple[Metric, ...] | None = None) -> str:
+    """One series per (GPU in the inventory, required field it does not report now), labelled
+    with ``dcgm_field``. Fields DCGM does not report per MIG instance are only expected on
+    non-MIG series, like the presence alerts expect them."""
+    lab = spec.exporter.labels
+    ids = by(gpu_ids(spec))
+    parts = []
+    for m in metrics if metrics is not None else spec.required_metrics:
+        inv = sel(spec, names.INVENTORY, scope, **({lab.mig_instance: ""} if m.mig == "unsupported" else {}))
+        present = sel(spec, names.FIELD_PRESENT, scope, **{names.FIELD_LABEL: m.name})
+        parts.append(f'label_replace(\n  {inv}\n  unless on ({ids})\n  {present},\n'
+                     f'  "{names.FIELD_LABEL}", "{m.name}", "", ""\n)')
+    return "\nor\n".join(parts)
+
+
+def target_nodes(spec: Spec, scope: Scope | None = None, window: str = "15m") -> str:
+    """(job, instance) -> node map from the presence recording rule, so per-target series can
+    be labelled with the node instead of a pod IP. ``topk by`` keeps one node per target even if
+    a pod IP moved between nodes within ``window``. With ``scope``, only the chosen nodes."""
+    lab = spec.exporter.labels
+    keep = by(("job", "instance") + lab.node_identity)
+    where = matchers(spec, scope) if scope is not None else target_sel(spec)
+    src = f"max_over_time({names.FIELD_PRESENT}{{{where}}}[{window}])"
+    return f"topk by (job, instance) (1, group by ({keep}) ({src}))"
+
+
+def per_target(spec: Spec, metric: str) -> str:
+    """``metric`` of every exporter target with the node label joined on; targets that never
+    reported a GPU field keep only ``instance`` (``or on`` adds them unchanged)."""
+    lab = spec.exporter.labels
+    raw = f"{metric}{{{target_sel(spec)}}}"
+    nodes = by(lab.node_identity)
+    return (f"{raw}\n* on (job, instance) group_left ({nodes})\n{target_nodes(spec)}\n"
+            f"or on (job, instance)\n{raw}")
+
+
+def lost(spec: Spec, scope: Scope) -> str:
+    """GPUs in the inventory within the lookback that report nothing now."""
+    ids = by(gpu_ids(spec))
+    inv = sel(spec, names.INVENTORY, scope)
+    return f"max_over_time({inv}[{dur(spec.alerts.inventory_lookback)}])\nunless on ({ids})\n{inv}"
+
+
+def gap_ratio(spec: Spec) -> str:
+    """Name of the per-GPU sample-ratio recording rule over the spec's gap window."""
+    return names.sample_ratio(dur(spec.alerts.gap_window))
+
+
+def field_regex(metrics) -> str:
+    """``A|B|C`` of metric names, for a ``dcgm_field=~`` matcher on gpumon's own series."""
+    return "|".join(m.name for m in metrics)

@@ -1,0 +1,72 @@
+"""``gpumon validate``: prove on a live Prometheus that every spec'd series exists, and say why not.
+
+Checks run in order, one module each: reachability (stops the run when the API cannot be used),
+targets, presence, values, continuity, rules-loaded, inventory. Each returns findings
+(:class:`generator.findings.Finding`) and the JUnit cases it ran (one per check x metric).
+
+Exit codes (:func:`exit_code`): 0 all checks pass; 1 a check failed; 2 could not check
+(connection, auth, not a Prometheus API); 3 inconclusive (partial data or failed queries) and
+nothing failed. Warnings and info never fail a run.
+"""
+
+from __future__ import annotations
+
+import time
+
+from ..durations import format_duration
+from ..findings import Report
+from ..promapi import PromClient
+from ..spec import Spec
+from . import continuity, inventory, presence, reachability, rules_loaded, targets, values
+from .base import Context
+
+#: Check modules in run order (ids as used in ``--checks`` and JUnit class names).
+CHECKS = {"targets": targets, "presence": presence, "values": values, "continuity": continuity,
+          "rules-loaded": rules_loaded, "inventory": inventory}
+EXIT_OK, EXIT_FAILED, EXIT_ERROR, EXIT_INCONCLUSIVE = 0, 1, 2, 3
+
+
+def validate(spec: Spec, client: PromClient, *, lookback: float = 3600.0, concurrency: int = 4,
+             checks: tuple[str, ...] = tuple(CHECKS), progress: bool = True) -> tuple[Report, int]:
+    """Run the checks against the server behind ``client``.
+
+    Args:
+        spec: the loaded spec (job, labels, metrics, ranges, rule groups).
+        client: the API client (URL, prefix, auth).
+        lookback: seconds of history for presence (last seen) and continuity.
+        concurrency: queries in flight at once.
+        checks: which of :data:`CHECKS` to run (reachability always runs).
+        progress: show progress on a TTY when the run takes over a second.
+    Returns:
+        (report, exit code).
+    """
+    started = time.monotonic()
+    ctx = Context(spec, client, lookback=lookback, concurrency=concurrency, progress=progress)
+    report = Report("gpumon validate", summary={
+        "prometheus": client.base, "job": spec.exporter.job, "spec": spec.path,
+        "lookback": format_duration(lookback)})
+    try:
+        result = reachability.run(ctx)
+        report.findings += result.findings
+        report.checks += result.cases
+        if result.findings:
+            return report, EXIT_ERROR
+        for name in CHECKS:
+            if name in checks:
+                result = CHECKS[name].run(ctx)
+                report.findings += result.findings
+                report.checks += result.cases
+    finally:
+        ctx.close()
+    report.summary["queries"] = ctx.queries
+    report.summary["seconds"] = f"{time.monotonic() - started:.1f}"
+    return report, exit_code(report)
+
+
+def exit_code(report: Report) -> int:
+    """1 when any finding is an error, else 3 when any is inconclusive, else 0."""
+    if report.count("error"):
+        return EXIT_FAILED
+    if report.count("inconclusive"):
+        return EXIT_INCONCLUSIVE
+    return EXIT_OK

@@ -1,0 +1,182 @@
+"""What every validate check shares: the run context (spec, client, time, concurrent queries,
+progress) and the GPU identity read from a series' labels."""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field, replace
+
+from ..findings import Finding
+from ..promapi import Answer, PromClient, PromError
+from ..spec import Spec
+
+
+@dataclass(frozen=True)
+class Gpu:
+    """One GPU (or MIG instance) as its series identify it.
+
+    ``node`` is the value of the spec's node label, or of its other spelling (``hostname`` /
+    ``Hostname``) when the series carry that one; ``node_label`` says which was found.
+    """
+
+    job: str
+    node: str
+    uuid: str
+    index: str
+    mig: str = ""
+    node_label: str = ""
+    uuid_label: str = ""
+
+    @property
+    def key(self) -> tuple[str, str, str, str, str]:
+        return (self.job, self.node, self.uuid, self.index, self.mig)
+
+    def __str__(self) -> str:
+        mig = f" MIG {self.mig}" if self.mig else ""
+        return f"{self.node or '?'} gpu {self.index or '?'} ({self.uuid or 'no UUID'}{mig})"
+
+
+def other_spelling(label: str) -> str:
+    """The label name an exporter version may use instead (``Hostname`` <-> ``hostname``,
+    ``UUID`` <-> ``uuid``; dcgm-exporter PR #655 and the 1.x ``use-old-namespace`` option)."""
+    return label.lower() if label != label.lower() else label.capitalize() if label == "hostname" else label.upper()
+
+
+class Context:
+    """A validate run: the spec, the API client, the evaluation time and the query helpers.
+
+    Args:
+        spec: the loaded spec.
+        client: a :class:`~generator.promapi.PromClient`.
+        lookback: seconds of history the presence and continuity checks look at.
+        concurrency: queries in flight at once (small: validate must not load the server).
+        progress: show a progress line on stderr when it is a TTY and the run takes > 1 s.
+    """
+
+    def __init__(self, spec: Spec, client: PromClient, lookback: float = 3600.0, concurrency: int = 4,
+                 progress: bool = True):
+        self.spec, self.client, self.lookback = spec, client, lookback
+        self.job = spec.exporter.job
+        self.labels = spec.exporter.labels
+        self.now = time.time()
+        self.pool = ThreadPoolExecutor(max_workers=max(1, concurrency), thread_name_prefix="gpumon-q")
+        self.queries = 0
+        self.done = 0
+        self._lock = threading.Lock()
+        self._started = time.monotonic()
+        self._show = progress and sys.stderr.isatty()
+        self._shown = False
+        self.down_instances: set[str] = set()   # targets that are down: their GPUs are not checked
+        self.skip_gpu_checks = False           # no target at all for the job
+        self.cache: dict[str, object] = {}      # results shared between checks
+
+    # ------------------------------------------------------------------ identity
+    @property
+    def id_labels(self) -> tuple[str, ...]:
+        """Labels to ``group by`` for a GPU: job, instance, identity, both spellings of node and
+        UUID, model and driver (so one query also feeds the inventory)."""
+        lab = self.labels
+        extra = (other_spelling(lab.node), other_spelling(lab.gpu), lab.model, lab.driver_version)
+        return tuple(dict.fromkeys(("job", "instance") + lab.identity + extra))
+
+    def gpu(self, metric: dict) -> Gpu:
+        """The :class:`Gpu` a result's label set describes."""
+        lab = self.labels
+        node_label = lab.node if metric.get(lab.node) else other_spelling(lab.node) if metric.get(other_spelling(lab.node)) else ""
+        uuid_label = lab.gpu if metric.get(lab.gpu) else other_spelling(lab.gpu) if metric.get(other_spelling(lab.gpu)) else ""
+        return Gpu(metric.get("job", self.job), metric.get(node_label, ""), metric.get(uuid_label, ""),
+                   metric.get(lab.gpu_index, ""), metric.get(lab.mig_instance, ""), node_label, uuid_label)
+
+    def sel(self, metric: str, **matchers: str) -> str:
+        """``metric{job="<job>",...}`` (equality matchers only)."""
+        inner = ",".join(f'{k}="{v}"' for k, v in {"job": self.job, **matchers}.items())
+        return f"{metric}{{{inner}}}"
+
+    # ------------------------------------------------------------------ queries
+    def _tick(self) -> None:
+        with self._lock:
+            self.done += 1
+            if self._show and time.monotonic() - self._started > 1.0:
+                self._shown = True
+                sys.stderr.write(f"\rgpumon validate: {self.done}/{self.queries} queries")
+                sys.stderr.flush()
+
+    def run(self, calls: dict[str, tuple]) -> dict[str, "Answer | PromError"]:
+        """Run ``{key: (method name, *args)}`` on the client concurrently (bounded).
+
+        Returns:
+            {key: Answer, or the PromError it raised}.
+        """
+        with self._lock:
+            self.queries += len(calls)
+
+        def one(call):
+            name, *args = call
+            try:
+                return getattr(self.client, name)(*args)
+            except PromError as exc:
+                return exc
+            finally:
+                self._tick()
+
+        futures = {key: self.pool.submit(one, call) for key, call in calls.items()}
+        return {key: fut.result() for key, fut in futures.items()}
+
+    def queries_at_now(self, exprs: dict[str, str]) -> dict[str, "Answer | PromError"]:
+        """Instant queries ``{key: expr}`` at the run's evaluation time, concurrently."""
+        return self.run({k: ("query", e, self.now) for k, e in exprs.items()})
+
+    def close(self) -> None:
+        self.pool.shutdown(wait=True)
+        if self._shown:
+            sys.stderr.write("\r" + " " * 60 + "\r")
+            sys.stderr.flush()
+
+
+@dataclass
+class CheckResult:
+    """What one check module returns: findings plus the JUnit cases (``check/subject``) it ran."""
+
+    findings: list[Finding] = field(default_factory=list)
+    cases: list[str] = field(default_factory=list)
+
+
+def partial(findings: list[Finding], answer: Answer | None, case: str, check: str, subject: str) -> list[Finding]:
+    """A partial answer (``warnings``) cannot prove a failure: turn its errors into
+    ``inconclusive`` findings, or add one when nothing failed."""
+    if answer is None or not answer.partial:
+        return findings
+    note = "partial response: " + "; ".join(answer.warnings)[:300]
+    out = [replace(f, severity="inconclusive", message=f"{f.message} ({note})") if f.severity == "error" else f
+           for f in findings]
+    if not any(f.severity == "inconclusive" for f in out):
+        out.append(Finding(check, "inconclusive", subject, f"cannot tell: {note}",
+                           "a store or querier did not answer (Thanos/Mimir partial response); retry, or check the "
+                           "store gateways", labels=(), case=case))
+    return out
+
+
+def query_failed(exc: PromError, check: str, subject: str, case: str) -> Finding:
+    """A query error inside a check: the check could not look, so it is inconclusive."""
+    return Finding(check, "inconclusive", subject, f"query failed: {exc}", exc.hint, case=case)
+
+
+def ago(seconds: float) -> str:
+    """``'5m ago'``-style age."""
+    s = int(max(0, seconds))
+    return f"{s // 3600}h{s % 3600 // 60:02d}m ago" if s >= 3600 else f"{s // 60}m{s % 60:02d}s ago" if s >= 60 else f"{s}s ago"
+
+
+def utc(ts: float) -> str:
+    """RFC 3339 UTC time, second resolution."""
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ts))
+
+
+def gpu_list(gpus, limit: int = 8) -> str:
+    """``gpu-node-1 gpu 0 (GPU-..), ...`` with ``(+N more)`` past ``limit``."""
+    items = sorted(gpus, key=lambda g: (g.job, g.node, int(g.index) if g.index.isdigit() else -1, g.index, g.mig))
+    text = ", ".join(str(g) for g in items[:limit])
+    return text + (f" (+{len(items) - limit} more)" if len(items) > limit else "")

@@ -1,0 +1,63 @@
+"""Check 5: continuity over the lookback — per target, GPU and required metric, the share of the
+target's successful scrapes that carried the metric (samples seen / samples expected). Dividing
+by the target's own successful scrapes (``sum_over_time(up[w])``) separates field gaps from
+target outages, which the targets check reports. One query per metric; only GPUs below the
+spec's ``gap_min_ratio`` come back."""
+
+from __future__ import annotations
+
+from ..durations import format_duration
+from ..findings import Finding
+from ..promapi import PromError
+from ..rules.names import FIELD_LABEL
+from ..spec import Metric
+from . import hints
+from .base import CheckResult, Context, partial, query_failed
+
+CHECK = "continuity"
+
+
+def query(ctx: Context, m: Metric) -> str:
+    """Ratio samples/successful scrapes per (instance, GPU) over the lookback, below the threshold."""
+    w = format_duration(ctx.lookback)
+    ids = ", ".join(ctx.id_labels)
+    return (f"sum by ({ids}) (count_over_time({ctx.sel(m.name)}[{w}]))\n"
+            f"/ on (job, instance) group_left ()\nsum_over_time({ctx.sel('up')}[{w}])\n"
+            f"< {ctx.spec.alerts.gap_min_ratio:g}")
+
+
+def run(ctx: Context) -> CheckResult:
+    """Findings ``series-intermittent``: one per metric, worst GPUs first. GPUs missing the metric
+    right now are left to the presence check (one cause, one finding)."""
+    metrics = ctx.spec.required_metrics
+    cases = [f"{CHECK}/{m.name}" for m in metrics]
+    if ctx.skip_gpu_checks:
+        return CheckResult([], cases)
+    inv = ctx.cache.get("inventory")
+    answers = ctx.queries_at_now({m.name: query(ctx, m) for m in metrics})
+    findings: list[Finding] = []
+    for m in metrics:
+        case, ans = f"{CHECK}/{m.name}", answers[m.name]
+        if isinstance(ans, PromError):
+            findings.append(query_failed(ans, CHECK, m.name, case))
+            continue
+        bad = []
+        for item in ans.data:
+            gpu = ctx.gpu(item["metric"])
+            if inv is not None and gpu.key not in inv.now.get(m.name, set()):
+                continue  # missing now: reported by presence
+            bad.append((float(item["value"][1]), gpu, item["metric"].get("instance", "")))
+        bad.sort(key=lambda x: (x[0], x[1].key))
+        out = []
+        if bad:
+            shown = ", ".join(f"{g} {r:.0%}" for r, g, _ in bad[:8]) + (f" (+{len(bad) - 8} more)" if len(bad) > 8 else "")
+            labels = [(FIELD_LABEL, m.name), ("job", ctx.job)]
+            if len(bad) == 1:
+                labels += [(ctx.labels.node, bad[0][1].node), (ctx.labels.gpu, bad[0][1].uuid), ("instance", bad[0][2])]
+            out.append(Finding("series-intermittent", "error", m.name,
+                               f"{m.name} was missing from some successful scrapes over the last "
+                               f"{format_duration(ctx.lookback)} on {len(bad)} GPU(s) (share of scrapes that carried it, "
+                               f"worst first; threshold {ctx.spec.alerts.gap_min_ratio:.0%}): {shown}",
+                               hints.INTERMITTENT, labels=tuple(sorted(labels)), case=case))
+        findings += partial(out, ans, case, CHECK, m.name)
+    return CheckResult(findings, cases)

@@ -1,0 +1,47 @@
+"""Hint texts for validate findings, from the field's troubleshooting path (dcgm-exporter README
+"Troubleshooting", NVIDIA/dcgm-exporter issues #71, #143, #571, #607, #655; prometheus-operator
+#3767 on ruleSelector labels). One place so every check words the same cause the same way."""
+
+EXPORTER_DOWN = ("check the exporter pod (`kubectl logs` for NVML/DCGM init errors, OOM kills, restarts), "
+                 "that /dev/nvidia* and libnvidia-ml.so are visible inside the container, and that "
+                 "`nvidia-smi -q` works inside and outside it")
+SCRAPE_TIMEOUT = ("the exporter answers slower than scrapeTimeout (big GPU/MIG nodes, dcgm-exporter#607): "
+                  "raise scrapeTimeout in the ServiceMonitor/scrape config, trim the collectors CSV, or find what "
+                  "slows the exporter (persistence mode off, NVML calls hanging)")
+CONTENT_TYPE = ("the target serves a Content-Type Prometheus 3 does not accept: fix the exporter or set "
+                "fallback_scrape_protocol (fallbackScrapeProtocol in a ServiceMonitor)")
+TARGET_MISSING = ("no target of this job is scraped: the ServiceMonitor/PodMonitor or scrape config does not "
+                  "select the exporter (labels, namespaceSelector, serviceMonitorSelector), or the DaemonSet has "
+                  "no pods (nodeSelector/tolerations, GPU Operator state)")
+TARGET_EMPTY = ("the exporter answers with no samples: it is (re)initialising DCGM/NVML or cannot read the GPUs; "
+                "check its logs for NVML init errors, the device files and the driver/library version match")
+METRIC_ABSENT = ("the exporter runs but does not export this DCGM field: check the collectors CSV (-f / the "
+                 "metrics ConfigMap), the exporter version (fields were dropped or renamed between releases, "
+                 "dcgm-exporter#71, #143), and for DCGM_FI_PROF_* that the profiling module loads (dcgm-exporter#571)")
+NODE_MISSING = ("only these nodes lack it: compare their exporter version, collectors CSV and driver with a "
+                "healthy node; `nvidia-smi -q` on the node shows whether the GPU supports the field")
+GPU_MISSING = ("only some GPUs lack it: the GPU may be in a bad state (XID errors, fallen off the bus) or not "
+               "support the field; check `nvidia-smi -q -i <index>` and the exporter log for that GPU")
+DISAPPEARED = "it was reported earlier in the window: look for an exporter upgrade, restart or XID at that time"
+LEGACY = ("the exporter runs in 1.x compatibility mode (use-old-namespace / -o with 1.x-compatibility-metrics.csv), "
+          "which exports dcgm_* names and a lowercase uuid label: switch it off, or declare the names as "
+          "legacy_names and render rules that accept both")
+RENAMED = ("dcgm-exporter renamed the Hostname label to hostname after 4.8.2 (PR #655): set "
+           "exporter.labels.node in the spec to the label your exporter uses and re-render, or pin the exporter version")
+MIG = ("DCGM does not report this field per MIG instance: mark it `mig: unsupported` in the spec and use "
+       "DCGM_FI_PROF_GR_ENGINE_ACTIVE (per instance) for utilisation")
+GPU_LOST = ("the GPU stopped reporting while its node still reports others: check for XID 79 (fallen off the "
+            "bus) and `nvidia-smi` on the node; the exporter may need a restart to see a reset GPU")
+RANGE_LOW = ("a running datacenter GPU never reads this low: the field is not really collected (embedded host "
+             "engine, consumer GPU, driver mismatch); compare with `nvidia-smi -q` on the node")
+RANGE_HIGH = "an impossible reading: a DCGM error code or a glitch; check the exporter and DCGM versions"
+SENTINEL = ("a DCGM blank / not-supported code (dcgm_structs.h) was exported as a value: the field is not "
+            "supported on this GPU or driver; drop it from the collectors CSV or upgrade the exporter")
+NAN = ("NaN readings pass every threshold alert silently: the exporter or a relabeling produces NaN; check the "
+       "exporter version and the field on this GPU")
+FROZEN = ("the counter stopped increasing while the target is up: the exporter serves frozen values "
+          "(dcgm-exporter#164); restart the exporter pod and check DCGM/hostengine health")
+INTERMITTENT = ("the field is missing from some successful scrapes: DCGM returned blank for it intermittently "
+                "(collect interval longer than the scrape interval, GPU busy/throttled, NVML timeouts)")
+DRIVER_MISMATCH = ("nodes run different driver versions: keep a driver/exporter version matrix, and roll the "
+                   "odd nodes to the fleet's version (a mismatch between driver and NVML library breaks fields)")

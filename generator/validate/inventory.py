@@ -1,0 +1,71 @@
+"""Check 7: inventory and version matrix — nodes x GPU model x driver version from the series'
+labels (``modelName``, ``DCGM_FI_DRIVER_VERSION`` when the exporter sets it), flagging nodes whose
+driver differs from the fleet majority or from the version the spec pins. Keeping a driver /
+exporter version matrix is the field's advice for fleets where fields come and go with versions
+(dcgm-exporter#71, #143, #460). Reuses the presence check's queries: no extra query."""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+
+from ..findings import Finding
+from . import hints
+from .base import CheckResult, Context
+from .presence import collect
+
+CHECK = "inventory"
+
+
+def matrix(ctx: Context) -> dict[str, dict[tuple[str, str], int]]:
+    """``{node: {(model, driver): GPU count}}`` for GPUs reporting now (MIG instances counted once
+    per physical GPU)."""
+    inv, _ = collect(ctx)
+    lab = ctx.labels
+    seen: dict[str, dict[tuple[str, str], set]] = defaultdict(lambda: defaultdict(set))
+    for key in inv.reporting:
+        attrs = inv.attrs.get(key, {})
+        seen[key[1]][(attrs.get(lab.model, ""), attrs.get(lab.driver_version, ""))].add(key[2])
+    return {node: {combo: len(uuids) for combo, uuids in combos.items()} for node, combos in seen.items()}
+
+
+def run(ctx: Context) -> CheckResult:
+    """Findings: ``gpu-inventory`` (info, the matrix), ``driver-mismatch`` (warning: differs from
+    the majority), ``driver-not-pinned-version`` (error: differs from ``exporter.driver_version``)."""
+    cases = [f"{CHECK}/driver-version"]
+    if ctx.skip_gpu_checks:
+        return CheckResult([], cases)
+    table = matrix(ctx)
+    case = cases[0]
+    if not table:
+        return CheckResult([], cases)
+    lines = []
+    drivers: dict[str, set[str]] = defaultdict(set)
+    for node in sorted(table):
+        for (model, driver), count in sorted(table[node].items()):
+            lines.append(f"{node}: {count} x {model or 'unknown model'}, driver {driver or 'unknown'}")
+            if driver:
+                drivers[node].add(driver)
+    findings = [Finding("gpu-inventory", "info", ctx.job,
+                        f"{sum(sum(c.values()) for c in table.values())} GPUs on {len(table)} nodes: " + "; ".join(lines),
+                        case=case)]
+    pinned = ctx.spec.exporter.driver_version
+    votes = Counter(d for ds in drivers.values() for d in ds)
+    if not votes:
+        findings.append(Finding("driver-version-unknown", "info", ctx.job,
+                                f"no series carries {ctx.labels.driver_version}: the version matrix has no driver column",
+                                "add `DCGM_FI_DRIVER_VERSION, label, Driver Version` to the collectors CSV "
+                                "(the Helm chart's ConfigMap lacks it)", case=case))
+        return CheckResult(findings, cases)
+    majority = votes.most_common(1)[0][0]
+    for node, ds in sorted(drivers.items()):
+        labels = (("job", ctx.job), (ctx.labels.node, node))
+        if pinned and ds != {pinned}:
+            findings.append(Finding("driver-not-pinned-version", "error", node,
+                                    f"node {node} runs driver {', '.join(sorted(ds))}; the spec pins {pinned}",
+                                    hints.DRIVER_MISMATCH, labels=labels, case=case))
+        elif not pinned and ds != {majority} and len(votes) > 1:
+            findings.append(Finding("driver-mismatch", "warning", node,
+                                    f"node {node} runs driver {', '.join(sorted(ds))}; most nodes run {majority} "
+                                    f"({votes[majority]} of {len(drivers)} nodes)", hints.DRIVER_MISMATCH,
+                                    labels=labels, case=case))
+    return CheckResult(findings, cases)

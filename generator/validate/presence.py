@@ -1,0 +1,294 @@
+"""Check 3: every required metric exists now on every GPU that reports, and if not, why.
+
+Queries per spec'd metric, never per GPU (``group by`` the identity labels; never a regex over
+metric names, measured 15x slower at 160k series): which GPUs carry it now, and which carried it
+within the lookback (``last_over_time``). The GPU inventory is the union over all tracked
+metrics. Only for metrics with gaps, a second query per metric finds when each missing GPU was
+last seen (``max_over_time(timestamp(m)[lookback:step])``, limited to the affected nodes): that
+subquery is the costly part (measured 60 s at 320 GPUs, 1 h, 1 s steps, over every series), so
+a healthy fleet never pays for it. Gaps are classified with evidence: never seen /
+disappeared at T; whole fleet, whole node or some GPUs; legacy 1.x names instead; MIG instances
+that cannot report the field; GPUs lost altogether; identity label renamed.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+
+from ..durations import format_duration
+from ..findings import Finding
+from ..promapi import Answer, PromError
+from ..rules.names import FIELD_LABEL
+from ..spec import Metric
+from . import hints
+from .base import CheckResult, Context, Gpu, ago, gpu_list, other_spelling, partial, query_failed, utc
+
+CHECK = "presence"
+
+
+class Inventory:
+    """GPUs seen now and within the lookback, per metric, with their target, model and driver."""
+
+    def __init__(self):
+        self.now: dict[str, set[tuple]] = defaultdict(set)          # metric -> GPU keys present now
+        self.seen: dict[str, set[tuple]] = defaultdict(set)          # metric -> GPU keys seen in the lookback
+        self.last_seen: dict[str, dict[tuple, float]] = defaultdict(dict)  # metric -> key -> unix time (gaps only)
+        self.gpus: dict[tuple, Gpu] = {}                              # every GPU seen in the lookback
+        self.instance: dict[tuple, str] = {}                          # key -> target (instance label)
+        self.attrs: dict[tuple, dict[str, str]] = {}                  # key -> model/driver labels
+        self.legacy: dict[str, dict[tuple, str]] = defaultdict(dict)  # metric -> key -> legacy name
+
+    @property
+    def reporting(self) -> set[tuple]:
+        """GPUs carrying at least one tracked metric now."""
+        return set().union(*self.now.values()) if self.now else set()
+
+
+def _ids(ctx: Context) -> str:
+    return ", ".join(ctx.id_labels)
+
+
+def queries(ctx: Context) -> dict[str, str]:
+    """``{"now|M": ..., "seen|M": ..., "legacy|M|name": ...}`` for every tracked metric: O(metrics)."""
+    window = format_duration(ctx.lookback)
+    # "now" = a sample within the last 3 scrape intervals: one scrape that missed the field is an
+    # intermittent gap (the continuity check's job), not a missing series.
+    recent = format_duration(3 * max(1.0, ctx.spec.exporter.scrape_interval))
+    out = {}
+    for m in ctx.spec.tracked_metrics:
+        sel = ctx.sel(m.name)
+        out[f"now|{m.name}"] = f"group by ({_ids(ctx)}) (last_over_time({sel}[{recent}]))"
+        out[f"seen|{m.name}"] = f"group by ({_ids(ctx)}) (last_over_time({sel}[{window}]))"
+        if m.required:
+            for legacy in m.legacy_names:
+                out[f"legacy|{m.name}|{legacy}"] = f"group by ({_ids(ctx)}) ({ctx.sel(legacy)})"
+    return out
+
+
+def collect(ctx: Context) -> tuple[Inventory, dict[str, "Answer | PromError"]]:
+    """Run :func:`queries` and build the :class:`Inventory` (cached on the context for the
+    inventory check)."""
+    if "inventory" in ctx.cache:
+        return ctx.cache["inventory"], ctx.cache["presence_answers"]
+    answers = ctx.queries_at_now(queries(ctx))
+    inv = Inventory()
+    lab = ctx.labels
+    for key, ans in answers.items():
+        if isinstance(ans, PromError):
+            continue
+        kind, metric, *rest = key.split("|")
+        for item in ans.data:
+            gpu = ctx.gpu(item["metric"])
+            if kind == "legacy":
+                inv.legacy[metric][gpu.key] = rest[0]
+                inv.instance.setdefault(gpu.key, item["metric"].get("instance", ""))
+            else:
+                inv.gpus.setdefault(gpu.key, gpu)
+                inv.instance.setdefault(gpu.key, item["metric"].get("instance", ""))
+            if kind == "now":
+                inv.now[metric].add(gpu.key)
+                inv.instance[gpu.key] = item["metric"].get("instance", "")
+                inv.attrs[gpu.key] = {k: item["metric"].get(k, "") for k in (lab.model, lab.driver_version)}
+            elif kind == "seen":
+                inv.seen[metric].add(gpu.key)
+    _last_seen(ctx, inv, answers)
+    ctx.cache["inventory"], ctx.cache["presence_answers"] = inv, answers
+    return inv, answers
+
+
+def last_seen_query(ctx: Context, metric: str, nodes: dict[str, set[str]]) -> str:
+    """When each GPU of ``nodes`` ({node label: {node names}}) last had a sample of ``metric``
+    within the lookback; steps of max(scrape interval, lookback / 360) bound the cost."""
+    step = format_duration(max(1.0, ctx.spec.exporter.scrape_interval, ctx.lookback / 360))
+    window = format_duration(ctx.lookback)
+    parts = []
+    for label, names in sorted(nodes.items()):
+        # a regex over a few label *values* (node names), never over metric names
+        values = "|".join(sorted(re.escape(n).replace("\\", "\\\\") for n in names))
+        parts.append(f'{metric}{{job="{ctx.job}",{label}=~"{values}"}}')
+    sel = " or ".join(parts)
+    return f"max by ({_ids(ctx)}) (max_over_time(timestamp({sel})[{window}:{step}]))"
+
+
+def _last_seen(ctx: Context, inv: Inventory, answers: dict) -> None:
+    """Second round, only for metrics with GPUs seen earlier but missing now."""
+    exprs = {}
+    for metric, seen in inv.seen.items():
+        gone = seen - inv.now.get(metric, set())
+        if not gone:
+            continue
+        nodes: dict[str, set[str]] = defaultdict(set)
+        for key in gone:
+            gpu = inv.gpus.get(key)
+            if gpu is not None and gpu.node_label:
+                nodes[gpu.node_label].add(gpu.node)
+        if nodes:
+            exprs[f"last|{metric}"] = last_seen_query(ctx, metric, nodes)
+    for key, ans in ctx.queries_at_now(exprs).items():
+        answers[key] = ans
+        if isinstance(ans, PromError):
+            continue
+        for item in ans.data:
+            inv.last_seen[key.split("|")[1]][ctx.gpu(item["metric"]).key] = float(item["value"][1])
+
+
+def run(ctx: Context) -> CheckResult:
+    """Findings: series-missing, legacy-metric-names, field-unsupported-on-mig, gpu-lost,
+    identity-label-renamed / identity-label-missing. Sparse metrics are never checked."""
+    required = ctx.spec.required_metrics
+    cases = [f"{CHECK}/{m.name}" for m in required] + [f"{CHECK}/gpu-inventory", f"{CHECK}/identity-labels"]
+    if ctx.skip_gpu_checks:
+        return CheckResult([Finding("skipped", "info", ctx.job, "no targets: series presence not checked",
+                                    case=f"{CHECK}/gpu-inventory")], cases)
+    inv, answers = collect(ctx)
+    findings: list[Finding] = []
+    for m in required:
+        case = f"{CHECK}/{m.name}"
+        failed = [a for k, a in answers.items() if k.split("|")[1] == m.name and isinstance(a, PromError)]
+        if failed:
+            findings.append(query_failed(failed[0], CHECK, m.name, case))
+            continue
+        own = [a for k, a in answers.items() if k.split("|")[1] == m.name]
+        warned = next((a for a in own if isinstance(a, Answer) and a.partial), None)
+        findings += partial(_metric(ctx, inv, m, case), warned, case, CHECK, m.name)
+    findings += _lost(ctx, inv)
+    findings += _identity(ctx, inv)
+    return CheckResult(findings, cases)
+
+
+def _checked(ctx: Context, inv: Inventory, m: Metric) -> set[tuple]:
+    """GPUs expected to carry ``m`` now: reporting (or on legacy names), target up, MIG-aware."""
+    keys = inv.reporting | set().union(*[set(v) for v in inv.legacy.values()]) if inv.legacy else inv.reporting
+    keys = {k for k in keys if inv.instance.get(k, "") not in ctx.down_instances}
+    if m.mig == "unsupported":
+        keys = {k for k in keys if not k[4]}
+    return keys
+
+
+def _gpu(inv: Inventory, key: tuple) -> Gpu:
+    return inv.gpus.get(key) or Gpu(*key)
+
+
+def _evidence(ctx: Context, inv: Inventory, m: Metric, keys: set[tuple]) -> str:
+    seen = keys & inv.seen[m.name]
+    times = [inv.last_seen[m.name][k] for k in seen if k in inv.last_seen[m.name]]
+    window = format_duration(ctx.lookback)
+    if not seen:
+        return f"never seen in the last {window}"
+    text = f"last seen {utc(max(times))} ({ago(ctx.now - max(times))})" if times else f"seen within the last {window}"
+    return text if len(seen) == len(keys) else f"{len(keys) - len(seen)} never seen in the last {window}, others {text}"
+
+
+def _metric(ctx: Context, inv: Inventory, m: Metric, case: str) -> list[Finding]:
+    expected = _checked(ctx, inv, m)
+    missing = expected - inv.now[m.name]
+    if not missing:
+        return []
+    out: list[Finding] = []
+    legacy = {k for k in missing if k in inv.legacy[m.name]}
+    if legacy:
+        names = sorted({inv.legacy[m.name][k] for k in legacy})
+        gpus = [_gpu(inv, k) for k in legacy]
+        out.append(Finding("legacy-metric-names", "error", m.name,
+                           f"{m.name} absent but its 1.x name {', '.join(names)} is present on {len(legacy)} GPU(s): "
+                           f"{gpu_list(gpus)}", hints.LEGACY,
+                           labels=((FIELD_LABEL, m.name), ("job", ctx.job)), case=case))
+    rest = missing - legacy
+    mig = {k for k in rest if k[4]}
+    if mig and mig == rest and inv.now[m.name]:
+        out.append(Finding("field-unsupported-on-mig", "warning", m.name,
+                           f"{m.name} is missing on {len(mig)} MIG instance(s) and present on non-MIG GPUs: "
+                           f"{gpu_list([_gpu(inv, k) for k in mig])}", hints.MIG,
+                           labels=((FIELD_LABEL, m.name), ("job", ctx.job)), case=case))
+        return out
+    if not rest:
+        return out
+    labels = ((FIELD_LABEL, m.name), ("job", ctx.job))
+    if not (expected & inv.now[m.name]):
+        targets = sorted({inv.instance.get(k, "") for k in rest})
+        out.append(Finding("series-missing", "error", m.name,
+                           f"{m.name} is absent on all {len(rest)} GPUs of {len(targets)} healthy target(s) "
+                           f"({', '.join(targets[:5])}{' ...' if len(targets) > 5 else ''}); {_evidence(ctx, inv, m, rest)}. "
+                           f"GPUs: {gpu_list([_gpu(inv, k) for k in rest])}",
+                           hints.METRIC_ABSENT + (f"; {hints.DISAPPEARED}" if rest & inv.seen[m.name] else ""),
+                           labels=labels + ((("instance", targets[0]),) if len(targets) == 1 else ()), case=case))
+        return out
+    by_node: dict[str, set[tuple]] = defaultdict(set)
+    for k in rest:
+        by_node[k[1]].add(k)
+    for node, keys in sorted(by_node.items()):
+        node_gpus = {k for k in expected if k[1] == node}
+        targets = sorted({inv.instance.get(k, "") for k in keys})
+        where = f"node {node or '?'} (target {', '.join(targets)})"
+        node_labels = labels + ((ctx.labels.node, node),) + ((("instance", targets[0]),) if len(targets) == 1 else ())
+        listed = f"{gpu_list([_gpu(inv, k) for k in keys])}; {_evidence(ctx, inv, m, keys)}"
+        if keys == node_gpus and len(keys) > 1:
+            msg = f"{m.name} is missing on all {len(keys)} GPUs of {where}; other nodes report it: {listed}"
+            hint = hints.NODE_MISSING
+        else:
+            msg = f"{m.name} is missing on {len(keys)} of {len(node_gpus)} GPUs of {where}: {listed}"
+            hint = hints.GPU_MISSING
+        if len(keys) == 1:
+            node_labels += ((ctx.labels.gpu, next(iter(keys))[2]),)
+        if keys & inv.seen[m.name]:
+            hint += f"; {hints.DISAPPEARED}"
+        out.append(Finding("series-missing", "error", f"{m.name} on {node or '?'}", msg, hint,
+                           labels=tuple(sorted(node_labels)), case=case))
+    return out
+
+
+def _lost(ctx: Context, inv: Inventory) -> list[Finding]:
+    """GPUs seen in the lookback that report nothing now, on a target that is not down."""
+    case = f"{CHECK}/gpu-inventory"
+    reporting = inv.reporting | {k for v in inv.legacy.values() for k in v}
+    lost = [k for k in inv.gpus if k not in reporting and inv.instance.get(k, "") not in ctx.down_instances]
+    out = []
+    nodes_now = {k[1] for k in reporting}
+    by_node: dict[str, list[tuple]] = defaultdict(list)
+    for k in lost:
+        by_node[k[1]].append(k)
+    for node, keys in sorted(by_node.items()):
+        last = max((t for m in inv.last_seen.values() for k, t in m.items() if k in keys), default=None)
+        when = f"last seen {utc(last)} ({ago(ctx.now - last)})" if last else "seen earlier"
+        gpus = [_gpu(inv, k) for k in keys]
+        if node in nodes_now:
+            out.append(Finding("gpu-lost", "error", f"{node}", f"{len(keys)} GPU(s) of node {node} report nothing now "
+                               f"while the node reports other GPUs; {when}: {gpu_list(gpus)}", hints.GPU_LOST,
+                               labels=(("job", ctx.job), (ctx.labels.node, node)), case=case))
+        else:
+            out.append(Finding("node-lost", "warning", f"{node}", f"node {node} ({len(keys)} GPUs) reports nothing now "
+                               f"and its target is not listed as down; {when}", "a node removed on purpose is fine; "
+                               "otherwise check that the exporter pod still runs there (DaemonSet tolerations, node "
+                               "labels)", labels=(("job", ctx.job), (ctx.labels.node, node)), case=case))
+    return out
+
+
+def _identity(ctx: Context, inv: Inventory) -> list[Finding]:
+    """Series that carry the other spelling of the node/UUID label, or none at all."""
+    case = f"{CHECK}/identity-labels"
+    lab = ctx.labels
+    by_target: dict[tuple[str, str], set[str]] = defaultdict(set)
+    for k in inv.reporting:
+        g = _gpu(inv, k)
+        inst = inv.instance.get(k, "")
+        if g.node_label != lab.node:
+            by_target[(inst, "node")].add(g.node)
+        if g.uuid_label != lab.gpu:
+            by_target[(inst, "uuid")].add(g.uuid)
+    out = []
+    for (inst, which), values in sorted(by_target.items()):
+        want = lab.node if which == "node" else lab.gpu
+        other = other_spelling(want)
+        if any(values):
+            out.append(Finding("identity-label-renamed", "error", inst,
+                               f"series of target {inst} carry `{other}` instead of `{want}` "
+                               f"({', '.join(sorted(values))[:200]}); rules and dashboards keyed on `{want}` do not see them",
+                               hints.RENAMED if which == "node" else hints.LEGACY,
+                               labels=(("instance", inst), ("job", ctx.job)), case=case))
+        else:
+            out.append(Finding("identity-label-missing", "error", inst,
+                               f"series of target {inst} have neither `{want}` nor `{other}`: GPUs cannot be told apart",
+                               "check relabeling (labeldrop) in the scrape config and the exporter's flags",
+                               labels=(("instance", inst), ("job", ctx.job)), case=case))
+    return out

@@ -1,0 +1,31 @@
+"""Check 1: can we ask the server at all? One trivial query (``vector(1)``) that every
+Prometheus-compatible API answers; any failure stops the run with exit 2 and says why."""
+
+from __future__ import annotations
+
+from ..findings import Finding
+from ..promapi import PromError
+from .base import CheckResult, Context
+
+CHECK = "reachability"
+_IDS = {"auth": "auth-error", "not-found": "api-not-found", "api": "api-error", "not-json": "not-prometheus-api",
+        "timeout": "prometheus-timeout", "connection": "prometheus-unreachable", "http": "http-error",
+        "config": "config-error"}
+
+
+def finding_for(exc: PromError, subject: str) -> Finding:
+    """A :class:`Finding` (severity error) naming the URL, status and the server's own message."""
+    return Finding(_IDS.get(exc.kind, "http-error"), "error", subject, str(exc), exc.hint, case=f"{CHECK}/{subject}")
+
+
+def run(ctx: Context) -> CheckResult:
+    """Query ``vector(1)``; a finding when the API does not answer it as Prometheus would."""
+    case = f"{CHECK}/query-api"
+    answer = ctx.queries_at_now({"ping": "vector(1)"})["ping"]
+    if isinstance(answer, PromError):
+        return CheckResult([finding_for(answer, "query-api")], [case])
+    if not answer.data or answer.data[0].get("value", [None, None])[1] != "1":
+        return CheckResult([Finding("not-prometheus-api", "error", "query-api",
+                                    f"{ctx.client.base}/api/v1/query answered vector(1) with {str(answer.data)[:200]}",
+                                    "check --prom and --path-prefix", case=case)], [case])
+    return CheckResult([], [case])

@@ -1,0 +1,66 @@
+"""Check 6: the rule groups gpumon renders for this spec are loaded (``/api/v1/rules``), each with
+all its rules and ``health: ok``. Expected groups come from :func:`generator.rules.build_groups`,
+the same code that writes the rule files, so the check cannot drift from what render wrote."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from ..findings import Finding
+from ..promapi import PromError
+from ..rules import build_groups
+from .base import CheckResult, Context, partial, query_failed
+
+CHECK = "rules-loaded"
+
+
+def _selector_hint(ctx: Context) -> str:
+    labels = ", ".join(f"{k}={v}" for k, v in ctx.spec.prometheus_rule.labels) or "none"
+    return ("load output/rules/*.yaml via rule_files, or apply output/kubernetes/ (PrometheusRule); the "
+            f"PrometheusRule must carry every label of the Prometheus ruleSelector (spec labels: {labels}; "
+            "kube-prometheus-stack ignores PrometheusRules without its `release` label), and the "
+            "ruleNamespaceSelector must match its namespace (prometheus-operator#3767)")
+
+
+def _key(rule: dict) -> tuple[str, str]:
+    return ("alerting" if rule.get("type") == "alerting" else "recording", rule.get("name", ""))
+
+
+def run(ctx: Context) -> CheckResult:
+    """Findings: rules-not-loaded (group absent), rule-missing (some rules absent),
+    rule-unhealthy (``health: err`` with its lastError)."""
+    expected = build_groups(ctx.spec)
+    cases = [f"{CHECK}/{g.name}" for g in expected]
+    ans = ctx.run({"rules": ("rules",)})["rules"]
+    if isinstance(ans, PromError):
+        return CheckResult([query_failed(ans, CHECK, g.name, f"{CHECK}/{g.name}") for g in expected], cases)
+    loaded: dict[str, list[dict]] = {}
+    for group in ans.data or []:
+        loaded.setdefault(group.get("name", ""), []).extend(group.get("rules") or [])
+    findings: list[Finding] = []
+    for g in expected:
+        case = f"{CHECK}/{g.name}"
+        want = Counter(("alerting" if r.alert else "recording", r.name) for r in g.rules)
+        out: list[Finding] = []
+        if g.name not in loaded:
+            out.append(Finding("rules-not-loaded", "error", g.name,
+                               f"rule group {g.name} is not loaded: expected {len(g.rules)} rules, found 0 "
+                               f"({len(loaded)} other groups are loaded)", _selector_hint(ctx), case=case))
+        else:
+            have = Counter(_key(r) for r in loaded[g.name])
+            missing = want - have
+            if missing:
+                names = sorted({name for _, name in missing})
+                out.append(Finding("rule-missing", "error", g.name,
+                                   f"rule group {g.name} has {sum(have.values())} of {len(g.rules)} rules; missing: "
+                                   f"{', '.join(names)} ({sum(missing.values())} rules)",
+                                   "the loaded file is older or was edited: re-render and re-apply it "
+                                   "(`gpumon render --check` catches a stale output/)", case=case))
+            for r in loaded[g.name]:
+                if r.get("health") == "err":
+                    out.append(Finding("rule-unhealthy", "error", f"{g.name}/{r.get('name')}",
+                                       f"rule {r.get('name')} fails to evaluate: {r.get('lastError', '')}",
+                                       "check that the server supports every function the rule uses and that "
+                                       "recording-rule inputs exist", case=case))
+        findings += partial(out, ans, case, CHECK, g.name)
+    return CheckResult(findings, cases)

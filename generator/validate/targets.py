@@ -1,0 +1,109 @@
+"""Check 2: the spec'd job has healthy targets (``/api/v1/targets``, or ``up`` where that API does
+not exist: Mimir, Thanos). Down targets are remembered so later checks do not report every GPU
+behind them as missing (one outage, one finding)."""
+
+from __future__ import annotations
+
+from ..durations import parse_duration
+from ..findings import Finding
+from ..promapi import PromError
+from . import hints
+from .base import CheckResult, Context, partial, query_failed
+
+CHECK = "targets"
+
+
+def _classify(target: dict) -> tuple[str, str]:
+    """(check id, hint) for a target whose health is not ``up``; message shapes verified against
+    Prometheus 2.42 (FIELD-CASES C16, C22, C23)."""
+    err = target.get("lastError", "") or ""
+    if "deadline exceeded" in err or "Client.Timeout" in err:
+        return "scrape-timeout", hints.SCRAPE_TIMEOUT
+    if "Content-Type" in err:
+        return "scrape-content-type", hints.CONTENT_TYPE
+    return "target-down", hints.EXPORTER_DOWN
+
+
+def run(ctx: Context) -> CheckResult:
+    """Findings: target-missing, target-down, scrape-timeout, scrape-content-type, scrape-slow,
+    target-empty, targets-api-unavailable. Sets ``ctx.down_instances`` / ``ctx.skip_gpu_checks``."""
+    job = ctx.job
+    case = f"{CHECK}/{job}"
+    res = ctx.run({"targets": ("targets",)})["targets"]
+    extra = ctx.queries_at_now({"up": f"up{{job=\"{job}\"}}",
+                                "samples": f"scrape_samples_scraped{{job=\"{job}\"}} == 0"})
+    findings: list[Finding] = []
+    up = extra["up"]
+    if isinstance(res, PromError):
+        if res.kind != "not-found":
+            return CheckResult([query_failed(res, CHECK, job, case)], [case])
+        findings.append(Finding("targets-api-unavailable", "warning", job,
+                                f"{res.url} answered 404: no targets API (Mimir and Thanos Query have none); "
+                                "target health is read from `up` instead, without scrape errors",
+                                case=case, labels=(("job", job),)))
+        return _from_up(ctx, up, findings, case)
+    targets = [t for t in res.data if (t.get("labels") or {}).get("job") == job]
+    if not targets:
+        return _missing(ctx, findings, case)
+    ratio = ctx.spec.alerts.scrape_slow_ratio
+    for t in targets:
+        inst = (t.get("labels") or {}).get("instance", t.get("scrapeUrl", "?"))
+        labels = (("instance", inst), ("job", job))
+        timeout = _seconds(t.get("scrapeTimeout")) or ctx.spec.exporter.scrape_timeout
+        took = float(t.get("lastScrapeDuration") or 0)
+        if t.get("health") == "down":
+            ctx.down_instances.add(inst)
+            check, hint = _classify(t)
+            findings.append(Finding(check, "error", inst,
+                                    f"target {inst} ({t.get('scrapeUrl', '')}) is down: {t.get('lastError') or 'no error given'}; "
+                                    f"last scrape took {took:.3f}s of a {timeout:g}s timeout", hint, labels=labels, case=case))
+        elif t.get("health") == "up" and timeout and took >= ratio * timeout:
+            findings.append(Finding("scrape-slow", "warning", inst,
+                                    f"last scrape of {inst} took {took:.3f}s, {took / timeout:.0%} of the {timeout:g}s "
+                                    "scrapeTimeout", hints.SCRAPE_TIMEOUT, labels=labels, case=case))
+    findings += _empty(ctx, extra["samples"], case)
+    return CheckResult(partial(findings, res, case, CHECK, job), [case])
+
+
+def _seconds(text: str | None) -> float | None:
+    try:
+        return parse_duration(text) if text else None
+    except ValueError:
+        return None
+
+
+def _missing(ctx: Context, findings: list[Finding], case: str) -> CheckResult:
+    ctx.skip_gpu_checks = True
+    findings.append(Finding("target-missing", "error", ctx.job,
+                            f"no active target has job=\"{ctx.job}\"; per-GPU checks for this job are skipped",
+                            hints.TARGET_MISSING, labels=(("job", ctx.job),), case=case))
+    return CheckResult(findings, [case])
+
+
+def _empty(ctx: Context, answer, case: str) -> list[Finding]:
+    if isinstance(answer, PromError):
+        return [query_failed(answer, CHECK, ctx.job, case)]
+    out = []
+    for item in answer.data:
+        inst = item["metric"].get("instance", "?")
+        if inst in ctx.down_instances:
+            continue
+        ctx.down_instances.add(inst)
+        out.append(Finding("target-empty", "error", inst, f"target {inst} is up but its last scrape had 0 samples",
+                           hints.TARGET_EMPTY, labels=(("instance", inst), ("job", ctx.job)), case=case))
+    return out
+
+
+def _from_up(ctx: Context, up, findings: list[Finding], case: str) -> CheckResult:
+    if isinstance(up, PromError):
+        findings.append(query_failed(up, CHECK, ctx.job, case))
+        return CheckResult(findings, [case])
+    if not up.data:
+        return _missing(ctx, findings, case)
+    for item in up.data:
+        inst = item["metric"].get("instance", "?")
+        if item["value"][1] != "1":
+            ctx.down_instances.add(inst)
+            findings.append(Finding("target-down", "error", inst, f"up{{instance=\"{inst}\"}} is {item['value'][1]}",
+                                    hints.EXPORTER_DOWN, labels=(("instance", inst), ("job", ctx.job)), case=case))
+    return CheckResult(partial(findings, up, case, CHECK, ctx.job), [case])

@@ -1,0 +1,86 @@
+"""Check 4: the values now — outside the spec's plausible range, DCGM blank sentinels, NaN, and
+counters that stopped increasing (frozen telemetry). One query per metric, returning only the
+bad GPUs (each labelled with a ``reason``), so the answer is small and does not grow with the
+fleet."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from ..durations import format_duration
+from ..findings import Finding
+from ..promapi import PromError
+from ..rules.names import FIELD_LABEL
+from ..spec import DCGM_BLANK_MIN, Metric
+from . import hints
+from .base import CheckResult, Context, gpu_list, partial, query_failed
+
+CHECK = "values"
+_REASONS = {  # reason -> (check id, what, hint)
+    "below_range": ("value-out-of-range", "implausible-low", hints.RANGE_LOW),
+    "above_range": ("value-out-of-range", "implausible-high", hints.RANGE_HIGH),
+    "dcgm_blank": ("value-sentinel", "DCGM blank/not-supported code", hints.SENTINEL),
+    "nan": ("value-nan", "NaN", hints.NAN),
+    "frozen": ("value-frozen", "counter not increasing", hints.FROZEN),
+}
+
+
+def _num(value: float) -> str:
+    return str(int(value)) if float(value).is_integer() else repr(float(value))
+
+
+def _reason(expr: str, reason: str) -> str:
+    return f'label_replace({expr}, "reason", "{reason}", "", "")'
+
+
+def query(ctx: Context, m: Metric) -> str:
+    """The bad readings of ``m`` now, one series per GPU and ``reason``."""
+    s = ctx.sel(m.name)
+    parts = [_reason(f"{s} >= {DCGM_BLANK_MIN}", "dcgm_blank"), _reason(f"{s} != {s}", "nan")]
+    if m.range_max is not None:
+        parts.append(_reason(f"{s} > {_num(m.range_max)} < {DCGM_BLANK_MIN}", "above_range"))
+    if m.range_min is not None:
+        parts.append(_reason(f"{s} < {_num(m.range_min)}", "below_range"))
+    if m.frozen_check:
+        w = format_duration(max(ctx.spec.alerts.frozen_window, 10 * ctx.spec.exporter.collect_interval))
+        parts.append(_reason(f"(increase({s}[{w}]) == 0 and on (job, instance) {ctx.sel('up')} == 1)", "frozen"))
+    ids = ", ".join(ctx.id_labels)
+    return f"max by ({ids}, reason) (\n  " + "\n  or\n  ".join(parts) + "\n)"
+
+
+def run(ctx: Context) -> CheckResult:
+    """Findings value-out-of-range, value-sentinel, value-nan, value-frozen: one per metric,
+    reason and node, listing the GPUs and their values."""
+    metrics = [m for m in ctx.spec.metrics]
+    cases = [f"{CHECK}/{m.name}" for m in metrics]
+    if ctx.skip_gpu_checks:
+        return CheckResult([], cases)
+    answers = ctx.queries_at_now({m.name: query(ctx, m) for m in metrics})
+    findings: list[Finding] = []
+    for m in metrics:
+        case, ans = f"{CHECK}/{m.name}", answers[m.name]
+        if isinstance(ans, PromError):
+            findings.append(query_failed(ans, CHECK, m.name, case))
+            continue
+        groups: dict[tuple[str, str], list] = defaultdict(list)
+        for item in ans.data:
+            if item["metric"].get("instance", "") in ctx.down_instances:
+                continue
+            gpu = ctx.gpu(item["metric"])
+            groups[(item["metric"].get("reason", ""), gpu.node)].append((gpu, item["value"][1]))
+        out = []
+        for (reason, node), items in sorted(groups.items()):
+            check, what, hint = _REASONS.get(reason, ("value-out-of-range", reason, ""))
+            lo = "-inf" if m.range_min is None else _num(m.range_min)
+            hi = "+inf" if m.range_max is None else _num(m.range_max)
+            shown = ", ".join(f"{g} = {v}" for g, v in sorted(items, key=lambda x: x[0].key)[:8])
+            rng = f" (plausible {lo}..{hi} {m.unit})" if check == "value-out-of-range" else ""
+            labels = [(FIELD_LABEL, m.name), ("job", ctx.job), ("reason", reason), (ctx.labels.node, node)]
+            if len(items) == 1:
+                labels.append((ctx.labels.gpu, items[0][0].uuid))
+            out.append(Finding(check, "error", f"{m.name} on {node or '?'}",
+                               f"{what}: {len(items)} GPU(s){rng}: {shown}" if reason != "frozen" else
+                               f"{what} while the target is up: {gpu_list([g for g, _ in items])}",
+                               hint, labels=tuple(sorted(labels)), case=case))
+        findings += partial(out, ans, case, CHECK, m.name)
+    return CheckResult(findings, cases)

@@ -1,0 +1,243 @@
+"""gpumon validate against a REAL Prometheus (Debian's 2.42) scraping the simulator.
+
+One Prometheus, two jobs: ``dcgm-healthy`` (a clean fleet) and ``dcgm-exporter`` (one node per
+fault class). The rendered rules of the test spec are loaded. Module-scoped: ~20 s of setup
+shared by every test.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from generator import render
+from generator.cli import cli
+from generator.localprom import LocalPrometheus
+from generator.promapi import PromClient
+from generator.simulate import Fault, Fleet, Simulator, gpu_uuid
+from generator.spec import parse_spec
+from generator.validate import validate
+
+pytestmark = pytest.mark.skipif(not shutil.which("prometheus"), reason="prometheus not installed "
+                                "(apt-get install --no-install-recommends prometheus)")
+
+DATA = Path(__file__).parent / "data"
+SPEC_TEXT = (DATA / "validate-spec.yaml").read_text()
+FAULTY = [
+    Fault("drop", metric="DCGM_FI_DEV_SM_CLOCK", node="gpu-node-1", gpu=1),
+    Fault("frozen", metric="DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", node="gpu-node-1", gpu=0),
+    Fault("drop", metric="DCGM_FI_DEV_FB_USED", node="gpu-node-2"),
+    Fault("driver-version", node="gpu-node-2", value="535.54.03"),
+    Fault("http500", node="gpu-node-3"),
+    Fault("intermittent", metric="DCGM_FI_DEV_POWER_USAGE", node="gpu-node-4", gpu=0, every=2),
+    Fault("nan", metric="DCGM_FI_DEV_POWER_USAGE", node="gpu-node-5", gpu=0),
+    Fault("zero", metric="DCGM_FI_DEV_GPU_TEMP", node="gpu-node-5", gpu=1),
+    Fault("sentinel", metric="DCGM_FI_DEV_MEMORY_TEMP", node="gpu-node-5", gpu=0),
+    Fault("hostname-rename", node="gpu-node-6"),
+    Fault("legacy-names", node="gpu-node-7"),
+    Fault("empty", node="gpu-node-8"),
+    Fault("slow", node="gpu-node-9", seconds=2.5),
+    Fault("mig", node="gpu-node-10", gpu=1),
+    Fault("drop", metric="DCGM_FI_DEV_MEM_COPY_UTIL"),  # gone everywhere (C01)
+]
+#: written to the fault file once Prometheus has history: a GPU disappears, a field disappears
+LATER = "faults:\n  - {kind: drop, node: gpu-node-11, gpu: 1}\n  - {kind: drop, metric: DCGM_FI_DEV_SM_CLOCK, node: gpu-node-11, gpu: 0}\n"
+
+
+def spec_for(job: str, name: str = "gpumon", edit=None):
+    text = SPEC_TEXT.replace("job: dcgm-exporter", f"job: {job}").replace("name: gpumon", f"name: {name}", 1)
+    return parse_spec(edit(text) if edit else text, f"<{job}>")
+
+
+@pytest.fixture(scope="module")
+def env(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("validate")
+    rules = tmp / "gpumon.rules.yaml"
+    rules.write_text(render.render(spec_for("dcgm-exporter"))["rules/gpumon.rules.yaml"])
+    fault_file = tmp / "faults.yaml"
+    healthy, faulty = Fleet(2, 2), Fleet(11, 2, FAULTY, fault_file=fault_file)
+    with Simulator(healthy) as hs, Simulator(faulty) as fs:
+        targets = {"dcgm-healthy": list(hs.targets.values()), "dcgm-exporter": list(fs.targets.values())}
+        with LocalPrometheus(targets, rule_files=[rules], scrape_interval="1s", scrape_timeout="1s") as prom:
+            ok = prom.wait_for(lambda: len(prom.query('count_over_time(up{job="dcgm-exporter"}[1m]) >= 5')) == 11
+                               and len(prom.query('count_over_time(up{job="dcgm-healthy"}[1m]) >= 5')) == 2, 90)
+            assert ok, prom.logs()
+            fault_file.write_text(LATER)
+            # validate counts a sample within 3 scrape intervals as "present now": wait past that
+            gone = ('last_over_time(DCGM_FI_DEV_GPU_TEMP{Hostname="gpu-node-11",gpu="1"}[4s]) or '
+                    'last_over_time(DCGM_FI_DEV_SM_CLOCK{Hostname="gpu-node-11",gpu="0"}[4s])')
+            assert prom.wait_for(lambda: not prom.query(gone), 30), prom.logs()
+            yield {"prom": prom, "targets": fs.targets, "rules": rules}
+
+
+def run(env, spec, **kw):
+    with PromClient(env["prom"].url) as client:
+        return validate(spec, client, lookback=kw.pop("lookback", 60.0), progress=False, **kw)
+
+
+def by_check(report, check):
+    return [f for f in report.findings if f.check == check]
+
+
+@pytest.fixture(scope="module")
+def faulty(env):
+    return run(env, spec_for("dcgm-exporter"))
+
+
+def test_healthy_fleet_passes(env):
+    started = time.monotonic()
+    report, code = run(env, spec_for("dcgm-healthy"))
+    assert code == 0, [f for f in report.findings]
+    assert {f.severity for f in report.findings} <= {"info"}
+    assert any(c.startswith("rules-loaded/gpumon.") for c in report.checks)
+    assert time.monotonic() - started < 15
+    # queries do not grow with GPUs: 4 GPUs (healthy) and 22 (faulty) need the same first round;
+    # the faulty fleet adds at most one last-seen query per tracked metric with gaps
+    tracked = len(spec_for("dcgm-healthy").tracked_metrics)
+    faulty = run(env, spec_for("dcgm-exporter"))[0].summary["queries"]
+    assert report.summary["queries"] <= faulty <= report.summary["queries"] + tracked
+
+
+def test_faulty_fleet_exit_1(faulty):
+    report, code = faulty
+    assert code == 1
+
+
+def test_target_down_and_timeout_and_empty(env, faulty):
+    report, _ = faulty
+    t = env["targets"]
+    down = by_check(report, "target-down")
+    assert [f.subject for f in down] == [t["gpu-node-3"]] and "HTTP status 500" in down[0].message
+    slow = by_check(report, "scrape-timeout")
+    assert [f.subject for f in slow] == [t["gpu-node-9"]] and "deadline exceeded" in slow[0].message
+    assert [f.subject for f in by_check(report, "target-empty")] == [t["gpu-node-8"]]
+    # collapsed: no per-GPU finding for the down/empty nodes
+    for f in report.findings:
+        if f.check.startswith(("series-", "value-", "gpu-lost", "legacy")):
+            assert not any(n in f.message for n in ("gpu-node-3 ", "gpu-node-8 ", "gpu-node-9 ")), f
+
+
+def test_missing_on_one_gpu_and_whole_node(faulty):
+    report, _ = faulty
+    missing = {f.subject: f for f in by_check(report, "series-missing")}
+    one = missing["DCGM_FI_DEV_SM_CLOCK on gpu-node-1"]
+    assert "1 of 2 GPUs" in one.message and gpu_uuid("gpu-node-1", 1) in one.message
+    assert dict(one.labels)["UUID"] == gpu_uuid("gpu-node-1", 1)
+    assert "never seen" in one.message
+    node = missing["DCGM_FI_DEV_FB_USED on gpu-node-2"]
+    assert "all 2 GPUs of node gpu-node-2" in node.message and dict(node.labels)["Hostname"] == "gpu-node-2"
+    fleet = missing["DCGM_FI_DEV_MEM_COPY_UTIL"]
+    assert "absent on all" in fleet.message and "healthy target" in fleet.message
+    assert one.case == "presence/DCGM_FI_DEV_SM_CLOCK"
+
+
+def test_disappeared_and_gpu_lost(faulty):
+    report, _ = faulty
+    gone = next(f for f in by_check(report, "series-missing") if f.subject == "DCGM_FI_DEV_SM_CLOCK on gpu-node-11")
+    assert "last seen" in gone.message and gpu_uuid("gpu-node-11", 0) in gone.message
+    lost = by_check(report, "gpu-lost")
+    assert len(lost) == 1 and gpu_uuid("gpu-node-11", 1) in lost[0].message and "last seen" in lost[0].message
+
+
+def test_values(faulty):
+    report, _ = faulty
+    nan = by_check(report, "value-nan")
+    assert len(nan) == 1 and dict(nan[0].labels)["UUID"] == gpu_uuid("gpu-node-5", 0)
+    assert dict(nan[0].labels)["dcgm_field"] == "DCGM_FI_DEV_POWER_USAGE"
+    low = by_check(report, "value-out-of-range")
+    assert [(dict(f.labels)["dcgm_field"], dict(f.labels)["UUID"]) for f in low] == \
+        [("DCGM_FI_DEV_GPU_TEMP", gpu_uuid("gpu-node-5", 1))] and "implausible-low" in low[0].message
+    sentinel = by_check(report, "value-sentinel")
+    assert [dict(f.labels)["UUID"] for f in sentinel] == [gpu_uuid("gpu-node-5", 0)]
+    frozen = by_check(report, "value-frozen")
+    assert [dict(f.labels)["UUID"] for f in frozen] == [gpu_uuid("gpu-node-1", 0)]
+
+
+def test_intermittent(faulty):
+    report, _ = faulty
+    gaps = by_check(report, "series-intermittent")
+    assert [dict(f.labels)["UUID"] for f in gaps] == [gpu_uuid("gpu-node-4", 0)]
+    assert dict(gaps[0].labels)["dcgm_field"] == "DCGM_FI_DEV_POWER_USAGE"
+
+
+def test_identity_rename_and_legacy_names(env, faulty):
+    report, _ = faulty
+    renamed = by_check(report, "identity-label-renamed")
+    assert [f.subject for f in renamed] == [env["targets"]["gpu-node-6"]] and "`hostname`" in renamed[0].message
+    legacy = by_check(report, "legacy-metric-names")
+    assert {f.subject for f in legacy} >= {"DCGM_FI_DEV_GPU_TEMP", "DCGM_FI_DEV_POWER_USAGE"}
+    temp = next(f for f in legacy if f.subject == "DCGM_FI_DEV_GPU_TEMP")
+    assert "dcgm_gpu_temp" in temp.message and gpu_uuid("gpu-node-7", 0) in temp.message
+    # the renamed node's GPUs still count as reporting: no missing-series noise for them
+    assert not any("gpu-node-6" in f.subject for f in by_check(report, "series-missing"))
+
+
+def test_inventory_driver_mismatch(faulty):
+    report, _ = faulty
+    mism = by_check(report, "driver-mismatch")
+    assert [f.subject for f in mism] == ["gpu-node-2"] and "535.54.03" in mism[0].message
+    inv = by_check(report, "gpu-inventory")[0]
+    assert "gpu-node-10: 2 x NVIDIA H100 80GB HBM3" in inv.message
+
+
+def test_pinned_driver_is_an_error(env):
+    pin = spec_for("dcgm-healthy", edit=lambda t: t.replace("driver_version: null", "driver_version: 535.54.03"))
+    report, code = run(env, pin, checks=("inventory",))
+    assert code == 1 and {f.subject for f in by_check(report, "driver-not-pinned-version")} == {"gpu-node-1", "gpu-node-2"}
+
+
+def test_mig_unsupported_field(faulty, env):
+    report, _ = faulty
+    assert not by_check(report, "field-unsupported-on-mig")  # the spec says mig: unsupported
+    edit = lambda t: t.replace("    mig: unsupported            # not reported per MIG", "    mig: device  # not reported per MIG")  # noqa: E731
+    report, _ = run(env, spec_for("dcgm-exporter", edit=edit), checks=("presence",))
+    mig = by_check(report, "field-unsupported-on-mig")
+    assert [f.subject for f in mig] == ["DCGM_FI_DEV_GPU_UTIL"] and "GPU_I_ID" not in mig[0].message
+    assert "gpu-node-10 gpu 1" in mig[0].message and "DCGM_FI_PROF_GR_ENGINE_ACTIVE" in mig[0].hint
+
+
+def test_target_missing_skips_gpu_checks(env):
+    report, code = run(env, spec_for("no-such-job"))
+    assert code == 1
+    assert [f.check for f in report.findings if f.severity == "error"] == ["target-missing"]
+
+
+def test_rules_loaded_pass_and_fail(env, faulty):
+    report, _ = faulty
+    assert not [f for f in report.findings if f.check.startswith("rule")]
+    other, code = run(env, spec_for("dcgm-healthy", name="other"), checks=("rules-loaded",))
+    assert code == 1
+    notloaded = by_check(other, "rules-not-loaded")
+    assert {f.subject for f in notloaded} == {"other.inventory", "other.coverage", "other.exporter", "other.presence", "other.values",
+                                              "other.gaps"}
+    assert "release" in notloaded[0].hint and "found 0" in notloaded[0].message
+    extra = lambda t: t.replace("  - name: DCGM_FI_DEV_MEMORY_TEMP\n", "  - name: DCGM_FI_DEV_MEMORY_TEMP\n", 1).replace(  # noqa: E731
+        "    presence: optional\n    range: [5, 120]", "    presence: required\n    range: [5, 120]", 1)
+    partial, code = run(env, spec_for("dcgm-healthy", edit=extra), checks=("rules-loaded",))
+    missing = by_check(partial, "rule-missing")
+    assert code == 1 and missing and "GpuMetricAbsent" in missing[0].message
+
+
+def test_cli_json_and_junit(env, tmp_path):
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(SPEC_TEXT)
+    runner = CliRunner()
+    res = runner.invoke(cli, ["validate", str(spec), "--prom", env["prom"].url, "--lookback", "1m", "--format", "json"])
+    assert res.exit_code == 1, res.output
+    doc = json.loads(res.output)
+    assert {"series-missing", "target-down", "value-nan"} <= {f["check"] for f in doc["findings"]}
+    res = runner.invoke(cli, ["validate", str(spec), "--prom", env["prom"].url, "--lookback", "1m", "--format", "junit"])
+    suite = ET.fromstring(res.output.split("?>", 1)[1]).find("testsuite")
+    names = {(c.get("classname"), c.get("name")) for c in suite.findall("testcase")}
+    assert ("gpumon.presence", "DCGM_FI_DEV_SM_CLOCK") in names and ("gpumon.values", "DCGM_FI_DEV_GPU_TEMP") in names
+    failed = {c.get("name") for c in suite.findall("testcase") if c.find("failure") is not None and
+              c.get("classname") == "gpumon.presence"}
+    assert "DCGM_FI_DEV_SM_CLOCK" in failed and "DCGM_FI_DEV_GPU_TEMP" in failed  # legacy node
+    res = runner.invoke(cli, ["validate", str(spec), "--prom", env["prom"].url, "--lookback", "1m", "--format", "github"])
+    assert "::error title=series-missing%3A DCGM_FI_DEV_SM_CLOCK on gpu-node-1::" in res.output

@@ -1,0 +1,292 @@
+"""promapi + validate on answers a real local Prometheus cannot give (httpx.MockTransport): an auth
+proxy's HTML login page, Mimir's plain-text 401, Thanos partial responses, timeouts, garbage.
+Also the client's header, prefix and secret handling."""
+
+from __future__ import annotations
+
+import json
+
+import httpx
+import pytest
+
+from generator import reporters
+from generator.promapi import PromClient, PromError
+from generator.spec import default_spec_path, load_spec
+from generator.validate import validate
+
+SPEC = load_spec(default_spec_path())
+TOKEN = "s3cr3t-token-value"
+
+
+def ok(data, warnings=None):
+    doc = {"status": "success", "data": data}
+    if warnings:
+        doc["warnings"] = warnings
+    return httpx.Response(200, json=doc)
+
+
+def vector(*samples):
+    return {"resultType": "vector", "result": [{"metric": m, "value": [1.0, v]} for m, v in samples]}
+
+
+def client(handler, **kw) -> PromClient:
+    return PromClient(kw.pop("url", "http://prom.example:9090"), transport=httpx.MockTransport(handler), **kw)
+
+
+def run(handler, **kw):
+    with client(handler, **kw) as c:
+        report, code = validate(SPEC, c, progress=False)
+    return report, code, reporters.render(report, "text", width=200) + reporters.render(report, "json")
+
+
+def test_html_login_page_is_auth_error_exit_2():
+    page = "<!DOCTYPE html><html><body><h1>Sign in</h1><form action='/oauth/start'></form></body></html>"
+
+    def handler(request):
+        if request.url.path == "/oauth/start":
+            return httpx.Response(200, text=page, headers={"content-type": "text/html; charset=utf-8"})
+        return httpx.Response(302, headers={"location": "/oauth/start?rd=%2F"})
+
+    report, code, out = run(handler)
+    assert code == 2
+    (f,) = report.findings
+    assert f.check == "auth-error" and "received HTML (likely a login page" in f.message
+    assert "HTTP 200" in f.message and "/oauth/start" in f.message  # final URL after the redirect
+    assert "no series" not in out.lower() and "series-missing" not in out
+
+
+def test_mimir_plain_text_401_no_org_id():
+    seen = []
+
+    def handler(request):
+        seen.append(request)
+        if request.headers.get("X-Scope-OrgID") != "team-gpu":
+            return httpx.Response(401, text="no org id\n", headers={"content-type": "text/plain"})
+        if request.url.path == "/prometheus/api/v1/targets":
+            return httpx.Response(404, text="404 page not found\n")
+        if request.url.path == "/prometheus/api/v1/rules":
+            return ok({"groups": []})
+        q = request.url.params.get("query", "")
+        if q == "vector(1)":
+            return ok({"resultType": "vector", "result": [{"metric": {}, "value": [1.0, "1"]}]})
+        if q == 'up{job="dcgm-exporter"}':
+            return ok(vector(({"job": "dcgm-exporter", "instance": "10.0.0.11:9400", "__name__": "up"}, "1")))
+        return ok(vector())
+
+    report, code, out = run(handler, path_prefix="/prometheus")
+    assert code == 2 and report.findings[0].check == "auth-error"
+    assert "HTTP 401" in report.findings[0].message and "no org id" in report.findings[0].message
+    assert "--tenant" in report.findings[0].hint and "JSON" not in report.findings[0].message
+
+    seen.clear()
+    report, code, out = run(handler, path_prefix="/prometheus", tenant="team-gpu")
+    assert seen and all(r.headers["X-Scope-OrgID"] == "team-gpu" for r in seen)
+    assert all(r.url.path.startswith("/prometheus/api/v1/") for r in seen)
+    checks = {f.check for f in report.findings}
+    assert "targets-api-unavailable" in checks and "rules-not-loaded" in checks
+    assert code == 1
+
+
+def test_partial_response_warnings_are_inconclusive_exit_3():
+    warn = ["partial response: store 10.0.0.9:10901 unavailable"]
+
+    def handler(request):
+        path = request.url.path
+        if path == "/api/v1/targets":
+            return ok({"activeTargets": [{"labels": {"job": "dcgm-exporter", "instance": "a:9400"}, "health": "up",
+                                          "lastError": "", "lastScrapeDuration": 0.1, "scrapeTimeout": "10s"}],
+                       "droppedTargets": []})
+        if path == "/api/v1/rules":
+            from generator.rules import build_groups
+            return ok({"groups": [{"name": g.name, "rules": [{"name": r.name, "health": "ok",
+                                                              "type": "alerting" if r.alert else "recording"}
+                                                             for r in g.rules]} for g in build_groups(SPEC)]})
+        q = request.url.params["query"]
+        if q == "vector(1)":
+            return ok({"resultType": "vector", "result": [{"metric": {}, "value": [1.0, "1"]}]})
+        return ok(vector(), warnings=warn)  # every data query is partial
+
+    report, code, out = run(handler)
+    assert code == 3
+    assert report.count("error") == 0 and report.count("inconclusive") > 0
+    assert "store 10.0.0.9:10901 unavailable" in out
+
+
+def test_timeout_is_exit_2_with_hint():
+    def handler(request):
+        raise httpx.ReadTimeout("timed out", request=request)
+
+    report, code, _ = run(handler, timeout=0.5)
+    assert code == 2 and report.findings[0].check == "prometheus-timeout"
+    assert "0.5s" in report.findings[0].message and "--timeout" in report.findings[0].hint
+
+
+@pytest.mark.parametrize("resp, check, text", [
+    (httpx.Response(200, text="hello world", headers={"content-type": "text/plain"}), "not-prometheus-api",
+     "not a Prometheus API answer"),
+    (httpx.Response(200, json={"foo": 1}), "not-prometheus-api", "not a Prometheus API answer"),
+    (httpx.Response(404, text="404 page not found\n"), "api-not-found", "404 page not found"),
+    (httpx.Response(400, json={"status": "error", "errorType": "bad_data", "error": "invalid parameter \"query\""}),
+     "api-error", "bad_data: invalid parameter"),
+    (httpx.Response(502, text="<html>Bad Gateway</html>", headers={"content-type": "text/html"}), "auth-error",
+     "received HTML"),
+    (httpx.Response(503, text="upstream connect error"), "http-error", "upstream connect error"),
+])
+def test_garbage_answers_exit_2(resp, check, text):
+    report, code, _ = run(lambda request: resp)
+    assert code == 2
+    assert report.findings[0].check == check and text in report.findings[0].message
+
+
+def test_query_error_inside_a_check_is_inconclusive():
+    def handler(request):
+        if request.url.path == "/api/v1/targets":
+            return ok({"activeTargets": [{"labels": {"job": "dcgm-exporter", "instance": "a:9400"}, "health": "up",
+                                          "lastScrapeDuration": 0.1, "scrapeTimeout": "10s"}]})
+        if request.url.path == "/api/v1/rules":
+            return httpx.Response(503, json={"status": "error", "errorType": "unavailable", "error": "rule manager down"})
+        q = request.url.params["query"]
+        if q == "vector(1)":
+            return ok({"resultType": "vector", "result": [{"metric": {}, "value": [1.0, "1"]}]})
+        return ok(vector())
+
+    report, code, _ = run(handler)
+    inc = [f for f in report.findings if f.severity == "inconclusive"]
+    assert inc and all("rule manager down" in f.message for f in inc if f.case.startswith("rules-loaded"))
+    assert code == 3
+
+
+def test_secrets_never_printed_nor_sent_cross_host(tmp_path):
+    token_file = tmp_path / "token"
+    token_file.write_text(TOKEN + "\n")
+    seen = []
+
+    def handler(request):
+        seen.append((request.url.host, request.headers.get("authorization"), request.headers.get("x-api-key")))
+        if request.url.host == "prom.example":
+            return httpx.Response(307, headers={"location": "https://evil.example/login"})
+        return httpx.Response(403, text="forbidden", headers={"content-type": "text/plain"})
+
+    report, code, out = run(handler, bearer_token_file=str(token_file), headers={"X-Api-Key": "k3y-value"})
+    assert code == 2
+    assert seen[0] == ("prom.example", f"Bearer {TOKEN}", "k3y-value")
+    assert seen[1] == ("evil.example", None, None)
+    assert TOKEN not in out and "k3y-value" not in out
+    with client(handler, bearer_token_file=str(token_file)) as c:
+        assert c.describe_headers()["Authorization"] == "Bearer ****"
+
+
+def test_basic_auth_file_and_url_credentials(tmp_path):
+    auth = tmp_path / "basic"
+    auth.write_text("alice:pa55word\n")
+    seen = []
+
+    def handler(request):
+        seen.append(request.headers.get("authorization"))
+        return httpx.Response(401, text="unauthorized")
+
+    with client(handler, basic_auth_file=str(auth)) as c:
+        with pytest.raises(PromError) as err:
+            c.query("vector(1)")
+    assert seen[-1] == "Basic YWxpY2U6cGE1NXdvcmQ=" and "pa55word" not in str(err.value)
+    with client(handler, url="http://bob:hunter2@prom.example:9090") as c:
+        with pytest.raises(PromError) as err:
+            c.query("vector(1)")
+    assert "hunter2" not in str(err.value) and "bob" not in c.base
+    bad = tmp_path / "empty"
+    bad.write_text("")
+    with pytest.raises(PromError, match="empty"):
+        client(handler, bearer_token_file=str(bad))
+    with pytest.raises(PromError, match="cannot read"):
+        client(handler, basic_auth_file=str(tmp_path / "nope"))
+    with pytest.raises(PromError, match="not an http"):
+        PromClient("prom.example:9090")
+
+
+def test_rules_pagination():
+    pages = {None: {"groups": [{"name": "a", "rules": []}], "groupNextToken": "t1"},
+             "t1": {"groups": [{"name": "b", "rules": []}]}}
+
+    def handler(request):
+        return ok(pages[request.url.params.get("group_next_token")])
+
+    with client(handler) as c:
+        assert [g["name"] for g in c.rules().data] == ["a", "b"]
+
+
+def test_cli_usage_errors_exit_2(tmp_path):
+    from click.testing import CliRunner
+
+    from generator.cli import cli
+    runner = CliRunner()
+    res = runner.invoke(cli, ["validate", "--prom", "http://127.0.0.1:1", "--lookback", "soon"])
+    assert res.exit_code == 2 and "not a Prometheus duration" in res.output
+    res = runner.invoke(cli, ["validate", "--prom", "http://127.0.0.1:1", "--checks", "presense"])
+    assert res.exit_code == 2 and "unknown check" in res.output
+    res = runner.invoke(cli, ["validate", "--prom", "http://127.0.0.1:1", "--bearer-token-file", str(tmp_path / "x")])
+    assert res.exit_code == 2 and "cannot read bearer token file" in res.output and "Traceback" not in res.output
+    res = runner.invoke(cli, ["validate", "--prom", "http://127.0.0.1:1", "--timeout", "2"])
+    assert res.exit_code == 2 and "prometheus-unreachable" in res.output
+    assert json.loads(runner.invoke(cli, ["validate", "--prom", "http://127.0.0.1:1", "--format", "json"]).output)[
+        "findings"][0]["check"] == "prometheus-unreachable"
+
+
+def _targets_handler(active):
+    def handler(request):
+        if request.url.path == "/api/v1/targets":
+            return ok({"activeTargets": active, "droppedTargets": []})
+        q = request.url.params.get("query", "")
+        if q == "vector(1)":
+            return ok({"resultType": "vector", "result": [{"metric": {}, "value": [1.0, "1"]}]})
+        return ok(vector())
+    return handler
+
+
+def test_target_classification_from_lasterror():
+    """Message shapes from FIELD-CASES C16/C22/C23 (Prometheus 3's Content-Type refusal cannot be
+    produced by the local 2.42)."""
+    def t(inst, health, err="", took=0.1, timeout="10s"):
+        return {"labels": {"job": "dcgm-exporter", "instance": inst}, "scrapeUrl": f"http://{inst}/metrics",
+                "health": health, "lastError": err, "lastScrapeDuration": took, "scrapeTimeout": timeout}
+    active = [
+        t("a:9400", "down", 'Get "http://a:9400/metrics": context deadline exceeded', 10.001),
+        t("b:9400", "down", 'received unsupported Content-Type "text/html; charset=utf-8" and no '
+                            "fallback_scrape_protocol specified for target"),
+        t("c:9835", "down", 'Get "http://c:9835/metrics": dial tcp 10.2.0.7:9835: connect: connection refused'),
+        t("d:9400", "up", took=8.5),
+        t("e:9400", "up", took=1.0),
+        {"labels": {"job": "other", "instance": "z:1"}, "health": "down", "lastError": "x"},
+    ]
+    with client(_targets_handler(active)) as c:
+        report, code = validate(SPEC, c, progress=False, checks=("targets",))
+    got = {f.subject: f.check for f in report.findings}
+    assert got == {"a:9400": "scrape-timeout", "b:9400": "scrape-content-type", "c:9835": "target-down",
+                   "d:9400": "scrape-slow"}
+    assert "fallback_scrape_protocol" in next(f for f in report.findings if f.subject == "b:9400").hint
+    assert "connection refused" in next(f for f in report.findings if f.subject == "c:9835").message
+    assert "85%" in next(f for f in report.findings if f.subject == "d:9400").message
+    assert code == 1
+
+
+def test_progress_line_on_a_tty_after_one_second(monkeypatch, capsys):
+    import sys as _sys
+    import time as _time
+
+    from generator.validate.base import Context
+    monkeypatch.setattr(_sys.stderr, "isatty", lambda: True, raising=False)
+
+    def handler(request):
+        _time.sleep(0.15)
+        return ok({"resultType": "vector", "result": []})
+
+    with client(handler) as c:
+        ctx = Context(SPEC, c, concurrency=1, progress=True)
+        ctx.queries_at_now({str(i): "vector(1)" for i in range(10)})
+        ctx.close()
+    err = capsys.readouterr().err
+    assert "gpumon validate: " in err and "/10 queries" in err
+    with client(handler) as c:
+        ctx = Context(SPEC, c, concurrency=1, progress=True)
+        ctx.queries_at_now({"one": "vector(1)"})  # quick: no progress line
+        ctx.close()
+    assert "queries" not in capsys.readouterr().err

@@ -1,5 +1,6 @@
 """A stand-in for kube-state-metrics' ``/metrics``: the series gpumon's kubernetes rules read, with
-kube-state-metrics' real names, HELP/TYPE lines and label sets (kube-state-metrics
+kube-state-metrics' real metric names, types and label sets (HELP texts paraphrase the docs'
+descriptions; kube-state-metrics
 docs/metrics/cluster/node-metrics.md, workload/pod-metrics.md, workload/daemonset-metrics.md;
 extended resources are sanitised, ``nvidia.com/gpu`` -> ``nvidia_com_gpu`` with unit ``integer``).
 """
@@ -13,6 +14,7 @@ HELP = {
     "kube_node_status_allocatable": ("The amount of resources allocatable for pods (after reserving some for "
                                      "system daemons).", "gauge"),
     "kube_pod_info": ("[STABLE] Information about pod.", "gauge"),
+    "kube_pod_status_phase": ("[STABLE] The pods current phase.", "gauge"),
     "kube_pod_container_status_restarts_total": ("[STABLE] The number of container restarts per container.",
                                                  "counter"),
     "kube_pod_container_status_last_terminated_reason": ("Describes the last reason the container was in "
@@ -39,7 +41,8 @@ class Node:
 
 @dataclass
 class Pod:
-    """An exporter pod of the DaemonSet on ``node``; ``oom`` sets last_terminated_reason OOMKilled."""
+    """An exporter pod of the DaemonSet on ``node``; ``oom`` sets last_terminated_reason OOMKilled;
+    ``phase`` as kube_pod_status_phase reports it (one series per phase, 1 for the current one)."""
 
     name: str
     node: str
@@ -47,6 +50,7 @@ class Pod:
     restarts: int = 0
     oom: bool = False
     container: str = "nvidia-dcgm-exporter"
+    phase: str = "Running"
 
 
 @dataclass
@@ -75,6 +79,9 @@ class Cluster:
                 f'kube_pod_info{{{pod},host_ip="10.0.0.{11 + i}",pod_ip="10.244.{i}.7",node="{p.node}",'
                 f'created_by_kind="DaemonSet",created_by_name="{self.daemonset}",'
                 f'priority_class="system-node-critical",host_network="false"}} 1')
+            for phase in ("Pending", "Running", "Succeeded", "Failed", "Unknown"):
+                lines["kube_pod_status_phase"].append(
+                    f'kube_pod_status_phase{{{pod},phase="{phase}"}} {int(phase == p.phase)}')
             lines["kube_pod_container_status_restarts_total"].append(
                 f'kube_pod_container_status_restarts_total{{{pod},container="{p.container}"}} {p.restarts}')
             if p.oom:

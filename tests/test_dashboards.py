@@ -484,7 +484,9 @@ def prom(spec, tmp_path_factory):
     from generator.localprom import ExpositionServer, LocalPrometheus
 
     rules = tmp_path_factory.mktemp("rules") / "gpumon.rules.yaml"
-    rules.write_text(render(spec)[f"rules/{spec.name}.rules.yaml"], "utf-8")
+    # the coverage and gaps groups evaluate every minute; every second here, so the test is quick
+    text = render(spec)[f"rules/{spec.name}.rules.yaml"].replace("  interval: 1m\n", "  interval: 1s\n")
+    rules.write_text(text, "utf-8")
     # the field the official dashboard anchors its pickers on (C26)
     missing = "DCGM_FI_DEV_GPU_TEMP" if spec.metric("DCGM_FI_DEV_GPU_TEMP") else spec.required_metrics[0].name
     with ExpositionServer(lambda: _exposition(spec, missing)) as exporter, \
@@ -493,6 +495,7 @@ def prom(spec, tmp_path_factory):
         assert ready, server.logs()
         # the energy-derived and node rules need a few evaluations after the inventory
         assert server.wait_for(lambda: server.query(f"{names.node_sum(POWER)}"), timeout=30), server.logs()
+        assert server.wait_for(lambda: server.query(names.COVERAGE), timeout=30), server.logs()
         yield server, missing
 
 

@@ -50,6 +50,17 @@ def test_example_spec_models_the_gpu_operator_install():
     assert kubernetes(load_spec(ROOT / "gpumon.yaml")) is None
 
 
+def test_example_is_the_bundled_spec_plus_the_section():
+    """examples/kubernetes.yaml must not drift from gpumon.yaml: same settings and metrics, only the
+    kubernetes section and the GPU Operator's exporter job added."""
+    example = yaml.safe_load(EXAMPLE.read_text())
+    bundled = yaml.safe_load((ROOT / "gpumon.yaml").read_text())
+    assert example.pop("kubernetes") and "kubernetes" not in bundled
+    assert example["exporter"].pop("job") == "nvidia-dcgm-exporter"
+    bundled["exporter"].pop("job")
+    assert example == bundled
+
+
 def test_section_errors_are_reported_with_positions():
     errs = _errors(_section("""\
         kubernetes:
@@ -92,8 +103,8 @@ def test_group_only_with_the_section_and_promtool_accepts_it(tmp_path, promtool)
     assert "gpumon.kubernetes" not in [g.name for g in build_groups(load_spec(ROOT / "gpumon.yaml"))]
     spec = load_spec(EXAMPLE)
     assert [g.name for g in build_groups(spec)] == [
-        "gpumon.inventory", "gpumon.coverage", "gpumon.exporter", "gpumon.kubernetes", "gpumon.presence", "gpumon.values",
-        "gpumon.gaps"]
+        "gpumon.inventory", "gpumon.coverage", "gpumon.exporter", "gpumon.kubernetes", "gpumon.presence",
+        "gpumon.values", "gpumon.gaps"]
     write(render(spec), tmp_path)
     proc = subprocess.run([promtool, "check", "rules", str(tmp_path / "rules/gpumon.rules.yaml")],
                           capture_output=True, text=True)
@@ -160,7 +171,8 @@ FAST = {"scrape_interval: 15s": "scrape_interval: 1s", "scrape_timeout: 10s": "s
         "collect_interval: 30s": "collect_interval: 1s", "  for: 5m\n": "  for: 2s\n",
         "inventory_lookback: 1h": "inventory_lookback: 2m", "gap_window: 30m": "gap_window: 1m",
         "flapping_window: 10m": "flapping_window: 30s", "frozen_window: 10m": "frozen_window: 30s",
-        "daemonset_for: 15m": "daemonset_for: 2s", "job: nvidia-dcgm-exporter ": "job: dcgm-exporter "}
+        "daemonset_for: 15m": "daemonset_for: 2s", "job: nvidia-dcgm-exporter ": "job: dcgm-exporter ",
+        "slow_group_interval: 1m": "slow_group_interval: 1s"}
 
 DCGM_METRICS = list(VALUES) + [ENERGY]
 NS = "gpu-operator"
@@ -296,6 +308,6 @@ def test_kube_state_metrics_with_static_expectation_and_units_per_gpu(tmp_path, 
                           capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     sliced = parse_spec(EXAMPLE.read_text().replace("units_per_gpu: 1", "units_per_gpu: 4"), "sliced.yaml")
-    kube_group = next(g for g in build_groups(sliced) if g.name == "gpumon.kubernetes")
-    expr = next(r.expr for r in kube_group.rules if r.record == names.NODE_GPUS_EXPECTED)
+    group = next(g for g in build_groups(sliced) if g.name == "gpumon.kubernetes")
+    expr = next(r.expr for r in group.rules if r.record == names.NODE_GPUS_EXPECTED)
     assert expr.endswith("\n/ 4")

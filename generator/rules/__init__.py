@@ -19,7 +19,7 @@ def build_groups(spec: Spec) -> list[RuleGroup]:
 
     Returns:
         groups named ``<spec name>.<part>`` (``.kubernetes`` only when the spec has that section,
-        after the exporter group); the coverage and gaps groups evaluate every
+        after the exporter group); the coverage, kubernetes and gaps groups evaluate every
         ``alerts.slow_group_interval`` (1m): they scan every presence series or long windows and
         feed dashboards and slow-moving alerts.
     """
@@ -36,7 +36,9 @@ def build_groups(spec: Spec) -> list[RuleGroup]:
     ]
     kube = kubernetes.rules(spec)  # only with a `kubernetes` section in the spec
     if kube:
-        groups.insert(3, RuleGroup(f"{p}.kubernetes", tuple(kube)))
+        # after the exporter group; node-level and slow-moving (1h alert windows, kube-state-metrics
+        # scraped every 30-60 s), so it runs with the slow groups
+        groups.insert(3, RuleGroup(f"{p}.kubernetes", tuple(kube), interval=slow))
     return groups
 
 

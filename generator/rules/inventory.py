@@ -12,7 +12,7 @@ from ..spec import Spec
 from . import names
 from .common import record
 from .model import Rule
-from .promql import by, dur, gpu_ids, job_sel, node_ids, valid_values
+from .promql import by, dur, fleet_ids, gpu_ids, job_sel, node_ids, valid_values
 
 
 def field_present(spec: Spec) -> list[Rule]:
@@ -39,21 +39,35 @@ def counts(spec: Spec) -> list[Rule]:
     """GPUs reporting now (per job and node) and GPUs seen within the inventory lookback."""
     nodes = node_ids(spec)
     lookback = dur(spec.alerts.inventory_lookback)
+    fleet = by(fleet_ids(spec))
     return [
-        record(names.GPUS_REPORTING, f"count by (job) ({names.INVENTORY})"),
-        record(names.GPUS_KNOWN, f"count by (job) (max_over_time({names.INVENTORY}[{lookback}]))"),
+        record(names.GPUS_REPORTING, f"count by ({fleet}) ({names.INVENTORY})"),
+        record(names.GPUS_KNOWN, f"count by ({fleet}) (max_over_time({names.INVENTORY}[{lookback}]))"),
         record(names.NODE_GPUS_REPORTING, f"count by ({by(nodes)}) ({names.INVENTORY})"),
     ]
 
 
 def coverage(spec: Spec) -> list[Rule]:
-    """Share of inventory GPUs reporting each field, fleet-wide and per node (0..1)."""
-    nodes = node_ids(spec)
-    fleet = (f"count by (job, {names.FIELD_LABEL}) ({names.FIELD_PRESENT})\n"
-             f"/ on (job) group_left ()\ncount by (job) ({names.INVENTORY})")
-    node = (f"count by ({by(nodes)}, {names.FIELD_LABEL}) ({names.FIELD_PRESENT})\n"
-            f"/ on ({by(nodes)}) group_left ()\ncount by ({by(nodes)}) ({names.INVENTORY})")
-    return [record(names.COVERAGE, fleet), record(names.NODE_COVERAGE, node)]
+    """Share of inventory GPUs reporting each field, fleet-wide and per node (0..1).
+
+    Fields DCGM does not report per MIG instance (``mig: unsupported``) are measured against the
+    GPUs not in MIG mode only; otherwise a MIG fleet would show them at a permanent 50 %."""
+    mig = spec.exporter.labels.mig_instance
+    sets = [([m.name for m in spec.tracked_metrics if m.mig != "unsupported"], ""),
+            ([m.name for m in spec.tracked_metrics if m.mig == "unsupported"], f',{mig}=""')]
+    out = []
+    for name, level in ((names.COVERAGE, fleet_ids(spec)), (names.NODE_COVERAGE, node_ids(spec))):
+        parts = []
+        for fields, extra in sets:
+            if not fields:
+                continue
+            present = f'{names.FIELD_PRESENT}{{{names.FIELD_LABEL}=~"{"|".join(fields)}"{extra}}}'
+            inv = f"{names.INVENTORY}{{{extra[1:]}}}" if extra else names.INVENTORY
+            parts.append(f"  count by ({by(level)}, {names.FIELD_LABEL}) ({present})\n"
+                         f"  / on ({by(level)}) group_left ()\n  count by ({by(level)}) ({inv})")
+        # one rule (the two parts have disjoint dcgm_field values), so promtool sees no duplicate
+        out.append(record(name, "(\n" + "\n)\nor\n(\n".join(parts) + "\n)"))
+    return out
 
 
 def aggregates(spec: Spec) -> list[Rule]:

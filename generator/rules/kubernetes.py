@@ -4,6 +4,7 @@ Rendered only when the spec has a ``kubernetes`` section (:mod:`generator.kube`)
 names are kube-state-metrics' (docs/metrics/workload/pod-metrics.md, daemonset-metrics.md,
 cluster/node-metrics.md): ``kube_node_status_capacity{node,resource,unit}``,
 ``kube_pod_info{namespace,pod,node,created_by_kind,created_by_name,...}``,
+``kube_pod_status_phase{namespace,pod,phase}``,
 ``kube_pod_container_status_restarts_total{namespace,pod,container}``,
 ``kube_pod_container_status_last_terminated_reason{namespace,pod,container,reason}``,
 ``kube_daemonset_status_{desired_number_scheduled,number_ready,number_unavailable}{namespace,daemonset}``.
@@ -141,14 +142,16 @@ def expected(spec: Spec, k: Kubernetes) -> list[Rule]:
 
 
 def exporter_targets(spec: Spec, k: Kubernetes) -> list[Rule]:
-    """Exporter pods per node (kube_pod_info) and the best ``up`` of the targets on each node
-    (``up`` joined to kube_pod_info on namespace and pod). Both ``max by`` steps de-duplicate:
+    """Running exporter pods per node (kube_pod_info and kube_pod_status_phase: a Pending pod, or
+    an evicted one whose object lingers, does not count) and the best ``up`` of the targets on each
+    node (``up`` joined to kube_pod_info on namespace and pod). The ``max by`` steps de-duplicate:
     HA kube-state-metrics replicas, and a pod scraped through two endpoints of the job."""
     keys = _pod_keys(spec)
     info = _pods(k, "kube_pod_info")
     info = info[:-1] + "," + _node_matcher(k) + "}"
     info = f"max by ({keys}, {k.join.kube_label}) ({info})"
-    pods = _set_job(spec, _to_exporter_node(k, info))
+    running = f"max by ({keys}) ({_pods(k, 'kube_pod_status_phase', phase='Running')}) == 1"
+    pods = _set_job(spec, _to_exporter_node(k, f"{info}\n  and on ({keys})\n  {running}"))
     up = f"max by (job, {keys}) ({selector('up', job=spec.exporter.job)})"
     joined = f"{up}\n  * on ({keys}) group_left ({k.join.kube_label})\n  {info}"
     nodes = by(node_ids(spec))
@@ -164,8 +167,9 @@ def exporter_targets(spec: Spec, k: Kubernetes) -> list[Rule]:
 def node_exporter_missing(spec: Spec, k: Kubernetes) -> Rule:
     """A node that should have GPUs but has no exporter target and reports no GPU. With
     kube-state-metrics the ``reason`` label says whether an exporter pod exists on the node
-    (``pod_not_scraped``: ServiceMonitor/scrape config misses it) or not (``no_exporter_pod``:
-    DaemonSet nodeSelector/taints/resources keep it off the node); statically ``no_gpu_series``."""
+    (``pod_not_scraped``: a Running pod, but the ServiceMonitor/scrape config misses it) or not
+    (``no_exporter_pod``: DaemonSet nodeSelector/taints keep it off the node, or it is not Running,
+    e.g. Pending on resources); statically ``no_gpu_series``."""
     nodes = by(node_ids(spec))
     base = f"{names.NODE_GPUS_EXPECTED} > 0\nunless on ({nodes}) {names.NODE_GPU_DEVICES_REPORTING}"
     if k.ksm_job is None:

@@ -51,5 +51,5 @@ NODE_GPUS_MISSING = "job_node:gpumon_gpus_missing:count"
 GPUS_MISSING = "job:gpumon_gpus_missing:count"
 #: best ``up`` of the exporter targets scheduled on each node (kube_pod_info join); absent = no target
 NODE_EXPORTER_UP = "job_node:gpumon_exporter_up:max"
-#: exporter pods kube-state-metrics knows on each node
+#: running exporter pods on each node (kube_pod_info + kube_pod_status_phase)
 NODE_EXPORTER_PODS = "job_node:gpumon_exporter_pods:count"

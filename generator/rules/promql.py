@@ -50,6 +50,12 @@ def gpu_ids(spec: Spec, metric: Metric | None = None) -> tuple[str, ...]:
     return ("job",) + ids
 
 
+def fleet_ids(spec: Spec) -> tuple[str, ...]:
+    """``job`` plus the cluster label when the spec has one: the level of fleet-wide aggregates."""
+    cluster = spec.exporter.labels.cluster
+    return ("job",) + ((cluster,) if cluster else ())
+
+
 def node_ids(spec: Spec) -> tuple[str, ...]:
     """``job`` plus the labels that identify a node."""
     return ("job",) + spec.exporter.labels.node_identity

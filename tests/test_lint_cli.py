@@ -201,3 +201,22 @@ def test_helm_templates_are_skipped_not_unreadable(tmp_path, default_spec):
     assert [f.check for f in report.findings] == ["mig-sum-without-uuid"]
     assert report.summary["skipped"].startswith("1 Helm/Go template")
     assert run(tmp_path).exit_code == 0
+
+
+def test_malformed_inputs_give_findings_not_tracebacks(tmp_path):
+    (tmp_path / "a.yaml").write_text("groups: hello\n")
+    (tmp_path / "b.yaml").write_text("groups:\n- 3\n- name: x\n  rules: 5\n- name: y\n  rules:\n  - 7\n  - alert: X\n"
+                                     "  - alert: Y\n    expr: [1,2]\n    for: 5\n    labels: 3\n")
+    (tmp_path / "c.yaml").write_text("kind: PrometheusRule\nmetadata: 3\nspec: 4\n")
+    (tmp_path / "d.json").write_text(json.dumps({"panels": [3, {"targets": 5}, {"id": 1, "gridPos": {"x": "a"},
+                                                 "targets": [{"expr": 5}, {"expr": "rate("}]}],
+                                                 "templating": {"list": [3, {"name": "v", "type": "query",
+                                                                             "query": 5}]}}))
+    (tmp_path / "e.json").write_text("[1, 2]")
+    (tmp_path / "f.yaml").write_bytes(b"\xff\xfe")
+    result = run(tmp_path, "-f", "json")
+    assert result.exit_code == 2, result.output
+    found = sorted((f["check"], Path(f["location"]["file"]).name) for f in json.loads(result.stdout)["findings"])
+    assert found == [("input-unreadable", "f.yaml"), ("prometheusrule-selector-labels", "c.yaml"),
+                     ("promql-syntax", "b.yaml"), ("promql-syntax", "d.json"),
+                     ("rule-invalid", "b.yaml"), ("rule-invalid", "b.yaml")]

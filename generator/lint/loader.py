@@ -417,10 +417,11 @@ def _add_dashboard(doc: dict, base: str, name: str, locator, inputs: Inputs) -> 
     dash = Dashboard(file=name, doc=body, base=base, locate=locator)
     variables = {}
     templating = body.get("templating") if isinstance(body.get("templating"), dict) else {}
-    for i, var in enumerate(templating.get("list") or []):
+    var_list = _list(templating.get("list"))
+    for var in var_list:
         if isinstance(var, dict) and var.get("name"):
             variables[str(var["name"])] = var
-    for i, var in enumerate(templating.get("list") or []):
+    for i, var in enumerate(var_list):
         if not isinstance(var, dict):
             continue
         pointer = f"/templating/list/{i}"
@@ -455,8 +456,8 @@ def _add_dashboard(doc: dict, base: str, name: str, locator, inputs: Inputs) -> 
         dash.variables.append(v)
     for panel in _panels(body):
         dash.panels.append(panel)
-        for j, target in enumerate(panel.doc.get("targets") or []):
-            if not isinstance(target, dict) or not isinstance(target.get("expr"), str) or not target["expr"].strip():
+        for j, target in panel.targets:
+            if not isinstance(target.get("expr"), str) or not target["expr"].strip():
                 continue
             if not _prometheus(target.get("datasource"), panel.doc.get("datasource")):
                 continue
@@ -472,20 +473,25 @@ def _add_dashboard(doc: dict, base: str, name: str, locator, inputs: Inputs) -> 
 
 def _panels(body: dict) -> list[Panel]:
     out = []
-    for i, panel in enumerate(body.get("panels") or []):
+    for i, panel in enumerate(_list(body.get("panels"))):
         if not isinstance(panel, dict):
             continue
         pointer = f"/panels/{i}"
         out.append(Panel(panel, pointer, None))
-        for j, inner in enumerate(panel.get("panels") or []):
+        for j, inner in enumerate(_list(panel.get("panels"))):
             if isinstance(inner, dict):
                 out.append(Panel(inner, f"{pointer}/panels/{j}", pointer))
-    for r, row in enumerate(body.get("rows") or []):  # schemaVersion < 16 dashboards
+    for r, row in enumerate(_list(body.get("rows"))):  # schemaVersion < 16 dashboards
         if isinstance(row, dict):
-            for j, inner in enumerate(row.get("panels") or []):
+            for j, inner in enumerate(_list(row.get("panels"))):
                 if isinstance(inner, dict):
                     out.append(Panel(inner, f"/rows/{r}/panels/{j}", f"/rows/{r}"))
     return out
+
+
+def _list(value) -> list:
+    """``value`` when it is a list, else [] (dashboards edited by hand can hold anything)."""
+    return value if isinstance(value, list) else []
 
 
 def _prometheus(*datasources) -> bool:

@@ -138,6 +138,12 @@ class Panel:
     def subject(self) -> str:
         return f"panel {self.id} \"{self.title}\""
 
+    @property
+    def targets(self) -> list[tuple[int, dict]]:
+        """``(index, target)`` for every query target that is a JSON object."""
+        targets = self.doc.get("targets")
+        return [(i, t) for i, t in enumerate(targets) if isinstance(t, dict)] if isinstance(targets, list) else []
+
 
 @dataclass
 class Variable:

@@ -70,9 +70,9 @@ def check(inputs, ctx) -> Iterator[Finding]:
                 yield make(ID, SEVERITY, f"{dash.subject} {var.subject}", _msg(var.label, right, "the variable"),
                            hint, dash.at(var.pointer + "/query"), label=var.label)
         for panel in dash.panels:
-            for j, target in enumerate(panel.doc.get("targets") or []):
-                legend = target.get("legendFormat") if isinstance(target, dict) else None
-                for label in dict.fromkeys(_LEGEND.findall(legend or "")):
+            for j, target in panel.targets:
+                legend = target.get("legendFormat")
+                for label in dict.fromkeys(_LEGEND.findall(legend if isinstance(legend, str) else "")):
                     right = ctx.wrong_spelling(label)
                     if right:
                         yield make(ID, SEVERITY, f"{dash.subject} {panel.subject}", _msg(label, right, "the legend"),

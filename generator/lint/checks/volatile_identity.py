@@ -84,8 +84,8 @@ def check(inputs, ctx) -> Iterator[Finding]:
                            f"list {ctx.labels.node} (nodes) or {ctx.labels.gpu} (GPUs) instead",
                            dash.at(var.pointer + "/name"), label=var.label)
         for panel in dash.panels:
-            for j, target in enumerate(panel.doc.get("targets") or []):
-                legend = target.get("legendFormat") if isinstance(target, dict) else None
+            for j, target in panel.targets:
+                legend = target.get("legendFormat")
                 if not isinstance(legend, str):
                     continue
                 named = _LEGEND.findall(legend)

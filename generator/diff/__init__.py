@@ -219,6 +219,9 @@ def dashboard_changes(old: dict, new: dict) -> list[str]:
             out.append(f"- {name}: thresholds {_q(_thresholds(a))} → {_q(_thresholds(b))}")
         if a.get("datasource") != b.get("datasource"):
             out.append(f"- {name}: datasource {_q(_json(a.get('datasource')))} → {_q(_json(b.get('datasource')))}")
+        others = _other_changes(a, b, _PANEL_COMPARED)
+        if others:
+            out.append(f"- {name}: other settings changed: {', '.join(f'`{k}`' for k in others)}")
         ta, tb = _targets(a, vo), _targets(b, vn)
         for ref in sorted(ta.keys() | tb.keys()):
             if ref not in ta:
@@ -231,6 +234,9 @@ def dashboard_changes(old: dict, new: dict) -> list[str]:
                             "  ```"]
                 if ta[ref][2] != tb[ref][2]:
                     out.append(f"- {name}: query {ref} legend {_q(ta[ref][2])} → {_q(tb[ref][2])}")
+    others = _other_changes(old, new, _DASHBOARD_COMPARED)
+    if others:
+        out.append(f"- dashboard settings changed: {', '.join(f'`{k}`' for k in others)}")
     for key in sorted(vn.keys() - vo.keys()):
         out.append(f"- variable added: `${key}` ({vn[key].get('type')}: {_q(_json(_vquery(vn[key])))})")
     for key in sorted(vo.keys() - vn.keys()):
@@ -243,6 +249,33 @@ def dashboard_changes(old: dict, new: dict) -> list[str]:
             if a.get(fld) != b.get(fld):
                 out.append(f"- variable `${key}`: {fld} {_q(_json(a.get(fld)))} → {_q(_json(b.get(fld)))}")
     return out
+
+
+#: Panel keys reported on their own above, or bookkeeping Grafana rewrites on every save.
+_PANEL_COMPARED = {"title", "type", "gridPos", "datasource", "targets", "panels", "id", "pluginVersion",
+                   "fieldConfig.defaults.unit", "fieldConfig.defaults.thresholds", "yaxes", "thresholds"}
+_DASHBOARD_COMPARED = {"title", "panels", "templating", "version", "id", "iteration", "uid", "rows"}
+
+
+def _flat_keys(doc: dict) -> dict:
+    """Top-level keys, with ``fieldConfig.defaults`` split one level deeper (unit, links ...)."""
+    out = {}
+    for key, value in doc.items():
+        if key == "fieldConfig" and isinstance(value, dict):
+            for sub, subval in value.items():
+                if sub == "defaults" and isinstance(subval, dict):
+                    out.update({f"fieldConfig.defaults.{k}": v for k, v in subval.items()})
+                else:
+                    out[f"fieldConfig.{sub}"] = subval
+        else:
+            out[key] = value
+    return out
+
+
+def _other_changes(a: dict, b: dict, compared: set) -> list[str]:
+    """Keys (besides ``compared``) whose values differ between two panels or dashboards."""
+    fa, fb = _flat_keys(a), _flat_keys(b)
+    return sorted(k for k in fa.keys() | fb.keys() if k not in compared and fa.get(k) != fb.get(k))
 
 
 def _vquery(var: dict):

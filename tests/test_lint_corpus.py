@@ -85,7 +85,6 @@ def test_directory_walk_finds_every_corpus_file(default_spec):
 
 def test_findings_carry_useful_text(default_spec):
     report = lint([CORPUS / "counter_fn_on_gauge.yaml", CORPUS / "unknown_metric.yaml"], default_spec)
-    by_check = {f.check: f for f in report.findings}
     xid = next(f for f in report.findings if f.check == "counter-fn-on-gauge" and "increase" in f.message)
     assert "increase() on DCGM_FI_DEV_XID_ERRORS, a gauge" in xid.message and "XID" in xid.message
     assert xid.subject == "alert GpuXidErrorsIncreasing"

@@ -69,6 +69,9 @@ class Context:
         self._started = time.monotonic()
         self._show = progress and sys.stderr.isatty()
         self._shown = False
+        #: seconds between scrapes: the targets API's scrapeInterval when known (the spec may be
+        #: wrong about it), else the spec's
+        self.scrape_interval = spec.exporter.scrape_interval
         self.down_instances: set[str] = set()   # targets that are down: their GPUs are not checked
         self.skip_gpu_checks = False           # no target at all for the job
         self.cache: dict[str, object] = {}      # results shared between checks

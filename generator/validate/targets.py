@@ -46,6 +46,9 @@ def run(ctx: Context) -> CheckResult:
     if not targets:
         return _missing(ctx, findings, case)
     ratio = ctx.spec.alerts.scrape_slow_ratio
+    intervals = [s for s in (_seconds(t.get("scrapeInterval")) for t in targets) if s]
+    if intervals:
+        ctx.scrape_interval = max(intervals)
     for t in targets:
         inst = (t.get("labels") or {}).get("instance", t.get("scrapeUrl", "?"))
         labels = (("instance", inst), ("job", job))

@@ -117,8 +117,8 @@ def simulate(nodes: int, gpus: int, host: str, port: int, fault_args: tuple[str,
     try:
         sim.serve_forever(fleet, host=host, base_port=port)
     except OSError as exc:
-        click.echo(f"gpumon simulate: cannot listen on {host}:{port}..{port + nodes - 1}: {exc.strerror or exc}",
-                   err=True)
+        ports = f"{port}..{port + nodes - 1}" if nodes > 1 and port else str(port)
+        click.echo(f"gpumon simulate: cannot listen on {host}:{ports}: {exc.strerror or exc}", err=True)
         sys.exit(EXIT_ERROR)
 
 

@@ -204,3 +204,13 @@ def test_cli_dump_and_usage_errors():
     assert "DCGM_FI_DEV_GPU_TEMP{gpu=\"1\"" in res.output and "DCGM_FI_DEV_GPU_UTIL{" not in res.output
     res = runner.invoke(cli, ["simulate", "--fault", "kind=nope"])
     assert res.exit_code == 2 and "unknown fault kind" in res.output and "Traceback" not in res.output
+
+
+def test_cli_port_in_use_is_exit_2():
+    import socket
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen()
+        port = sock.getsockname()[1]
+        res = CliRunner().invoke(cli, ["simulate", "--nodes", "1", "--port", str(port)])
+    assert res.exit_code == 2 and f"cannot listen on 127.0.0.1:{port}:" in res.output

@@ -234,3 +234,16 @@ class PromClient:
             if not token:
                 return Answer(groups, ans.warnings, ans.infos)
             params = {"group_next_token": token, "group_limit": "100"}
+
+    def metadata(self, metric: str) -> Answer:
+        """``/api/v1/metadata?metric=M``; ``data`` is the list of ``{"type", "help", "unit"}``."""
+        ans = self.get("/api/v1/metadata", {"metric": metric})
+        ans.data = (ans.data or {}).get(metric) or [] if isinstance(ans.data, dict) else []
+        return ans
+
+    def series(self, match: str, start: float, end: float) -> Answer:
+        """``/api/v1/series``: ``data`` is the list of label sets of series matching ``match``
+        between ``start`` and ``end`` (unix seconds)."""
+        ans = self.get("/api/v1/series", {"match[]": match, "start": f"{start:.3f}", "end": f"{end:.3f}"})
+        ans.data = ans.data if isinstance(ans.data, list) else []
+        return ans

@@ -241,3 +241,17 @@ def test_cli_json_and_junit(env, tmp_path):
     assert "DCGM_FI_DEV_SM_CLOCK" in failed and "DCGM_FI_DEV_GPU_TEMP" in failed  # legacy node
     res = runner.invoke(cli, ["validate", str(spec), "--prom", env["prom"].url, "--lookback", "1m", "--format", "github"])
     assert "::error title=series-missing%3A DCGM_FI_DEV_SM_CLOCK on gpu-node-1::" in res.output
+
+
+def test_metadata_type_mismatch_and_label_limit(env):
+    report, code = run(env, spec_for("dcgm-healthy"), checks=("metadata",))
+    mism = by_check(report, "type-mismatch")
+    # the spec says gauge; the exporter's CSV types it counter although it goes down (dcgm-exporter#417)
+    assert [f.subject for f in mism] == ["DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL"] and mism[0].severity == "info"
+    assert code == 0
+    # exposed series carry 10 label names: __name__, job, instance + 7 from the exporter
+    report, code = run(env, spec_for("dcgm-healthy"), checks=("metadata",), label_limit=9)
+    (limit,) = by_check(report, "label-limit")
+    assert limit.severity == "warning" and "4 series of DCGM_FI_DEV_GPU_TEMP" in limit.message and code == 0
+    report, _ = run(env, spec_for("dcgm-healthy"), checks=("metadata",), label_limit=10)
+    assert not by_check(report, "label-limit")

@@ -101,7 +101,7 @@ def test_partial_response_warnings_are_inconclusive_exit_3():
             return ok({"groups": [{"name": g.name, "rules": [{"name": r.name, "health": "ok",
                                                               "type": "alerting" if r.alert else "recording"}
                                                              for r in g.rules]} for g in build_groups(SPEC)]})
-        q = request.url.params["query"]
+        q = request.url.params.get("query", "")
         if q == "vector(1)":
             return ok({"resultType": "vector", "result": [{"metric": {}, "value": [1.0, "1"]}]})
         return ok(vector(), warnings=warn)  # every data query is partial
@@ -145,7 +145,7 @@ def test_query_error_inside_a_check_is_inconclusive():
                                           "lastScrapeDuration": 0.1, "scrapeTimeout": "10s"}]})
         if request.url.path == "/api/v1/rules":
             return httpx.Response(503, json={"status": "error", "errorType": "unavailable", "error": "rule manager down"})
-        q = request.url.params["query"]
+        q = request.url.params.get("query", "")
         if q == "vector(1)":
             return ok({"resultType": "vector", "result": [{"metric": {}, "value": [1.0, "1"]}]})
         return ok(vector())

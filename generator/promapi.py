@@ -178,9 +178,13 @@ class PromClient:
         body = resp.text
         snippet = " ".join(body.strip().split())[:200]
         if "html" in ctype or body.lstrip()[:1] == "<":
-            raise PromError("auth", url, "received HTML (likely a login page from an auth proxy), not the Prometheus API",
-                            status, hint="pass credentials (--bearer-token-file, --basic-auth-file, --header) "
-                                         "or point --prom at the API behind the proxy")
+            if status < 400 or status in (401, 403):
+                raise PromError("auth", url, "received HTML (likely a login page from an auth proxy), not the "
+                                "Prometheus API", status, hint="pass credentials (--bearer-token-file, "
+                                "--basic-auth-file, --header) or point --prom at the API behind the proxy")
+            raise PromError("not-found" if status == 404 else "http", url,
+                            f"received an HTML error page, not the Prometheus API: {snippet[:120]!r}", status,
+                            hint="a proxy or ingress answered instead of Prometheus: check --prom and --path-prefix")
         try:
             doc = json.loads(body)
         except ValueError:

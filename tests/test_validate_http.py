@@ -128,8 +128,10 @@ def test_timeout_is_exit_2_with_hint():
     (httpx.Response(404, text="404 page not found\n"), "api-not-found", "404 page not found"),
     (httpx.Response(400, json={"status": "error", "errorType": "bad_data", "error": "invalid parameter \"query\""}),
      "api-error", "bad_data: invalid parameter"),
-    (httpx.Response(502, text="<html>Bad Gateway</html>", headers={"content-type": "text/html"}), "auth-error",
-     "received HTML"),
+    (httpx.Response(502, text="<html>Bad Gateway</html>", headers={"content-type": "text/html"}), "http-error",
+     "received an HTML error page"),
+    (httpx.Response(403, text="<html><body>Forbidden. Sign in</body></html>", headers={"content-type": "text/html"}),
+     "auth-error", "received HTML (likely a login page"),
     (httpx.Response(503, text="upstream connect error"), "http-error", "upstream connect error"),
 ])
 def test_garbage_answers_exit_2(resp, check, text):

@@ -248,6 +248,11 @@ class Fleet:
         self.clock = clock
         self.start = clock()
         self.counters = [c for c in counters() if c.name not in _VGPU_ONLY]
+        # 1.x mode writes the 1.x CSV's help texts and types (first entry wins: the CSV lists
+        # the PCIe byte fields twice)
+        self.legacy_counters: dict[str, Counter] = {}
+        for c in counters("1.x-compatibility-metrics.csv"):
+            self.legacy_counters.setdefault(c.name, c)
         self._lock = threading.Lock()
 
     def faults(self) -> list[Fault]:
@@ -359,8 +364,9 @@ class Fleet:
                         labels += [("err_code", "0"), ("err_msg", "No Error")]
                     inner = ",".join(f'{k}="{v}"' for k, v in labels)
                     series.append(f"{name}{{{inner}}} {value}")
-            lines.append(f"# HELP {name} {counter.help}")
-            lines.append(f"# TYPE {name} {counter.type}")
+            meta = self.legacy_counters.get(name, counter) if legacy else counter
+            lines.append(f"# HELP {name} {meta.help}")
+            lines.append(f"# TYPE {name} {meta.type}")
             lines.extend(series)
         return "\n".join(lines) + "\n"
 

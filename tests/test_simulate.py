@@ -129,7 +129,10 @@ def test_hostname_rename_legacy_names_mig_driver():
     labels = dict(series(page(fleet))[0][1])
     assert labels["hostname"] == "gpu-node-1" and "Hostname" not in labels
 
-    legacy = series(page(Fleet(1, 1, [Fault("legacy-names")])))
+    legacy_text = page(Fleet(1, 1, [Fault("legacy-names")]))
+    # help texts from the 1.x CSV (no final period there), not from default-counters.csv
+    assert "# HELP dcgm_nvlink_bandwidth_total Total number of NVLink bandwidth counters for all lanes\n" in legacy_text
+    legacy = series(legacy_text)
     names = {n for n, _, _ in legacy}
     assert "dcgm_gpu_temp" in names and not any(n.startswith("DCGM_FI_") for n in names)
     assert dict(legacy[0][1])["uuid"] == gpu_uuid("gpu-node-1", 0)

@@ -156,6 +156,11 @@ def test_node_level_faults():
     assert "DCGM_FI_DEV_GPU_TEMP{" in page(fleet, "gpu-node-3")
 
 
+def test_node_fault_every_kth_scrape_flaps():
+    fleet = Fleet(1, 1, [Fault("http500", every=3)])
+    assert [fleet.page("gpu-node-1")[0] for _ in range(6)] == [200, 200, 500, 200, 200, 500]
+
+
 def test_fault_file_reread_every_scrape(tmp_path):
     path = tmp_path / "faults.yaml"
     fleet = Fleet(1, 1, fault_file=path)

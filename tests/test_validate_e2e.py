@@ -45,6 +45,7 @@ FAULTY = [
     Fault("slow", node="gpu-node-9", seconds=2.5),
     Fault("mig", node="gpu-node-10", gpu=1),
     Fault("drop", metric="DCGM_FI_DEV_MEM_COPY_UTIL"),  # gone everywhere (C01)
+    Fault("http500", node="gpu-node-12", every=2),       # flapping (C17)
 ]
 #: written to the fault file once Prometheus has history: a GPU disappears, a field disappears
 LATER = "faults:\n  - {kind: drop, node: gpu-node-11, gpu: 1}\n  - {kind: drop, metric: DCGM_FI_DEV_SM_CLOCK, node: gpu-node-11, gpu: 0}\n"
@@ -61,11 +62,11 @@ def env(tmp_path_factory):
     rules = tmp / "gpumon.rules.yaml"
     rules.write_text(render.render(spec_for("dcgm-exporter"))["rules/gpumon.rules.yaml"])
     fault_file = tmp / "faults.yaml"
-    healthy, faulty = Fleet(2, 2), Fleet(11, 2, FAULTY, fault_file=fault_file)
+    healthy, faulty = Fleet(2, 2), Fleet(12, 2, FAULTY, fault_file=fault_file)
     with Simulator(healthy) as hs, Simulator(faulty) as fs:
         targets = {"dcgm-healthy": list(hs.targets.values()), "dcgm-exporter": list(fs.targets.values())}
         with LocalPrometheus(targets, rule_files=[rules], scrape_interval="1s", scrape_timeout="1s") as prom:
-            ok = prom.wait_for(lambda: len(prom.query('count_over_time(up{job="dcgm-exporter"}[1m]) >= 5')) == 11
+            ok = prom.wait_for(lambda: len(prom.query('count_over_time(up{job="dcgm-exporter"}[1m]) >= 5')) == 12
                                and len(prom.query('count_over_time(up{job="dcgm-healthy"}[1m]) >= 5')) == 2, 90)
             assert ok, prom.logs()
             fault_file.write_text(LATER)
@@ -117,10 +118,13 @@ def test_target_down_and_timeout_and_empty(env, faulty):
     slow = by_check(report, "scrape-timeout")
     assert [f.subject for f in slow] == [t["gpu-node-9"]] and "deadline exceeded" in slow[0].message
     assert [f.subject for f in by_check(report, "target-empty")] == [t["gpu-node-8"]]
+    flap = by_check(report, "target-flapping")
+    assert [f.subject for f in flap] == [t["gpu-node-12"]] and "switching between up and down" in flap[0].message
+    assert not [f for f in report.findings if f.subject == t["gpu-node-12"] and f.check != "target-flapping"]
     # collapsed: no per-GPU finding for the down/empty nodes
     for f in report.findings:
         if f.check.startswith(("series-", "value-", "gpu-lost", "legacy")):
-            assert not any(n in f.message for n in ("gpu-node-3 ", "gpu-node-8 ", "gpu-node-9 ")), f
+            assert not any(n in f.message for n in ("gpu-node-3 ", "gpu-node-8 ", "gpu-node-9 ", "gpu-node-12 ")), f
 
 
 def test_missing_on_one_gpu_and_whole_node(faulty):

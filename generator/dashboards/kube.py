@@ -31,6 +31,19 @@ def _where(spec: Spec) -> str:
     return f'{c}=~"$cluster"' if c else ""
 
 
+def _cluster(spec: Spec) -> tuple[str, ...]:
+    c = spec.exporter.labels.cluster
+    return (c,) if c else ()
+
+
+def _one_per_cluster(spec: Spec, selector: str) -> str:
+    """A DaemonSet status value: one per cluster (HA kube-state-metrics replicas report it twice),
+    summed over the chosen clusters."""
+    if not spec.exporter.labels.cluster:
+        return f"max({selector})"
+    return f"sum(max by ({spec.exporter.labels.cluster}) ({selector}))"
+
+
 def _total(spec: Spec, job_rule: str, node_rule: str) -> str:
     """Fleet total of a per-job kubernetes recording rule. The per-job rules carry no cluster
     label, so with a cluster label the per-node rule is summed instead (narrowed by ``$cluster``)."""
@@ -79,8 +92,8 @@ def _exporter_missing(spec: Spec, k: Kubernetes) -> str:
 def _pod_stats(spec: Spec, k: Kubernetes, b: Board) -> None:
     """DaemonSet ready vs desired, restarts and OOM kills of the exporter containers."""
     w = _where(spec)
-    desired = f"max({rk.daemonset_status(k, 'desired_number_scheduled', w)})"
-    ready = f"max({rk.daemonset_status(k, 'number_ready', w)})"
+    desired = _one_per_cluster(spec, rk.daemonset_status(k, "desired_number_scheduled", w))
+    ready = _one_per_cluster(spec, rk.daemonset_status(k, "number_ready", w))
     ds = f"{k.exporter.namespace}/{k.exporter.daemonset}"
     missing_ds = base.no_value(spec, f"kube-state-metrics (job {k.ksm_job}) has no series for DaemonSet {ds}: "
                                "wrong namespace/name in the spec, or kube-state-metrics not scraped with "
@@ -96,13 +109,16 @@ def _pod_stats(spec: Spec, k: Kubernetes, b: Board) -> None:
                      thresholds=threshold_steps(steps=_MISSING_STEPS), no_value=missing_ds,
                      links=base.runbook_links(spec, "GpuExporterDaemonSetNotReady")), 6, 4)
     window = format_duration(k.restart_window)
-    restarts = f"sum({rk.restarts_over(k, dur(k.restart_window), w)}) or vector(0)"
+    # max by: HA kube-state-metrics replicas serve the same counter twice
+    restarts = rk.restarts_over(k, dur(k.restart_window), w)
+    restarts = f"sum(max by ({by(_cluster(spec) + ('namespace', 'pod', 'container'))}) ({restarts})) or vector(0)"
     b.add(stat_panel(f"Exporter restarts in {window}", [Query(restarts, "restarts")], COUNT,
                      description=f"Restarts of the exporter containers within restart_window ({window}); "
                                  f"GpuExporterPodRestarting fires for a container above {num(k.max_restarts)}.",
                      thresholds=threshold_steps(steps=[(None, "green"), (k.max_restarts + 1, "orange")]),
                      links=base.runbook_links(spec, "GpuExporterPodRestarting")), 6, 4)
-    ooms = f"count({rk.oom_kills_in(spec, k, k.restart_window, w)}) or vector(0)"
+    ooms = rk.oom_kills_in(spec, k, k.restart_window, w)
+    ooms = f"count(group by ({by(_cluster(spec) + ('namespace', 'pod', 'container'))}) (\n{ooms}\n)) or vector(0)"
     b.add(stat_panel(f"Exporter OOM kills in {window}", [Query(ooms, "OOM killed")], COUNT,
                      description="Exporter containers last terminated OOMKilled that restarted within "
                                  f"{window} (alert GpuExporterOOMKilled): exporter memory growth shows up as "
@@ -115,7 +131,7 @@ def _restarts_per_node(spec: Spec, k: Kubernetes, b: Board) -> None:
     """Exporter container restarts per interval, by node (pod joined to its node via kube_pod_info)."""
     w = _where(spec)
     lab = spec.exporter.labels
-    keys = by(((lab.cluster,) if lab.cluster else ()) + ("namespace", "pod"))
+    keys = by(_cluster(spec) + ("namespace", "pod"))
     per_node = rk.to_exporter_node(
         k, f"{rk.restarts_over(k, q.RATE_WINDOW, w)}\n  * on ({keys}) group_left ({k.join.kube_label})\n"
            f"  {rk.pod_nodes(spec, k, w)}")

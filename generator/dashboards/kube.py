@@ -132,9 +132,10 @@ def _restarts_per_node(spec: Spec, k: Kubernetes, b: Board) -> None:
     w = _where(spec)
     lab = spec.exporter.labels
     keys = by(_cluster(spec) + ("namespace", "pod"))
+    # max by: HA kube-state-metrics replicas serve the same counter twice
+    restarts = f"max by ({keys}, container) ({rk.restarts_over(k, q.RATE_WINDOW, w)})"
     per_node = rk.to_exporter_node(
-        k, f"{rk.restarts_over(k, q.RATE_WINDOW, w)}\n  * on ({keys}) group_left ({k.join.kube_label})\n"
-           f"  {rk.pod_nodes(spec, k, w)}")
+        k, f"{restarts}\n  * on ({keys}) group_left ({k.join.kube_label})\n  {rk.pod_nodes(spec, k, w)}")
     b.add(timeseries_panel(
         "Exporter restarts per node", [Query(f"sum by ({by(lab.node_identity)}) (\n{per_node}\n) > 0",
                                              _node_legend(spec))], COUNT,

@@ -155,7 +155,7 @@ _BACKEND_PREFIX = {"prometheus": "", "thanos": "", "victoriametrics": "", "mimir
                    "metadata.")
 @click.option("--label-limit", type=click.IntRange(1), default=None,
               help="Warn about series with more label names than this [default: 30 with --backend mimir, else off].")
-@click.option("--format", "fmt", type=click.Choice(["text", "json", "junit", "github"]), default="text",
+@click.option("--format", "fmt", type=click.Choice(["text", "json", "sarif", "junit", "github"]), default="text",
               show_default=True)
 @click.option("-o", "--output", "out_file", type=click.Path(dir_okay=False), help="Write the report here too.")
 def validate(spec, url, backend, path_prefix, tenant, headers, bearer_token_file, basic_auth_file, ca_file,

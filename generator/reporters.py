@@ -94,7 +94,7 @@ def sarif(report: Report) -> str:
     log = {
         "$schema": "https://json.schemastore.org/sarif-2.1.0.json",
         "version": "2.1.0",
-        "runs": [{"tool": {"driver": {"name": "gpumon", "informationUri": "https://github.com/gpumon/gpumon",
+        "runs": [{"tool": {"driver": {"name": "gpumon",
                                       "rules": [{"id": r, "name": r, "shortDescription": {"text": r}} for r in rule_ids]}},
                   "results": results}],
     }

@@ -149,7 +149,6 @@ def _restarts_per_node(spec: Spec, k: Kubernetes, b: Board) -> None:
 
 
 def _per_node_table(spec: Spec, k: Kubernetes, b: Board) -> None:
-    lab = spec.exporter.labels
     cols = [("expected", names.NODE_GPUS_EXPECTED), ("reporting", names.NODE_GPU_DEVICES_REPORTING),
             ("missing", names.NODE_GPUS_MISSING)]
     if k.ksm_job is not None:

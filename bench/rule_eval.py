@@ -86,7 +86,7 @@ def main() -> None:
                 {spec.exporter.job: [exp.address]}, [rules], scrape_interval="2s", scrape_timeout="2s",
                 evaluation_interval="2s") as prom:
             prom.wait_for(lambda: prom.query(names.INVENTORY), 90)
-            fired = {g: prom.query(f'count(ALERTS{{alertstate!=""}})') for g in ("any",)}
+            fired = {g: prom.query('count(ALERTS{alertstate!=""})') for g in ("any",)}
             seen: dict[str, str] = {}
             deadline = time.monotonic() + seconds
             while time.monotonic() < deadline:

@@ -119,8 +119,8 @@ def simulate(nodes: int, gpus: int, host: str, port: int, fault_args: tuple[str,
     try:
         sim.serve_forever(fleet, host=host, base_port=port)
     except OSError as exc:
-        click.echo(f"gpumon simulate: cannot listen on {host}:{port}..{port + nodes - 1}: {exc.strerror or exc}",
-                   err=True)
+        ports = f"{port}..{port + nodes - 1}" if nodes > 1 and port else str(port)
+        click.echo(f"gpumon simulate: cannot listen on {host}:{ports}: {exc.strerror or exc}", err=True)
         sys.exit(EXIT_ERROR)
 
 
@@ -151,12 +151,15 @@ _BACKEND_PREFIX = {"prometheus": "", "thanos": "", "victoriametrics": "", "mimir
 @click.option("--lookback", default="1h", show_default=True, help="History to check presence and gaps over.")
 @click.option("--concurrency", default=4, show_default=True, type=click.IntRange(1, 32), help="Queries in flight.")
 @click.option("--checks", default=None, metavar="LIST",
-              help="Comma-separated subset of: targets, presence, values, continuity, rules-loaded, inventory.")
-@click.option("--format", "fmt", type=click.Choice(["text", "json", "junit", "github"]), default="text",
+              help="Comma-separated subset of: targets, presence, values, continuity, rules-loaded, inventory, "
+                   "metadata.")
+@click.option("--label-limit", type=click.IntRange(1), default=None,
+              help="Warn about series with more label names than this [default: 30 with --backend mimir, else off].")
+@click.option("--format", "fmt", type=click.Choice(["text", "json", "sarif", "junit", "github"]), default="text",
               show_default=True)
 @click.option("-o", "--output", "out_file", type=click.Path(dir_okay=False), help="Write the report here too.")
 def validate(spec, url, backend, path_prefix, tenant, headers, bearer_token_file, basic_auth_file, ca_file,
-             insecure_skip_verify, timeout, lookback, concurrency, checks, fmt, out_file) -> None:
+             insecure_skip_verify, timeout, lookback, concurrency, checks, label_limit, fmt, out_file) -> None:
     """Check a live Prometheus against SPEC: targets, every spec'd series on every GPU, values,
     gaps, loaded rules, driver versions. Says what is missing, where, since when and why."""
     from . import reporters
@@ -190,7 +193,9 @@ def validate(spec, url, backend, path_prefix, tenant, headers, bearer_token_file
         click.echo(f"gpumon validate: {exc}", err=True)
         sys.exit(EXIT_ERROR)
     with client:
-        report, code = run_validate(model, client, lookback=lookback_s, concurrency=concurrency, checks=chosen)
+        limit = label_limit or (30 if backend == "mimir" else None)
+        report, code = run_validate(model, client, lookback=lookback_s, concurrency=concurrency, checks=chosen,
+                                    label_limit=limit)
     text = reporters.render(report, fmt, color=fmt == "text" and sys.stdout.isatty())
     click.echo(text, nl=False)
     if out_file:

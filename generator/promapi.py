@@ -178,9 +178,13 @@ class PromClient:
         body = resp.text
         snippet = " ".join(body.strip().split())[:200]
         if "html" in ctype or body.lstrip()[:1] == "<":
-            raise PromError("auth", url, "received HTML (likely a login page from an auth proxy), not the Prometheus API",
-                            status, hint="pass credentials (--bearer-token-file, --basic-auth-file, --header) "
-                                         "or point --prom at the API behind the proxy")
+            if status < 400 or status in (401, 403):
+                raise PromError("auth", url, "received HTML (likely a login page from an auth proxy), not the "
+                                "Prometheus API", status, hint="pass credentials (--bearer-token-file, "
+                                "--basic-auth-file, --header) or point --prom at the API behind the proxy")
+            raise PromError("not-found" if status == 404 else "http", url,
+                            f"received an HTML error page, not the Prometheus API: {snippet[:120]!r}", status,
+                            hint="a proxy or ingress answered instead of Prometheus: check --prom and --path-prefix")
         try:
             doc = json.loads(body)
         except ValueError:
@@ -234,3 +238,16 @@ class PromClient:
             if not token:
                 return Answer(groups, ans.warnings, ans.infos)
             params = {"group_next_token": token, "group_limit": "100"}
+
+    def metadata(self, metric: str) -> Answer:
+        """``/api/v1/metadata?metric=M``; ``data`` is the list of ``{"type", "help", "unit"}``."""
+        ans = self.get("/api/v1/metadata", {"metric": metric})
+        ans.data = (ans.data or {}).get(metric) or [] if isinstance(ans.data, dict) else []
+        return ans
+
+    def series(self, match: str, start: float, end: float) -> Answer:
+        """``/api/v1/series``: ``data`` is the list of label sets of series matching ``match``
+        between ``start`` and ``end`` (unix seconds)."""
+        ans = self.get("/api/v1/series", {"match[]": match, "start": f"{start:.3f}", "end": f"{end:.3f}"})
+        ans.data = ans.data if isinstance(ans.data, list) else []
+        return ans

@@ -36,26 +36,36 @@ def render(report: Report, fmt: str, *, color: bool = False, width: int = 120) -
 
 
 def text(report: Report, *, color: bool = False, width: int = 120) -> str:
-    """A table per check, failures first, each finding with its hint; then a one-line tally."""
+    """Human-readable report. Findings with a file position (lint) come first as compiler-style
+    lines ``FILE:LINE:COL: severity check: subject: message`` (editors and terminals link them),
+    sorted by file and line; the others (validate) as a table per check, failures first, each with
+    its hint. Ends with a one-line tally."""
     buf = io.StringIO()
-    console = Console(file=buf, force_terminal=color, no_color=not color, width=width, highlight=False)
+    console = Console(file=buf, force_terminal=color, no_color=not color, width=width, highlight=False,
+                      soft_wrap=True)
     for key, value in report.summary.items():
-        console.print(f"{key}: {value}")
+        console.print(f"{key}: {value}", markup=False)
+    located = sorted((f for f in report.findings if f.location),
+                     key=lambda f: (f.location.file, f.location.line, f.location.column, f.check))
+    for f in located:
+        console.print(f"{f.location}: {f.severity} {f.check}: {f.subject}: {f.message}", markup=False)
+        if f.hint:
+            console.print(f"    hint: {f.hint}", markup=False)
     by_check: dict[str, list[Finding]] = defaultdict(list)
     for f in report.sorted_findings():
-        by_check[f.check].append(f)
+        if not f.location:
+            by_check[f.check].append(f)
     for check, items in by_check.items():
         table = Table(title=f"{check} ({len(items)})", title_justify="left", show_lines=False, expand=False)
         table.add_column("severity", no_wrap=True)
-        table.add_column("subject")
-        table.add_column("finding")
+        table.add_column("subject", overflow="fold")
+        table.add_column("finding", overflow="fold")
         for f in items:
-            where = f"{f.location}\n" if f.location else ""
             body = f.message + (f"\nhint: {f.hint}" if f.hint else "")
-            table.add_row(f.severity, where + f.subject, body)
+            table.add_row(f.severity, f.subject, body)
         console.print(table)
     tally = ", ".join(f"{report.count(s)} {s}" for s in ("error", "warning", "info", "inconclusive"))
-    console.print(f"{report.tool}: {len(report.checks) or 'no'} checks run; {tally}")
+    console.print(f"{report.tool}: {len(report.checks) or 'no'} checks run; {tally}", markup=False)
     return buf.getvalue()
 
 
@@ -78,11 +88,13 @@ def sarif(report: Report) -> str:
             result["locations"] = [{"physicalLocation": {
                 "artifactLocation": {"uri": f.location.file},
                 "region": {"startLine": max(1, f.location.line), "startColumn": max(1, f.location.column)}}}]
+            if f.location.pointer:
+                result["properties"] = {"jsonPointer": f.location.pointer}
         results.append(result)
     log = {
         "$schema": "https://json.schemastore.org/sarif-2.1.0.json",
         "version": "2.1.0",
-        "runs": [{"tool": {"driver": {"name": "gpumon", "informationUri": "https://github.com/gpumon/gpumon",
+        "runs": [{"tool": {"driver": {"name": "gpumon",
                                       "rules": [{"id": r, "name": r, "shortDescription": {"text": r}} for r in rule_ids]}},
                   "results": results}],
     }

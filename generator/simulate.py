@@ -40,9 +40,9 @@ from .localprom import ExpositionServer
 FAULT_KINDS = {
     "drop": "leave the metric out (a field the exporter no longer collects)",
     "intermittent": "leave the metric out on every k-th scrape of the node (`every`, default 2)",
-    "empty": "answer 200 with an empty page",
-    "http500": "answer HTTP 500",
-    "slow": "answer after `seconds` (default 2) seconds, e.g. beyond the scrape timeout",
+    "empty": "answer 200 with an empty page (with `every`: only on every k-th scrape)",
+    "http500": "answer HTTP 500 (with `every`: only on every k-th scrape, a flapping target)",
+    "slow": "answer after `seconds` (default 2) seconds, e.g. beyond the scrape timeout (`every` as above)",
     "sentinel": "serve the DCGM blank / not-supported code instead of a reading (dcgm_structs.h)",
     "nan": "serve NaN",
     "zero": "serve 0 (telemetry not really collected)",
@@ -96,7 +96,7 @@ class Fault:
     metric: str | None = None
     node: str | None = None
     gpu: int | None = None
-    every: int = 2
+    every: int | None = None
     seconds: float = 2.0
     value: str | None = None
     instances: int = 2
@@ -104,7 +104,7 @@ class Fault:
     def __post_init__(self):
         if self.kind not in FAULT_KINDS:
             raise FaultError(f"unknown fault kind {self.kind!r}; choose one of {', '.join(FAULT_KINDS)}")
-        if self.every < 1:
+        if self.every is not None and self.every < 1:
             raise FaultError(f"fault {self.kind}: every must be >= 1")
         if self.kind in ("value", "driver-version") and self.value is None:
             raise FaultError(f"fault {self.kind}: needs value")
@@ -248,6 +248,11 @@ class Fleet:
         self.clock = clock
         self.start = clock()
         self.counters = [c for c in counters() if c.name not in _VGPU_ONLY]
+        # 1.x mode writes the 1.x CSV's help texts and types (first entry wins: the CSV lists
+        # the PCIe byte fields twice)
+        self.legacy_counters: dict[str, Counter] = {}
+        for c in counters("1.x-compatibility-metrics.csv"):
+            self.legacy_counters.setdefault(c.name, c)
         self._lock = threading.Lock()
 
     def faults(self) -> list[Fault]:
@@ -297,7 +302,7 @@ class Fleet:
         for f in faults:
             if f.kind not in _METRIC_KINDS or not f.matches(node.name, gpu, name):
                 continue
-            if f.kind == "drop" or (f.kind == "intermittent" and node.scrapes % f.every == 0):
+            if f.kind == "drop" or (f.kind == "intermittent" and node.scrapes % (f.every or 2) == 0):
                 return None
             if f.kind == "sentinel":
                 return fmt_value(name, SENTINEL_FLOAT if name in FLOAT_FIELDS else SENTINEL_INT)
@@ -316,9 +321,12 @@ class Fleet:
         """One scrape of ``node_name``: (HTTP status, body). Applies node-level faults (slow, 500,
         empty) and counts the scrape (``intermittent`` uses the count)."""
         node = self.node(node_name)
-        faults = [f for f in self.faults() if f.matches(node.name)]
         with self._lock:
             node.scrapes += 1
+            count = node.scrapes
+        # node-level faults with `every` hit only every k-th scrape (a flapping target)
+        faults = [f for f in self.faults() if f.matches(node.name)
+                  and (f.kind not in ("empty", "http500", "slow") or not f.every or count % f.every == 0)]
         for f in faults:
             if f.kind == "slow" and f.gpu is None:
                 time.sleep(f.seconds)
@@ -359,8 +367,9 @@ class Fleet:
                         labels += [("err_code", "0"), ("err_msg", "No Error")]
                     inner = ",".join(f'{k}="{v}"' for k, v in labels)
                     series.append(f"{name}{{{inner}}} {value}")
-            lines.append(f"# HELP {name} {counter.help}")
-            lines.append(f"# TYPE {name} {counter.type}")
+            meta = self.legacy_counters.get(name, counter) if legacy else counter
+            lines.append(f"# HELP {name} {meta.help}")
+            lines.append(f"# TYPE {name} {meta.type}")
             lines.extend(series)
         return "\n".join(lines) + "\n"
 

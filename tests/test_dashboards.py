@@ -89,7 +89,7 @@ def _grafana_to_promql(expr: str, rate: str = "5m") -> str:
     expr = expr.replace("$__rate_interval", rate)
     expr = re.sub(r"\$__(interval|range)\b", "5m", expr)
     expr = re.sub(r"\$\{\w+(:\w+)?\}", ".*", expr)
-    return re.sub(r"\$\w+", ".*", expr)
+    return re.sub(r"\$[A-Za-z_]\w*", ".*", expr)  # $1 (label_replace references) is not a variable
 
 
 def _metric_names(node) -> set[str]:

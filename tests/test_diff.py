@@ -69,3 +69,16 @@ def test_git_revision_of_a_path(tmp_path, monkeypatch):
     assert result.output == "### gpumon diff: `git:HEAD:monitoring` → `monitoring`\n" + expected
     bad = CliRunner().invoke(cli, ["diff", "git:no-such-rev:monitoring", "monitoring"])
     assert bad.exit_code == 2 and "git:no-such-rev:monitoring" in bad.output
+
+
+def test_selector_label_and_group_interval_changes(tmp_path):
+    rule = ("    rules:\n    - record: job_node:gpu_temp:max\n"
+            "      expr: max by (job, Hostname) (DCGM_FI_DEV_GPU_TEMP{job=\"dcgm-exporter\"})\n")
+    head = "apiVersion: monitoring.coreos.com/v1\nkind: PrometheusRule\nmetadata:\n  name: gpu\n  namespace: mon\n"
+    (tmp_path / "old.yaml").write_text(head + "  labels:\n    release: kube-prometheus-stack\nspec:\n  groups:\n"
+                                       "  - name: gpu\n    interval: 1m\n" + rule)
+    (tmp_path / "new.yaml").write_text(head + "spec:\n  groups:\n  - name: gpu\n" + rule)
+    md = compare(read(str(tmp_path / "old.yaml")), read(str(tmp_path / "new.yaml")), "a", "b").markdown()
+    assert "- group `gpu`: evaluation interval 1m → global default" in md
+    assert "- PrometheusRule `mon/gpu`: metadata label `release`: `kube-prometheus-stack` → none" in md
+    assert "rule groups / PrometheusRule objects: 2 changed" in md

@@ -127,6 +127,8 @@ def test_sarif_validates_against_the_sarif_schema(default_spec):
     assert len(results) == len(report.findings)
     regions = {(r["ruleId"], r["locations"][0]["physicalLocation"]["region"]["startLine"]) for r in results}
     assert ("absent-no-selector", 5) in regions and ("dashboard-deprecated-panel", 83) in regions
+    pointers = {r.get("properties", {}).get("jsonPointer") for r in results}
+    assert "/panels/0/type" in pointers and "/__inputs" in pointers
 
 
 def test_junit_and_github_formats():
@@ -186,5 +188,35 @@ def test_official_dcgm_exporter_dashboard(default_spec):
 def test_macros_and_variables_substituted(default_spec):
     report = lint([CORPUS / "clean_dashboard.json"], default_spec)
     assert report.findings == []
-    assert "2 PromQL queries" not in report.summary["inputs"]  # the variable query counts too
-    assert "3 PromQL queries" in report.summary["inputs"]
+    # 3 panel queries and the variable query (label_values wrapper removed)
+    assert "4 PromQL queries" in report.summary["inputs"]
+
+
+def test_helm_templates_are_skipped_not_unreadable(tmp_path, default_spec):
+    (tmp_path / "servicemonitor.yaml").write_text(
+        "{{- if .Values.serviceMonitor.enabled }}\napiVersion: monitoring.coreos.com/v1\nkind: ServiceMonitor\n"
+        "{{- end }}\n")
+    shutil.copy(CORPUS / "mig_sum.yaml", tmp_path / "rules.yaml")
+    report = lint([tmp_path], default_spec)
+    assert [f.check for f in report.findings] == ["mig-sum-without-uuid"]
+    assert report.summary["skipped"].startswith("1 Helm/Go template")
+    assert run(tmp_path).exit_code == 0
+
+
+def test_malformed_inputs_give_findings_not_tracebacks(tmp_path):
+    (tmp_path / "a.yaml").write_text("groups: hello\n")
+    (tmp_path / "b.yaml").write_text("groups:\n- 3\n- name: x\n  rules: 5\n- name: y\n  rules:\n  - 7\n  - alert: X\n"
+                                     "  - alert: Y\n    expr: [1,2]\n    for: 5\n    labels: 3\n")
+    (tmp_path / "c.yaml").write_text("kind: PrometheusRule\nmetadata: 3\nspec: 4\n")
+    (tmp_path / "d.json").write_text(json.dumps({"panels": [3, {"targets": 5}, {"id": 1, "gridPos": {"x": "a"},
+                                                 "targets": [{"expr": 5}, {"expr": "rate("}]}],
+                                                 "templating": {"list": [3, {"name": "v", "type": "query",
+                                                                             "query": 5}]}}))
+    (tmp_path / "e.json").write_text("[1, 2]")
+    (tmp_path / "f.yaml").write_bytes(b"\xff\xfe")
+    result = run(tmp_path, "-f", "json")
+    assert result.exit_code == 2, result.output
+    found = sorted((f["check"], Path(f["location"]["file"]).name) for f in json.loads(result.stdout)["findings"])
+    assert found == [("input-unreadable", "f.yaml"), ("prometheusrule-selector-labels", "c.yaml"),
+                     ("promql-syntax", "b.yaml"), ("promql-syntax", "d.json"),
+                     ("rule-invalid", "b.yaml"), ("rule-invalid", "b.yaml")]

@@ -10,7 +10,6 @@ from pathlib import Path
 
 import jsonschema
 import promql_parser
-import pytest
 import yaml
 
 from generator import writer

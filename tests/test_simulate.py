@@ -129,7 +129,10 @@ def test_hostname_rename_legacy_names_mig_driver():
     labels = dict(series(page(fleet))[0][1])
     assert labels["hostname"] == "gpu-node-1" and "Hostname" not in labels
 
-    legacy = series(page(Fleet(1, 1, [Fault("legacy-names")])))
+    legacy_text = page(Fleet(1, 1, [Fault("legacy-names")]))
+    # help texts from the 1.x CSV (no final period there), not from default-counters.csv
+    assert "# HELP dcgm_nvlink_bandwidth_total Total number of NVLink bandwidth counters for all lanes\n" in legacy_text
+    legacy = series(legacy_text)
     names = {n for n, _, _ in legacy}
     assert "dcgm_gpu_temp" in names and not any(n.startswith("DCGM_FI_") for n in names)
     assert dict(legacy[0][1])["uuid"] == gpu_uuid("gpu-node-1", 0)
@@ -151,6 +154,11 @@ def test_node_level_faults():
     assert fleet.page("gpu-node-1")[0] == 500
     assert fleet.page("gpu-node-2") == (200, "")
     assert "DCGM_FI_DEV_GPU_TEMP{" in page(fleet, "gpu-node-3")
+
+
+def test_node_fault_every_kth_scrape_flaps():
+    fleet = Fleet(1, 1, [Fault("http500", every=3)])
+    assert [fleet.page("gpu-node-1")[0] for _ in range(6)] == [200, 200, 500, 200, 200, 500]
 
 
 def test_fault_file_reread_every_scrape(tmp_path):
@@ -204,3 +212,13 @@ def test_cli_dump_and_usage_errors():
     assert "DCGM_FI_DEV_GPU_TEMP{gpu=\"1\"" in res.output and "DCGM_FI_DEV_GPU_UTIL{" not in res.output
     res = runner.invoke(cli, ["simulate", "--fault", "kind=nope"])
     assert res.exit_code == 2 and "unknown fault kind" in res.output and "Traceback" not in res.output
+
+
+def test_cli_port_in_use_is_exit_2():
+    import socket
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen()
+        port = sock.getsockname()[1]
+        res = CliRunner().invoke(cli, ["simulate", "--nodes", "1", "--port", str(port)])
+    assert res.exit_code == 2 and f"cannot listen on 127.0.0.1:{port}:" in res.output

@@ -45,6 +45,7 @@ FAULTY = [
     Fault("slow", node="gpu-node-9", seconds=2.5),
     Fault("mig", node="gpu-node-10", gpu=1),
     Fault("drop", metric="DCGM_FI_DEV_MEM_COPY_UTIL"),  # gone everywhere (C01)
+    Fault("http500", node="gpu-node-12", every=2),       # flapping (C17)
 ]
 #: written to the fault file once Prometheus has history: a GPU disappears, a field disappears
 LATER = "faults:\n  - {kind: drop, node: gpu-node-11, gpu: 1}\n  - {kind: drop, metric: DCGM_FI_DEV_SM_CLOCK, node: gpu-node-11, gpu: 0}\n"
@@ -61,11 +62,11 @@ def env(tmp_path_factory):
     rules = tmp / "gpumon.rules.yaml"
     rules.write_text(render.render(spec_for("dcgm-exporter"))["rules/gpumon.rules.yaml"])
     fault_file = tmp / "faults.yaml"
-    healthy, faulty = Fleet(2, 2), Fleet(11, 2, FAULTY, fault_file=fault_file)
+    healthy, faulty = Fleet(2, 2), Fleet(12, 2, FAULTY, fault_file=fault_file)
     with Simulator(healthy) as hs, Simulator(faulty) as fs:
         targets = {"dcgm-healthy": list(hs.targets.values()), "dcgm-exporter": list(fs.targets.values())}
         with LocalPrometheus(targets, rule_files=[rules], scrape_interval="1s", scrape_timeout="1s") as prom:
-            ok = prom.wait_for(lambda: len(prom.query('count_over_time(up{job="dcgm-exporter"}[1m]) >= 5')) == 11
+            ok = prom.wait_for(lambda: len(prom.query('count_over_time(up{job="dcgm-exporter"}[1m]) >= 5')) == 12
                                and len(prom.query('count_over_time(up{job="dcgm-healthy"}[1m]) >= 5')) == 2, 90)
             assert ok, prom.logs()
             fault_file.write_text(LATER)
@@ -117,10 +118,13 @@ def test_target_down_and_timeout_and_empty(env, faulty):
     slow = by_check(report, "scrape-timeout")
     assert [f.subject for f in slow] == [t["gpu-node-9"]] and "deadline exceeded" in slow[0].message
     assert [f.subject for f in by_check(report, "target-empty")] == [t["gpu-node-8"]]
+    flap = by_check(report, "target-flapping")
+    assert [f.subject for f in flap] == [t["gpu-node-12"]] and "switching between up and down" in flap[0].message
+    assert not [f for f in report.findings if f.subject == t["gpu-node-12"] and f.check != "target-flapping"]
     # collapsed: no per-GPU finding for the down/empty nodes
     for f in report.findings:
         if f.check.startswith(("series-", "value-", "gpu-lost", "legacy")):
-            assert not any(n in f.message for n in ("gpu-node-3 ", "gpu-node-8 ", "gpu-node-9 ")), f
+            assert not any(n in f.message for n in ("gpu-node-3 ", "gpu-node-8 ", "gpu-node-9 ", "gpu-node-12 ")), f
 
 
 def test_missing_on_one_gpu_and_whole_node(faulty):
@@ -241,3 +245,17 @@ def test_cli_json_and_junit(env, tmp_path):
     assert "DCGM_FI_DEV_SM_CLOCK" in failed and "DCGM_FI_DEV_GPU_TEMP" in failed  # legacy node
     res = runner.invoke(cli, ["validate", str(spec), "--prom", env["prom"].url, "--lookback", "1m", "--format", "github"])
     assert "::error title=series-missing%3A DCGM_FI_DEV_SM_CLOCK on gpu-node-1::" in res.output
+
+
+def test_metadata_type_mismatch_and_label_limit(env):
+    report, code = run(env, spec_for("dcgm-healthy"), checks=("metadata",))
+    mism = by_check(report, "type-mismatch")
+    # the spec says gauge; the exporter's CSV types it counter although it goes down (dcgm-exporter#417)
+    assert [f.subject for f in mism] == ["DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL"] and mism[0].severity == "info"
+    assert code == 0
+    # exposed series carry 10 label names: __name__, job, instance + 7 from the exporter
+    report, code = run(env, spec_for("dcgm-healthy"), checks=("metadata",), label_limit=9)
+    (limit,) = by_check(report, "label-limit")
+    assert limit.severity == "warning" and "4 series of DCGM_FI_DEV_GPU_TEMP" in limit.message and code == 0
+    report, _ = run(env, spec_for("dcgm-healthy"), checks=("metadata",), label_limit=10)
+    assert not by_check(report, "label-limit")

@@ -101,7 +101,7 @@ def test_partial_response_warnings_are_inconclusive_exit_3():
             return ok({"groups": [{"name": g.name, "rules": [{"name": r.name, "health": "ok",
                                                               "type": "alerting" if r.alert else "recording"}
                                                              for r in g.rules]} for g in build_groups(SPEC)]})
-        q = request.url.params["query"]
+        q = request.url.params.get("query", "")
         if q == "vector(1)":
             return ok({"resultType": "vector", "result": [{"metric": {}, "value": [1.0, "1"]}]})
         return ok(vector(), warnings=warn)  # every data query is partial
@@ -128,8 +128,10 @@ def test_timeout_is_exit_2_with_hint():
     (httpx.Response(404, text="404 page not found\n"), "api-not-found", "404 page not found"),
     (httpx.Response(400, json={"status": "error", "errorType": "bad_data", "error": "invalid parameter \"query\""}),
      "api-error", "bad_data: invalid parameter"),
-    (httpx.Response(502, text="<html>Bad Gateway</html>", headers={"content-type": "text/html"}), "auth-error",
-     "received HTML"),
+    (httpx.Response(502, text="<html>Bad Gateway</html>", headers={"content-type": "text/html"}), "http-error",
+     "received an HTML error page"),
+    (httpx.Response(403, text="<html><body>Forbidden. Sign in</body></html>", headers={"content-type": "text/html"}),
+     "auth-error", "received HTML (likely a login page"),
     (httpx.Response(503, text="upstream connect error"), "http-error", "upstream connect error"),
 ])
 def test_garbage_answers_exit_2(resp, check, text):
@@ -145,7 +147,7 @@ def test_query_error_inside_a_check_is_inconclusive():
                                           "lastScrapeDuration": 0.1, "scrapeTimeout": "10s"}]})
         if request.url.path == "/api/v1/rules":
             return httpx.Response(503, json={"status": "error", "errorType": "unavailable", "error": "rule manager down"})
-        q = request.url.params["query"]
+        q = request.url.params.get("query", "")
         if q == "vector(1)":
             return ok({"resultType": "vector", "result": [{"metric": {}, "value": [1.0, "1"]}]})
         return ok(vector())

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 
 from ..durations import format_duration
+from ..kube import kubernetes
 from ..rules import names
 from .sdk import db
 from ..spec import Metric, Spec
-from . import base, queries as q
+from . import base, kube as kube_panels, queries as q
 from .panels import Board, Query, stat_panel, table_panel, threshold_steps, timeseries_panel
 from .queries import FLEET
 from .units import COUNT, plot
@@ -73,31 +74,36 @@ def dashboard(spec: Spec) -> db.Dashboard:
     up = f"up{{{q.target_sel(spec)}}}"
     lookback = format_duration(spec.alerts.inventory_lookback)
     alert_thresholds = threshold_steps(steps=[(None, "green"), (1, "orange")])
+    # With the kubernetes section two more stats (GPUs expected, GPUs missing) share the line.
+    expected = kube_panels.expected_stats(spec, fleet=True) if kubernetes(spec) is not None else []
+    w = 3 if expected else 4
     b.add(stat_panel("GPUs reporting", [Query(reporting, "reporting")], COUNT,
                      description="GPUs reporting at least one required field now (gpumon inventory).",
                      no_value=base.no_value(spec, "No GPU in the inventory: targets down, or gpumon's "
-                                            "recording rules not loaded.", "GpuExporterTargetMissing")), 4, 4)
+                                            "recording rules not loaded.", "GpuExporterTargetMissing")), w, 4)
+    for panel in expected:
+        b.add(panel, w, 4)
     b.add(stat_panel(f"GPUs seen in {lookback}", [Query(known, "known")], COUNT,
                      description=f"GPUs in the inventory at any time in the last {lookback} "
                                  "(alerts.inventory_lookback).",
-                     no_value="No GPU seen: see GPUs reporting."), 4, 4)
+                     no_value="No GPU seen: see GPUs reporting."), w, 4)
     b.add(stat_panel("GPUs lost", [Query(f"({known}) - ({reporting})", "lost")], COUNT,
                      description=f"Seen in the last {lookback} but silent now (alert GpuLost).",
                      thresholds=threshold_steps(steps=[(None, "green"), (1, "red")]),
                      no_value=base.no_value(spec, "No inventory series.", "GpuLost"),
-                     links=base.runbook_links(spec, "GpuLost")), 4, 4)
+                     links=base.runbook_links(spec, "GpuLost")), w, 4)
     b.add(stat_panel("Exporter targets up", [Query(f"count({up} == 1)", "up")], COUNT,
                      description=f"dcgm-exporter targets of job {spec.exporter.job} whose last scrape succeeded.",
                      thresholds=threshold_steps(steps=[(None, "red"), (1, "green")]),
                      no_value=base.no_value(spec, "No target up.", "GpuExporterTargetMissing"),
-                     links=base.runbook_links(spec, "GpuExporterTargetMissing")), 4, 4)
+                     links=base.runbook_links(spec, "GpuExporterTargetMissing")), w, 4)
     b.add(stat_panel("Exporter targets down", [Query(f"count({up} == 0) or vector(0)", "down")], COUNT,
                      description="Targets whose last scrape failed (alert GpuExporterDown).",
                      thresholds=threshold_steps(steps=[(None, "green"), (1, "red")]),
-                     links=base.runbook_links(spec, "GpuExporterDown")), 4, 4)
+                     links=base.runbook_links(spec, "GpuExporterDown")), w, 4)
     b.add(stat_panel("gpumon alerts firing", [Query(f"count({q.firing_alerts(spec)}) or vector(0)", "firing")],
                      COUNT, description="Alerts from gpumon's rules that fire now.",
-                     thresholds=alert_thresholds), 4, 4)
+                     thresholds=alert_thresholds), w, 4)
     b.add(timeseries_panel("GPUs reporting vs inventory", [Query(reporting, "reporting now"),
                                                             Query(known, f"seen in {lookback}")], COUNT,
                            description="A gap between the lines is GPUs that stopped reporting.",

@@ -10,11 +10,12 @@ from __future__ import annotations
 
 
 from ..durations import format_duration
+from ..kube import kubernetes
 from ..rules import names
 from ..rules.promql import num
 from .sdk import db
 from ..spec import Spec
-from . import base, queries as q
+from . import base, kube as kube_panels, queries as q
 from .panels import (Board, Query, stat_panel, state_timeline_panel, table_panel, threshold_steps,
                      timeseries_panel, up_down_mappings)
 from .queries import FLEET
@@ -176,6 +177,9 @@ def dashboard(spec: Spec) -> db.Dashboard:
     b = Board()
     b.row("Exporter targets")
     _targets(spec, b)
+    k = kubernetes(spec)
+    if k is not None:
+        kube_panels.exporter_row(spec, k, b)
     b.row("Field coverage")
     _coverage_panels(spec, b)
     b.row("Missing fields and gaps")

@@ -91,10 +91,10 @@ def timeseries_panel(title: str, queries: list[Query], unit: str, *, description
                      thresholds: db.ThresholdsConfig | None = None, no_value: str | None = None,
                      min_interval: str | None = None, links: list[tuple[str, str]] = (),
                      min_val: float | None = None, max_val: float | None = None,
-                     soft_max: float | None = None) -> timeseries.Panel:
+                     soft_max: float | None = None, bars: bool = False) -> timeseries.Panel:
     """A time series panel with a table legend (last, max) and a shared tooltip. Thresholds, when
     given, are drawn as dashed lines. ``min_interval`` floors ``$__interval`` (and so
-    ``$__rate_interval``) for rate queries."""
+    ``$__rate_interval``) for rate queries. ``bars`` draws bars (counts per interval)."""
     p = _common(timeseries.Panel(), title, description, queries, unit, no_value, list(links))
     p = p.legend(cb.VizLegendOptions().show_legend(True).display_mode(cm.LegendDisplayMode.TABLE)
                  .placement(cm.LegendPlacement.BOTTOM).calcs(["lastNotNull", "max"]))
@@ -111,6 +111,8 @@ def timeseries_panel(title: str, queries: list[Query], unit: str, *, description
         p = p.max(max_val)
     if soft_max is not None:
         p = p.axis_soft_max(soft_max)
+    if bars:
+        p = p.draw_style(cm.GraphDrawStyle.BARS).fill_opacity(80)
     return p
 
 
@@ -129,12 +131,24 @@ def stat_panel(title: str, queries: list[Query], unit: str, *, description: str 
 
 def table_panel(title: str, queries: list[Query], unit: str, *, description: str = "",
                 no_value: str | None = None, links: list[tuple[str, str]] = (),
-                hide: tuple[str, ...] = ("Time", "Value", "__name__")) -> table.Panel:
+                hide: tuple[str, ...] = ("Time", "Value", "__name__"), merge: bool = False,
+                rename: dict[str, str] | None = None, sort_desc: str | None = None) -> table.Panel:
     """A table of instant query results, one row per series, with the columns in ``hide``
-    removed (``organize`` transformation)."""
+    removed (``organize`` transformation).
+
+    ``merge`` joins the results of several queries into one row per label set (Grafana's
+    ``merge`` transformation; values land in columns ``Value #A``, ``Value #B`` ...), ``rename``
+    maps column names to titles, ``sort_desc`` sorts by that (renamed) column, largest first.
+    """
     p = _common(table.Panel(), title, description, queries, unit, no_value, list(links))
-    p = p.with_transformation(dm.DataTransformerConfig(
-        id_val="organize", options={"excludeByName": {name: True for name in hide}}))
+    if merge:
+        p = p.with_transformation(dm.DataTransformerConfig(id_val="merge", options={}))
+    options: dict = {"excludeByName": {name: True for name in hide}}
+    if rename:
+        options["renameByName"] = dict(rename)
+    p = p.with_transformation(dm.DataTransformerConfig(id_val="organize", options=options))
+    if sort_desc:
+        p = p.sort_by([cb.TableSortByFieldState().display_name(sort_desc).desc(True)])
     return p.filterable(True)
 
 

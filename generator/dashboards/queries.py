@@ -11,8 +11,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from ..rules import all_rules, names
-from ..rules.promql import by, dur, gpu_ids, num
-from ..spec import DCGM_BLANK_MIN, Metric, Spec
+from ..rules.promql import by, dur, gpu_ids, plausible_filter
+from ..spec import Metric, Spec
 from .units import plot
 
 #: Grafana's rate window: at least 4 x the datasource's scrape interval (C28)
@@ -64,14 +64,7 @@ def target_sel(spec: Spec) -> str:
 def plausible(spec: Spec, m: Metric, scope: Scope) -> str:
     """The metric's series in ``scope`` limited to plausible readings (spec range, below the
     DCGM blank sentinels, not NaN), so one broken GPU does not skew fleet aggregates."""
-    expr = sel(spec, m.name, scope)
-    if m.range_min is not None:
-        expr += f" >= {num(m.range_min)}"
-    if m.range_max is not None:
-        expr += f" <= {num(m.range_max)}"
-    else:
-        expr += f" < {DCGM_BLANK_MIN}"
-    return expr
+    return sel(spec, m.name, scope) + plausible_filter(m)
 
 
 def per_gpu(spec: Spec, m: Metric, scope: Scope, only_plausible: bool = False) -> str:

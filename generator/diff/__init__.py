@@ -64,7 +64,8 @@ def rule_views(inputs: Inputs) -> list[RuleView]:
 def _score(a: RuleView, b: RuleView) -> int:
     la = {k: v for k, v in a.labels if k != "severity"}
     lb = {k: v for k, v in b.labels if k != "severity"}
-    return 4 * (a.expr == b.expr) + 4 * (la == lb) + (a.severity == b.severity) + (a.group == b.group) + (a.for_ == b.for_)
+    return (4 * (a.expr == b.expr) + 4 * (la == lb) + (a.severity == b.severity) + (a.group == b.group)
+            + (a.for_ == b.for_))
 
 
 def pair_rules(old: list[RuleView], new: list[RuleView]):
@@ -182,7 +183,8 @@ def _variables(doc: dict) -> dict:
     return {str(v.get("name")): v for v in lst if isinstance(v, dict) and v.get("name")}
 
 
-_VAR_FIELDS = ("type", "query", "definition", "datasource", "regex", "multi", "includeAll", "allValue", "refresh", "hide")
+_VAR_FIELDS = ("type", "query", "definition", "datasource", "regex", "multi", "includeAll", "allValue", "refresh",
+               "hide")
 
 
 def _panel_name(p: dict) -> str:
@@ -217,6 +219,9 @@ def dashboard_changes(old: dict, new: dict) -> list[str]:
             out.append(f"- {name}: thresholds {_q(_thresholds(a))} → {_q(_thresholds(b))}")
         if a.get("datasource") != b.get("datasource"):
             out.append(f"- {name}: datasource {_q(_json(a.get('datasource')))} → {_q(_json(b.get('datasource')))}")
+        others = _other_changes(a, b, _PANEL_COMPARED)
+        if others:
+            out.append(f"- {name}: other settings changed: {', '.join(f'`{k}`' for k in others)}")
         ta, tb = _targets(a, vo), _targets(b, vn)
         for ref in sorted(ta.keys() | tb.keys()):
             if ref not in ta:
@@ -229,6 +234,9 @@ def dashboard_changes(old: dict, new: dict) -> list[str]:
                             "  ```"]
                 if ta[ref][2] != tb[ref][2]:
                     out.append(f"- {name}: query {ref} legend {_q(ta[ref][2])} → {_q(tb[ref][2])}")
+    others = _other_changes(old, new, _DASHBOARD_COMPARED)
+    if others:
+        out.append(f"- dashboard settings changed: {', '.join(f'`{k}`' for k in others)}")
     for key in sorted(vn.keys() - vo.keys()):
         out.append(f"- variable added: `${key}` ({vn[key].get('type')}: {_q(_json(_vquery(vn[key])))})")
     for key in sorted(vo.keys() - vn.keys()):
@@ -243,6 +251,33 @@ def dashboard_changes(old: dict, new: dict) -> list[str]:
     return out
 
 
+#: Panel keys reported on their own above, or bookkeeping Grafana rewrites on every save.
+_PANEL_COMPARED = {"title", "type", "gridPos", "datasource", "targets", "panels", "id", "pluginVersion",
+                   "fieldConfig.defaults.unit", "fieldConfig.defaults.thresholds", "yaxes", "thresholds"}
+_DASHBOARD_COMPARED = {"title", "panels", "templating", "version", "id", "iteration", "uid", "rows"}
+
+
+def _flat_keys(doc: dict) -> dict:
+    """Top-level keys, with ``fieldConfig.defaults`` split one level deeper (unit, links ...)."""
+    out = {}
+    for key, value in doc.items():
+        if key == "fieldConfig" and isinstance(value, dict):
+            for sub, subval in value.items():
+                if sub == "defaults" and isinstance(subval, dict):
+                    out.update({f"fieldConfig.defaults.{k}": v for k, v in subval.items()})
+                else:
+                    out[f"fieldConfig.{sub}"] = subval
+        else:
+            out[key] = value
+    return out
+
+
+def _other_changes(a: dict, b: dict, compared: set) -> list[str]:
+    """Keys (besides ``compared``) whose values differ between two panels or dashboards."""
+    fa, fb = _flat_keys(a), _flat_keys(b)
+    return sorted(k for k in fa.keys() | fb.keys() if k not in compared and fa.get(k) != fb.get(k))
+
+
 def _vquery(var: dict):
     q = var.get("query")
     return q.get("query") if isinstance(q, dict) and "query" in q else q
@@ -252,6 +287,35 @@ def _json(value):
     if value is None:
         return None
     return value if isinstance(value, str) else json.dumps(value, sort_keys=True)
+
+
+def _group_and_object_changes(old: Inputs, new: Inputs, diff: "Diff") -> list[str]:
+    """Group evaluation intervals and PrometheusRule metadata labels (the labels the Prometheus
+    ruleSelector matches: losing one unloads every rule of the object)."""
+    lines = []
+    go = {r.group: _seconds(r.group_interval) for r in old.rules}
+    gn = {r.group: _seconds(r.group_interval) for r in new.rules}
+    for group in sorted(go.keys() & gn.keys()):
+        if go[group] != gn[group]:
+            lines.append(f"- group `{group}`: evaluation interval {_fmt_interval(go[group])} → "
+                         f"{_fmt_interval(gn[group])}")
+    oo = {f"{o.namespace}/{o.name}": o.labels for o in old.objects}
+    on = {f"{o.namespace}/{o.name}": o.labels for o in new.objects}
+    for key in sorted(on.keys() - oo.keys()):
+        lines.append(f"- PrometheusRule `{key}` added")
+    for key in sorted(oo.keys() - on.keys()):
+        lines.append(f"- PrometheusRule `{key}` removed")
+    for key in sorted(oo.keys() & on.keys()):
+        for label in sorted(oo[key].keys() | on[key].keys()):
+            if oo[key].get(label) != on[key].get(label):
+                lines.append(f"- PrometheusRule `{key}`: metadata label `{label}`: {_q(oo[key].get(label))} → "
+                             f"{_q(on[key].get(label))} (Prometheus selects rule objects by these labels)")
+    diff.counts["rule groups / PrometheusRule objects changed"] = len(lines)
+    return lines
+
+
+def _fmt_interval(seconds: float | None) -> str:
+    return "global default" if seconds is None else format_duration(seconds)
 
 
 # --------------------------------------------------------------------------- report
@@ -293,7 +357,8 @@ def compare(old: Inputs, new: Inputs, old_name: str, new_name: str) -> Diff:
         added, removed, pairs = pair_rules([r for r in ro if r.kind == kind], [r for r in rn if r.kind == kind])
         lines = []
         for r in added:
-            lines += [f"- **added** {r.title} in `{r.group}`" + (f", for {_fmt_for(r.for_)}" if kind == "alert" else ""),
+            where = f"- **added** {r.title} in `{r.group}`" + (f", for {_fmt_for(r.for_)}" if kind == "alert" else "")
+            lines += [where,
                       "  ```promql"] + [f"  {ln}" for ln in r.expr.splitlines()] + ["  ```"]
         for r in removed:
             lines.append(f"- **removed** {r.title} from `{r.group}`")
@@ -308,6 +373,7 @@ def compare(old: Inputs, new: Inputs, old_name: str, new_name: str) -> Diff:
         diff.counts[f"{title.lower()} added"] = len(added)
         diff.counts[f"{title.lower()} removed"] = len(removed)
         diff.counts[f"{title.lower()} changed"] = changed
+    diff.sections.append(("Rule groups and PrometheusRule objects", _group_and_object_changes(old, new, diff)))
     do = {_dash_key(d.doc): d.doc for d in old.dashboards}
     dn = {_dash_key(d.doc): d.doc for d in new.dashboards}
     dash_lines: list[str] = []

@@ -65,6 +65,8 @@ def lint(paths: Iterable[str | Path], spec: Spec, disable: Iterable[str] = ()) -
                   f"objects, {len(inputs.dashboards)} dashboards, {len(inputs.queries)} PromQL queries",
         "spec": spec.path,
     }
+    if inputs.templates:
+        report.summary["skipped"] = f"{len(inputs.templates)} Helm/Go template files (render them to lint them)"
     return report
 
 

@@ -50,7 +50,12 @@ def lint_command(paths, spec_path, fmt, fail_on, disable, list_checks) -> None:
                    f"known: {', '.join(check_ids())}", err=True)
         sys.exit(EXIT_ERROR)
     spec = load_or_exit(spec_path)
-    report = lint(list(paths) or ["output"], spec, disabled)
+    try:
+        report = lint(list(paths) or ["output"], spec, disabled)
+    except Exception as exc:  # noqa: BLE001 - a bug must not end in a traceback for users
+        click.echo(f"gpumon: internal error in lint ({type(exc).__name__}: {exc}); please report it with the "
+                   "input that caused it", err=True)
+        sys.exit(EXIT_ERROR)
     click.echo(reporters.render(report, fmt), nl=False)
     if any(f.check == loader.UNREADABLE for f in report.findings):
         click.echo("gpumon: some input could not be read (see input-unreadable findings)", err=True)

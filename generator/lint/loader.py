@@ -2,7 +2,8 @@
 
 Inputs (by content, not by file name):
 - Prometheus rule files (``groups:``), several YAML documents per file allowed;
-- PrometheusRule objects (``kind: PrometheusRule``, rules under ``spec.groups``);
+- PrometheusRule objects (``kind: PrometheusRule``, rules under ``spec.groups``), also inside
+  ``kind: List`` (``kubectl get -o yaml``);
 - Grafana dashboard JSON (``panels`` at the top, or under ``dashboard`` as the HTTP API writes it);
 - dashboards embedded in ConfigMaps (each ``data`` value that is dashboard JSON, as the Grafana
   sidecar reads them) and in grafana-operator ``GrafanaDashboard`` objects (``spec.json``).
@@ -13,7 +14,8 @@ YAML 1.2 flow syntax), which gives each key's line without a hand-written JSON p
 dashboard inside a YAML block scalar (``|``) is shifted to the lines of the YAML file.
 
 Unreadable input (YAML/JSON syntax errors, unreadable files) becomes an ``input-unreadable``
-finding; the CLI exits 2 for it.
+finding; the CLI exits 2 for it. YAML that does not parse and contains ``{{`` is taken for a
+Helm/Go template (not YAML until rendered) and skipped; the report summary counts such files.
 
 Ignore comments: ``# gpumon-lint: ignore <check-id>[,<check-id>...]`` on a rule's lines or on the
 comment lines right above it silences those checks for that rule; ``# gpumon-lint: ignore-file
@@ -26,9 +28,11 @@ from __future__ import annotations
 import json
 import os
 import re
+from functools import partial
 from pathlib import Path
 from typing import Iterable
 
+import yaml
 from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
 from ruamel.yaml.error import YAMLError
@@ -105,10 +109,39 @@ def _yaml() -> YAML:
     return yaml
 
 
+def _relevant(text: str) -> bool:
+    """Cheap first look with libyaml (C): does any document hold rules or dashboards? The
+    position-keeping ruamel.yaml loader is ~30x slower, so other YAML (promtool tests, values
+    files) is not loaded twice. True when unsure (no libyaml, syntax error: ruamel reports it)."""
+    loader = getattr(yaml, "CSafeLoader", None)
+    if loader is None:
+        return True
+    try:
+        docs = list(yaml.load_all(text, Loader=loader))
+    except yaml.YAMLError:
+        return True
+    stack = list(docs)
+    while stack:
+        doc = stack.pop()
+        if not isinstance(doc, dict):
+            continue
+        kind = doc.get("kind")
+        if kind == "List" and isinstance(doc.get("items"), list):
+            stack.extend(doc["items"])
+        elif kind in ("PrometheusRule", "ConfigMap", "GrafanaDashboard") or (kind is None and "groups" in doc):
+            return True
+    return False
+
+
 def _load_yaml_file(text: str, name: str, inputs: Inputs) -> None:
+    if not _relevant(text):
+        return
     try:
         docs = list(_yaml().load_all(text))
     except YAMLError as exc:
+        if "{{" in text:  # a Helm/Go template, not YAML until rendered: nothing to check
+            inputs.templates.append(name)
+            return
         mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
         line, col = (mark.line + 1, mark.column + 1) if mark else (1, 1)
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
@@ -116,9 +149,7 @@ def _load_yaml_file(text: str, name: str, inputs: Inputs) -> None:
         return
     lines = text.splitlines()
     rule_starts: list[tuple[int, Rule]] = []
-    for doc in docs:
-        if not isinstance(doc, CommentedMap):
-            continue
+    for doc in _flatten_lists(docs):
         kind = doc.get("kind")
         if kind == "PrometheusRule":
             obj = _rule_object(doc, name)
@@ -138,6 +169,17 @@ def _load_yaml_file(text: str, name: str, inputs: Inputs) -> None:
         elif "groups" in doc and kind is None:
             _load_groups(doc, name, lines, inputs, rule_starts, None)
     _collect_ignores(lines, name, rule_starts, inputs)
+
+
+def _flatten_lists(docs) -> list:
+    """YAML documents, with the items of ``kind: List`` objects (``kubectl get -o yaml``) in place."""
+    out = []
+    for doc in docs:
+        if isinstance(doc, CommentedMap) and doc.get("kind") == "List" and isinstance(doc.get("items"), CommentedSeq):
+            out.extend(_flatten_lists(doc["items"]))
+        elif isinstance(doc, CommentedMap):
+            out.append(doc)
+    return out
 
 
 def _pos(node, key) -> tuple[int, int]:
@@ -179,34 +221,38 @@ def _load_groups(doc: CommentedMap, name: str, lines: list[str], inputs: Inputs,
         for i, raw in enumerate(rules):
             if not isinstance(raw, CommentedMap):
                 continue
-            rule = _rule(raw, str(group.get("name", "")), name, lines, obj, _pos(rules, i))
+            rule = _rule(raw, str(group.get("name", "")), name, lines, obj, _pos(rules, i), group.get("interval"))
             inputs.rules.append(rule)
             if rule.expr is not None:
                 inputs.queries.append(rule.expr)
             rule_starts.append((_pos(rules, i)[0] + 1, rule))
 
 
-def _rule(raw: CommentedMap, group: str, name: str, lines: list[str], obj, item_pos) -> Rule:
+def _rule(raw: CommentedMap, group: str, name: str, lines: list[str], obj, item_pos,
+          group_interval=None) -> Rule:
     kind = "alert" if "alert" in raw else "record"
     rname = str(raw.get(kind, "") or "")
     keys = {str(k): _loc(name, _pos(raw, k)) for k in raw}
     labels = raw.get("labels") if isinstance(raw.get("labels"), dict) else {}
     annotations = raw.get("annotations") if isinstance(raw.get("annotations"), dict) else {}
-    ann_locs = {}
+    ann_locs, ann_locators = {}, {}
     if isinstance(annotations, CommentedMap):
         for k in annotations:
             ann_locs[str(k)] = _loc(name, annotations.lc.value(k))
+            vline, vcol = annotations.lc.value(k)
+            ann_locators[str(k)] = _yaml_locator(name, lines, vline, vcol, str(annotations[k]))
     rule = Rule(file=name, group=group, kind=kind, name=rname, expr=None,
                 for_=str(raw["for"]) if raw.get("for") is not None else None,
                 labels={str(k): str(v) for k, v in labels.items()},
                 annotations={str(k): str(v) for k, v in annotations.items()},
                 location=keys.get(kind, _loc(name, item_pos)), keys=keys,
-                annotation_locations=ann_locs, obj=obj, raw=dict(raw))
+                annotation_locations=ann_locs, annotation_locators=ann_locators, obj=obj, raw=dict(raw),
+                group_interval=str(group_interval) if group_interval is not None else None)
     expr = raw.get("expr")
     if expr is not None:
         vline, vcol = raw.lc.value("expr")
         text = str(expr)
-        rule.expr = Query(text=text, source=text, location=Location(name, vline + 1, vcol + 1),
+        rule.expr = Query(text=text, source=text, position=Location(name, vline + 1, vcol + 1),
                           subject=rule.subject, origin="rule", rule=rule,
                           locate=_yaml_locator(name, lines, vline, vcol, text))
     return rule
@@ -319,8 +365,8 @@ def _embedded_dashboard(parent: CommentedMap, key, name: str, lines: list[str], 
     except json.JSONDecodeError as exc:
         if str(key).endswith(".json"):
             line, col = _pos(parent, key)
-            inputs.problems.append(_unreadable(name, line + 1, col + 1,
-                                               f"JSON syntax error in {pointer}: {exc.msg} (line {exc.lineno} of the value)"))
+            message = f"JSON syntax error in {pointer}: {exc.msg} (line {exc.lineno} of the value)"
+            inputs.problems.append(_unreadable(name, line + 1, col + 1, message))
         return
     base = _dashboard_base(doc)
     if base is None:
@@ -340,13 +386,18 @@ def _embedded_dashboard(parent: CommentedMap, key, name: str, lines: list[str], 
 def _json_locator(text: str, name: str, line_shift: int, col_shift: int):
     """``pointer -> Location`` for JSON ``text``: the line/column of the key (or list item) the
     pointer ends at, shifted by ``line_shift`` lines and ``col_shift`` columns."""
-    try:
-        tree = _yaml().load(text)
-    except YAMLError:
-        tree = None
+    cache: list = []
+
+    def tree():
+        if not cache:  # parsed on the first finding only: most dashboards have none
+            try:
+                cache.append(_yaml().load(text))
+            except YAMLError:
+                cache.append(None)
+        return cache[0]
 
     def locate(pointer: str) -> Location:
-        node, pos = tree, (0, 0)
+        node, pos = tree(), (0, 0)
         for token in [t.replace("~1", "/").replace("~0", "~") for t in pointer.split("/")[1:]]:
             if isinstance(node, CommentedMap) and token in node:
                 pos = node.lc.key(token)
@@ -366,10 +417,11 @@ def _add_dashboard(doc: dict, base: str, name: str, locator, inputs: Inputs) -> 
     dash = Dashboard(file=name, doc=body, base=base, locate=locator)
     variables = {}
     templating = body.get("templating") if isinstance(body.get("templating"), dict) else {}
-    for i, var in enumerate(templating.get("list") or []):
+    var_list = _list(templating.get("list"))
+    for var in var_list:
         if isinstance(var, dict) and var.get("name"):
             variables[str(var["name"])] = var
-    for i, var in enumerate(templating.get("list") or []):
+    for i, var in enumerate(var_list):
         if not isinstance(var, dict):
             continue
         pointer = f"/templating/list/{i}"
@@ -392,26 +444,27 @@ def _add_dashboard(doc: dict, base: str, name: str, locator, inputs: Inputs) -> 
             v.label = label
             if expr:
                 text = grafana.substitute(expr, variables)
-                v.query = Query(text=text, source=expr, location=dash.at(qpointer), subject=v.subject,
+                v.query = Query(text=text, source=expr, position=partial(dash.at, qpointer), subject=v.subject,
                                 origin="variable", dashboard=dash)
                 dash.queries.append(v.query)
             elif not definition.startswith(("label_values(", "label_names(", "metrics(", "query_result(")):
                 text = grafana.substitute(definition, variables)
-                v.query = Query(text=text, source=definition, location=dash.at(qpointer), subject=v.subject,
+                v.query = Query(text=text, source=definition, position=partial(dash.at, qpointer),
+                                subject=v.subject,
                                 origin="variable", dashboard=dash)
                 dash.queries.append(v.query)
         dash.variables.append(v)
     for panel in _panels(body):
         dash.panels.append(panel)
-        for j, target in enumerate(panel.doc.get("targets") or []):
-            if not isinstance(target, dict) or not isinstance(target.get("expr"), str) or not target["expr"].strip():
+        for j, target in panel.targets:
+            if not isinstance(target.get("expr"), str) or not target["expr"].strip():
                 continue
             if not _prometheus(target.get("datasource"), panel.doc.get("datasource")):
                 continue
             expr = target["expr"]
             ref = target.get("refId", j)
             query = Query(text=grafana.substitute(expr, variables), source=expr,
-                          location=dash.at(f"{panel.pointer}/targets/{j}/expr"),
+                          position=partial(dash.at, f"{panel.pointer}/targets/{j}/expr"),
                           subject=f"{dash.subject} {panel.subject} query {ref}", origin="panel", dashboard=dash)
             dash.queries.append(query)
     inputs.dashboards.append(dash)
@@ -420,20 +473,25 @@ def _add_dashboard(doc: dict, base: str, name: str, locator, inputs: Inputs) -> 
 
 def _panels(body: dict) -> list[Panel]:
     out = []
-    for i, panel in enumerate(body.get("panels") or []):
+    for i, panel in enumerate(_list(body.get("panels"))):
         if not isinstance(panel, dict):
             continue
         pointer = f"/panels/{i}"
         out.append(Panel(panel, pointer, None))
-        for j, inner in enumerate(panel.get("panels") or []):
+        for j, inner in enumerate(_list(panel.get("panels"))):
             if isinstance(inner, dict):
                 out.append(Panel(inner, f"{pointer}/panels/{j}", pointer))
-    for r, row in enumerate(body.get("rows") or []):  # schemaVersion < 16 dashboards
+    for r, row in enumerate(_list(body.get("rows"))):  # schemaVersion < 16 dashboards
         if isinstance(row, dict):
-            for j, inner in enumerate(row.get("panels") or []):
+            for j, inner in enumerate(_list(row.get("panels"))):
                 if isinstance(inner, dict):
                     out.append(Panel(inner, f"/rows/{r}/panels/{j}", f"/rows/{r}"))
     return out
+
+
+def _list(value) -> list:
+    """``value`` when it is a list, else [] (dashboards edited by hand can hold anything)."""
+    return value if isinstance(value, list) else []
 
 
 def _prometheus(*datasources) -> bool:

@@ -23,7 +23,7 @@ class Query:
     Attributes:
         text: the PromQL that is parsed (Grafana macros and variables substituted).
         source: the text as written in the file.
-        location: where the expression starts (rules) or its key (JSON).
+        position: where the expression starts (rules) or its key (JSON), or a function giving it.
         subject: what it belongs to, e.g. ``alert GpuXidError`` or ``panel 12 "GPU Temperature"``.
         origin: ``rule``, ``panel`` or ``variable``.
         locate: maps a piece of ``text`` (a metric name, ``rate(``) to its exact position, when known.
@@ -31,12 +31,19 @@ class Query:
 
     text: str
     source: str
-    location: Location
+    position: "Location | Callable[[], Location]"
     subject: str
     origin: str
     rule: "Rule | None" = None
     dashboard: "Dashboard | None" = None
     locate: Callable[[str], Location] | None = None
+
+    @property
+    def location(self) -> Location:
+        """Where the expression is; JSON positions are worked out only when a finding needs one."""
+        if callable(self.position):
+            self.position = self.position()
+        return self.position
 
     @property
     def ast(self):
@@ -91,6 +98,15 @@ class Rule:
     annotation_locations: dict = field(default_factory=dict)
     obj: RuleObject | None = None
     raw: dict = field(default_factory=dict)
+    #: annotation key -> function mapping a piece of its text to a position
+    annotation_locators: dict = field(default_factory=dict)
+    #: the rule group's ``interval`` as written (None: the global evaluation interval)
+    group_interval: str | None = None
+
+    def annotation_position(self, key: str, snippet: str) -> Location:
+        """Position of ``snippet`` inside annotation ``key`` (its value start if not found)."""
+        locate = self.annotation_locators.get(key)
+        return locate(snippet) if locate else self.annotation_locations.get(key, self.location)
 
     @property
     def subject(self) -> str:
@@ -121,6 +137,12 @@ class Panel:
     @property
     def subject(self) -> str:
         return f"panel {self.id} \"{self.title}\""
+
+    @property
+    def targets(self) -> list[tuple[int, dict]]:
+        """``(index, target)`` for every query target that is a JSON object."""
+        targets = self.doc.get("targets")
+        return [(i, t) for i, t in enumerate(targets) if isinstance(t, dict)] if isinstance(targets, list) else []
 
 
 @dataclass
@@ -180,6 +202,8 @@ class Inputs:
     dashboards: list = field(default_factory=list)
     queries: list = field(default_factory=list)
     problems: list = field(default_factory=list)
+    #: files skipped as Helm/Go templates (YAML only after rendering)
+    templates: list = field(default_factory=list)
     #: {file: [(first line, last line, {check ids})]} from ``# gpumon-lint: ignore`` comments
     ignores: dict = field(default_factory=dict)
 

@@ -45,13 +45,16 @@ def _pod_keys(spec: Spec) -> str:
     return by(_cluster(spec) + ("namespace", "pod"))
 
 
-def _ksm(k: Kubernetes, metric: str, **matchers: str) -> str:
-    return selector(metric, job=k.ksm_job, **matchers)
+def _ksm(k: Kubernetes, metric: str, where: str = "", **matchers: str) -> str:
+    """``metric{job="<kube-state-metrics job>",<matchers>}``; ``where`` is extra matcher text added
+    as is (dashboards narrow by ``cluster=~"$cluster"``)."""
+    sel = selector(metric, job=k.ksm_job, **matchers)
+    return sel[:-1] + f",{where}}}" if where else sel
 
 
-def _pods(k: Kubernetes, metric: str, **matchers: str) -> str:
+def _pods(k: Kubernetes, metric: str, where: str = "", **matchers: str) -> str:
     """``metric`` for the exporter pods (and container, when the spec names one)."""
-    sel = _ksm(k, metric, namespace=k.exporter.namespace, **matchers)
+    sel = _ksm(k, metric, where, namespace=k.exporter.namespace, **matchers)
     sel = sel[:-1] + f',pod=~"{_escape(k.exporter.pod_regex)}"'
     if k.exporter.container and metric.startswith("kube_pod_container_"):
         sel += f',container="{_escape(k.exporter.container)}"'
@@ -147,9 +150,7 @@ def exporter_targets(spec: Spec, k: Kubernetes) -> list[Rule]:
     node (``up`` joined to kube_pod_info on namespace and pod). The ``max by`` steps de-duplicate:
     HA kube-state-metrics replicas, and a pod scraped through two endpoints of the job."""
     keys = _pod_keys(spec)
-    info = _pods(k, "kube_pod_info")
-    info = info[:-1] + "," + _node_matcher(k) + "}"
-    info = f"max by ({keys}, {k.join.kube_label}) ({info})"
+    info = pod_nodes(spec, k)
     running = f"max by ({keys}) ({_pods(k, 'kube_pod_status_phase', phase='Running')}) == 1"
     pods = _set_job(spec, _to_exporter_node(k, f"{info}\n  and on ({keys})\n  {running}"))
     up = f"max by (job, {keys}) ({selector('up', job=spec.exporter.job)})"
@@ -159,6 +160,29 @@ def exporter_targets(spec: Spec, k: Kubernetes) -> list[Rule]:
         record(names.NODE_EXPORTER_PODS, f"count by ({nodes}) (\n  {pods}\n)"),
         record(names.NODE_EXPORTER_UP, f"max by ({nodes}) (\n  {_to_exporter_node(k, joined)}\n)"),
     ]
+
+
+def pod_nodes(spec: Spec, k: Kubernetes, where: str = "") -> str:
+    """One series per exporter pod scheduled on a node, labelled ``cluster`` (when set),
+    ``namespace``, ``pod`` and kube-state-metrics' node label, value 1 (``max by`` de-duplicates HA
+    kube-state-metrics replicas). Join it ``on (namespace, pod)`` to name a pod's node. ``where``:
+    extra matcher text for the selector."""
+    info = _pods(k, "kube_pod_info", where)
+    info = info[:-1] + "," + _node_matcher(k) + "}"
+    return f"max by ({_pod_keys(spec)}, {k.join.kube_label}) ({info})"
+
+
+def to_exporter_node(k: Kubernetes, expr: str) -> str:
+    """``expr`` with the kube-state-metrics node name written into the exporter's node label
+    (``node_join``), for dashboards and validate."""
+    return _to_exporter_node(k, expr)
+
+
+def daemonset_status(k: Kubernetes, field: str, where: str = "") -> str:
+    """Selector of ``kube_daemonset_status_<field>`` (``desired_number_scheduled``,
+    ``number_ready``, ``number_unavailable``) for the exporter DaemonSet; ``where``: extra matchers."""
+    return _ksm(k, f"kube_daemonset_status_{field}", where, namespace=k.exporter.namespace,
+                daemonset=k.exporter.daemonset)
 
 
 # --------------------------------------------------------------------------- alerts
@@ -214,15 +238,22 @@ def restarts_in(k: Kubernetes, seconds: float) -> str:
     (labels: kube-state-metrics' job/instance, namespace, pod, uid, container). ``increase``
     extrapolates to the window edges (one restart can read 1.05), hence ``round``. For validate
     and dashboards as well as the alerts."""
-    return f"round(increase({_pods(k, 'kube_pod_container_status_restarts_total')}[{dur(seconds)}]))"
+    return restarts_over(k, dur(seconds))
 
 
-def oom_kills_in(spec: Spec, k: Kubernetes, seconds: float) -> str:
+def restarts_over(k: Kubernetes, window: str, where: str = "") -> str:
+    """:func:`restarts_in` with a PromQL window as text, e.g. Grafana's ``$__rate_interval``;
+    ``where``: extra matcher text for the selector."""
+    return f"round(increase({_pods(k, 'kube_pod_container_status_restarts_total', where)}[{window}]))"
+
+
+def oom_kills_in(spec: Spec, k: Kubernetes, seconds: float, where: str = "") -> str:
     """Exporter containers whose last termination was OOMKilled and that restarted within the last
-    ``seconds`` (value 1; labels as :func:`restarts_in` plus ``reason``)."""
+    ``seconds`` (value 1; labels as :func:`restarts_in` plus ``reason``). ``where``: extra matcher
+    text for both selectors."""
     keys = by(_cluster(spec) + ("namespace", "pod", "container"))
-    reason = _pods(k, "kube_pod_container_status_last_terminated_reason", reason="OOMKilled")
-    return f"{reason} == 1\nand on ({keys})\n{restarts_in(k, seconds)} > 0"
+    reason = _pods(k, "kube_pod_container_status_last_terminated_reason", where, reason="OOMKilled")
+    return f"{reason} == 1\nand on ({keys})\n{restarts_over(k, dur(seconds), where)} > 0"
 
 
 def pod_restarting(spec: Spec, k: Kubernetes) -> Rule:
@@ -246,10 +277,9 @@ def oom_killed(spec: Spec, k: Kubernetes) -> Rule:
 def daemonset_not_ready(spec: Spec, k: Kubernetes) -> Rule:
     """Exporter DaemonSet with fewer ready than desired pods, or unavailable pods, for
     ``daemonset_for`` (rolling updates make it briefly true)."""
-    m = {"namespace": k.exporter.namespace, "daemonset": k.exporter.daemonset}
-    desired = _ksm(k, "kube_daemonset_status_desired_number_scheduled", **m)
-    ready = _ksm(k, "kube_daemonset_status_number_ready", **m)
-    unavailable = _ksm(k, "kube_daemonset_status_number_unavailable", **m)
+    desired = daemonset_status(k, "desired_number_scheduled")
+    ready = daemonset_status(k, "number_ready")
+    unavailable = daemonset_status(k, "number_unavailable")
     expr = f"(\n  {desired}\n  - {ready}\n) > 0\nor\n{unavailable} > 0"
     return alert(spec, "GpuExporterDaemonSetNotReady", expr, severity="warning", for_=k.daemonset_for,
                  kind="exporter_daemonset_not_ready", for_text=format_duration(k.daemonset_for))

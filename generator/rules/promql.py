@@ -61,14 +61,20 @@ def node_ids(spec: Spec) -> tuple[str, ...]:
     return ("job",) + spec.exporter.labels.node_identity
 
 
-def valid_values(spec: Spec, metric: Metric) -> str:
-    """The metric's series filtered to plausible readings: inside the spec range, below the DCGM
-    blank sentinels and not NaN (every comparison with NaN is false)."""
-    expr = job_sel(spec, metric.name)
+def plausible_filter(metric: Metric) -> str:
+    """Comparison filters keeping plausible readings only: inside the spec range, below the DCGM
+    blank sentinels (dcgm_structs.h) and not NaN (every comparison with NaN is false).
+    Returns e.g. `` >= 5 <= 110``, to append to a selector."""
+    out = ""
     if metric.range_min is not None:
-        expr += f" >= {num(metric.range_min)}"
+        out += f" >= {num(metric.range_min)}"
     if metric.range_max is not None:
-        expr += f" <= {num(metric.range_max)}"
+        out += f" <= {num(metric.range_max)}"
     else:
-        expr += f" < {DCGM_BLANK_MIN}"
-    return expr
+        out += f" < {DCGM_BLANK_MIN}"
+    return out
+
+
+def valid_values(spec: Spec, metric: Metric) -> str:
+    """The metric's series of the exporter job filtered by :func:`plausible_filter`."""
+    return job_sel(spec, metric.name) + plausible_filter(metric)

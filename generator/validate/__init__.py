@@ -1,7 +1,7 @@
 """``gpumon validate``: prove on a live Prometheus that every spec'd series exists, and say why not.
 
 Checks run in order, one module each: reachability (stops the run when the API cannot be used),
-targets, presence, values, continuity, rules-loaded, inventory. Each returns findings
+targets, presence, values, continuity, rules-loaded, inventory, metadata. Each returns findings
 (:class:`generator.findings.Finding`) and the JUnit cases it ran (one per check x metric).
 
 Exit codes (:func:`exit_code`): 0 all checks pass; 1 a check failed; 2 could not check
@@ -17,17 +17,18 @@ from ..durations import format_duration
 from ..findings import Report
 from ..promapi import PromClient
 from ..spec import Spec
-from . import continuity, inventory, presence, reachability, rules_loaded, targets, values
+from . import continuity, inventory, metadata, presence, reachability, rules_loaded, targets, values
 from .base import Context
 
 #: Check modules in run order (ids as used in ``--checks`` and JUnit class names).
 CHECKS = {"targets": targets, "presence": presence, "values": values, "continuity": continuity,
-          "rules-loaded": rules_loaded, "inventory": inventory}
+          "rules-loaded": rules_loaded, "inventory": inventory, "metadata": metadata}
 EXIT_OK, EXIT_FAILED, EXIT_ERROR, EXIT_INCONCLUSIVE = 0, 1, 2, 3
 
 
 def validate(spec: Spec, client: PromClient, *, lookback: float = 3600.0, concurrency: int = 4,
-             checks: tuple[str, ...] = tuple(CHECKS), progress: bool = True) -> tuple[Report, int]:
+             checks: tuple[str, ...] = tuple(CHECKS), progress: bool = True,
+             label_limit: int | None = None) -> tuple[Report, int]:
     """Run the checks against the server behind ``client``.
 
     Args:
@@ -37,11 +38,13 @@ def validate(spec: Spec, client: PromClient, *, lookback: float = 3600.0, concur
         concurrency: queries in flight at once.
         checks: which of :data:`CHECKS` to run (reachability always runs).
         progress: show progress on a TTY when the run takes over a second.
+        label_limit: warn about series with more label names than this (Mimir: 30); None = off.
     Returns:
         (report, exit code).
     """
     started = time.monotonic()
-    ctx = Context(spec, client, lookback=lookback, concurrency=concurrency, progress=progress)
+    ctx = Context(spec, client, lookback=lookback, concurrency=concurrency, progress=progress,
+                  label_limit=label_limit)
     report = Report("gpumon validate", summary={
         "prometheus": client.base, "job": spec.exporter.job, "spec": spec.path,
         "lookback": format_duration(lookback)})

@@ -54,11 +54,13 @@ class Context:
         lookback: seconds of history the presence and continuity checks look at.
         concurrency: queries in flight at once (small: validate must not load the server).
         progress: show a progress line on stderr when it is a TTY and the run takes > 1 s.
+        label_limit: warn about series with more label names than this (None: no check).
     """
 
     def __init__(self, spec: Spec, client: PromClient, lookback: float = 3600.0, concurrency: int = 4,
-                 progress: bool = True):
+                 progress: bool = True, label_limit: int | None = None):
         self.spec, self.client, self.lookback = spec, client, lookback
+        self.label_limit = label_limit  # max label names per series (Mimir: 30), None = not checked
         self.job = spec.exporter.job
         self.labels = spec.exporter.labels
         self.now = time.time()
@@ -69,6 +71,9 @@ class Context:
         self._started = time.monotonic()
         self._show = progress and sys.stderr.isatty()
         self._shown = False
+        #: seconds between scrapes: the targets API's scrapeInterval when known (the spec may be
+        #: wrong about it), else the spec's
+        self.scrape_interval = spec.exporter.scrape_interval
         self.down_instances: set[str] = set()   # targets that are down: their GPUs are not checked
         self.skip_gpu_checks = False           # no target at all for the job
         self.cache: dict[str, object] = {}      # results shared between checks

@@ -18,11 +18,13 @@ CHECK = "continuity"
 
 
 def query(ctx: Context, m: Metric) -> str:
-    """Ratio samples/successful scrapes per (instance, GPU) over the lookback, below the threshold."""
+    """Ratio samples/successful scrapes per (instance, GPU) over the lookback, below the threshold.
+    ``up`` is summed by (job, instance) first: it carries target labels (pod, service ...) that
+    would make the division many-to-many."""
     w = format_duration(ctx.lookback)
     ids = ", ".join(ctx.id_labels)
     return (f"sum by ({ids}) (count_over_time({ctx.sel(m.name)}[{w}]))\n"
-            f"/ on (job, instance) group_left ()\nsum_over_time({ctx.sel('up')}[{w}])\n"
+            f"/ on (job, instance) group_left ()\nsum by (job, instance) (sum_over_time({ctx.sel('up')}[{w}]))\n"
             f"< {ctx.spec.alerts.gap_min_ratio:g}")
 
 

@@ -45,3 +45,5 @@ INTERMITTENT = ("the field is missing from some successful scrapes: DCGM returne
                 "(collect interval longer than the scrape interval, GPU busy/throttled, NVML timeouts)")
 DRIVER_MISMATCH = ("nodes run different driver versions: keep a driver/exporter version matrix, and roll the "
                    "odd nodes to the fleet's version (a mismatch between driver and NVML library breaks fields)")
+FLAPPING = ("a target that alternates between up and down never fires a `for:` down alert (cloudflare/pint#966): "
+            "look for scrape timeouts on big GPU/MIG nodes, exporter restarts (OOM kills) and node pressure")

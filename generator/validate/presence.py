@@ -54,7 +54,7 @@ def queries(ctx: Context) -> dict[str, str]:
     window = format_duration(ctx.lookback)
     # "now" = a sample within the last 3 scrape intervals: one scrape that missed the field is an
     # intermittent gap (the continuity check's job), not a missing series.
-    recent = format_duration(3 * max(1.0, ctx.spec.exporter.scrape_interval))
+    recent = format_duration(3 * max(1.0, ctx.scrape_interval))
     out = {}
     for m in ctx.spec.tracked_metrics:
         sel = ctx.sel(m.name)
@@ -100,7 +100,7 @@ def collect(ctx: Context) -> tuple[Inventory, dict[str, "Answer | PromError"]]:
 def last_seen_query(ctx: Context, metric: str, nodes: dict[str, set[str]]) -> str:
     """When each GPU of ``nodes`` ({node label: {node names}}) last had a sample of ``metric``
     within the lookback; steps of max(scrape interval, lookback / 360) bound the cost."""
-    step = format_duration(max(1.0, ctx.spec.exporter.scrape_interval, ctx.lookback / 360))
+    step = format_duration(max(1.0, ctx.scrape_interval, ctx.lookback / 360))
     window = format_duration(ctx.lookback)
     parts = []
     for label, names in sorted(nodes.items()):

@@ -43,9 +43,13 @@ def run(ctx: Context) -> CheckResult:
         want = Counter(("alerting" if r.alert else "recording", r.name) for r in g.rules)
         out: list[Finding] = []
         if g.name not in loaded:
+            hint = _selector_hint(ctx) if loaded else (
+                "this server has no rule groups at all: it may not evaluate rules itself (VictoriaMetrics "
+                "single-node: rules run in vmalert, visible here only with -vmalert.proxyURL; Thanos Query: "
+                "from Thanos Ruler or sidecars); otherwise " + _selector_hint(ctx))
             out.append(Finding("rules-not-loaded", "error", g.name,
                                f"rule group {g.name} is not loaded: expected {len(g.rules)} rules, found 0 "
-                               f"({len(loaded)} other groups are loaded)", _selector_hint(ctx), case=case))
+                               f"({len(loaded)} other groups are loaded)", hint, case=case))
         else:
             have = Counter(_key(r) for r in loaded[g.name])
             missing = want - have

@@ -4,7 +4,7 @@ behind them as missing (one outage, one finding)."""
 
 from __future__ import annotations
 
-from ..durations import parse_duration
+from ..durations import format_duration, parse_duration
 from ..findings import Finding
 from ..promapi import PromError
 from . import hints
@@ -25,13 +25,18 @@ def _classify(target: dict) -> tuple[str, str]:
 
 
 def run(ctx: Context) -> CheckResult:
-    """Findings: target-missing, target-down, scrape-timeout, scrape-content-type, scrape-slow,
-    target-empty, targets-api-unavailable. Sets ``ctx.down_instances`` / ``ctx.skip_gpu_checks``."""
+    """Findings: target-missing, target-down, target-flapping, scrape-timeout, scrape-content-type,
+    scrape-slow, target-empty, targets-api-unavailable. Sets ``ctx.down_instances`` / ``ctx.skip_gpu_checks``."""
     job = ctx.job
     case = f"{CHECK}/{job}"
     res = ctx.run({"targets": ("targets",)})["targets"]
-    extra = ctx.queries_at_now({"up": f"up{{job=\"{job}\"}}",
-                                "samples": f"scrape_samples_scraped{{job=\"{job}\"}} == 0"})
+    w = format_duration(min(ctx.spec.alerts.flapping_window, ctx.lookback))
+    up_sel = f"up{{job=\"{job}\"}}"
+    extra = ctx.queries_at_now({"up": up_sel,
+                                "samples": f"scrape_samples_scraped{{job=\"{job}\"}} == 0",
+                                # flapping: often down, and changing state (not just down since a while)
+                                "flapping": f"avg_over_time({up_sel}[{w}]) < {ctx.spec.alerts.flapping_min_up_ratio:g}"
+                                            f" and on (job, instance) changes({up_sel}[{w}]) >= 4"})
     findings: list[Finding] = []
     up = extra["up"]
     if isinstance(res, PromError):
@@ -46,12 +51,25 @@ def run(ctx: Context) -> CheckResult:
     if not targets:
         return _missing(ctx, findings, case)
     ratio = ctx.spec.alerts.scrape_slow_ratio
+    intervals = [s for s in (_seconds(t.get("scrapeInterval")) for t in targets) if s]
+    if intervals:
+        ctx.scrape_interval = max(intervals)
+    flapping = {} if isinstance(extra["flapping"], PromError) else \
+        {i["metric"].get("instance", ""): float(i["value"][1]) for i in extra["flapping"].data}
     for t in targets:
         inst = (t.get("labels") or {}).get("instance", t.get("scrapeUrl", "?"))
         labels = (("instance", inst), ("job", job))
         timeout = _seconds(t.get("scrapeTimeout")) or ctx.spec.exporter.scrape_timeout
         took = float(t.get("lastScrapeDuration") or 0)
-        if t.get("health") == "down":
+        if inst in flapping:
+            # GPUs behind it come and go with the scrapes: one finding for the target, none per GPU
+            ctx.down_instances.add(inst)
+            findings.append(Finding("target-flapping", "error", inst,
+                                    f"target {inst} succeeded in only {flapping[inst]:.0%} of its scrapes over the last "
+                                    f"{w}, switching between up and down (now {t.get('health')}; last error: "
+                                    f"{t.get('lastError') or 'none'}); each recovery resets the `for` of a down alert",
+                                    hints.FLAPPING, labels=labels, case=case))
+        elif t.get("health") == "down":
             ctx.down_instances.add(inst)
             check, hint = _classify(t)
             findings.append(Finding(check, "error", inst,

@@ -41,8 +41,8 @@ def check(inputs, ctx) -> Iterator[Finding]:
                         missing.append(name)
                 for name in missing:
                     kept = ", ".join(sorted(labels.known)) if not labels.open else "the input labels"
-                    location = (rule.annotation_locations.get(key) if section == "annotations" else None) \
-                        or rule.keys.get(section) or rule.location
+                    location = rule.annotation_position(key, f"$labels.{name}") if section == "annotations" \
+                        else rule.keys.get(section, rule.location)
                     yield make(ID, SEVERITY, rule.subject,
                                f"{section}.{key} uses $labels.{name}, but the expression keeps only {kept}: "
                                "it renders empty", f"keep {name} in the aggregation (by (..., {name})) or on() "

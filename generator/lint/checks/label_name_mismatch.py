@@ -59,7 +59,8 @@ def check(inputs, ctx) -> Iterator[Finding]:
             for label in dict.fromkeys(_REF.findall(text)):
                 right = ctx.wrong_spelling(label)
                 if right:
-                    loc = rule.annotation_locations.get(key) or rule.location
+                    loc = rule.annotation_position(key, f"$labels.{label}") if key in rule.annotations \
+                        else rule.keys.get("labels", rule.location)
                     yield make(ID, SEVERITY, rule.subject, _msg(label, right, f"template {key}"), hint, loc,
                                label=label)
     for dash in inputs.dashboards:
@@ -69,9 +70,9 @@ def check(inputs, ctx) -> Iterator[Finding]:
                 yield make(ID, SEVERITY, f"{dash.subject} {var.subject}", _msg(var.label, right, "the variable"),
                            hint, dash.at(var.pointer + "/query"), label=var.label)
         for panel in dash.panels:
-            for j, target in enumerate(panel.doc.get("targets") or []):
-                legend = target.get("legendFormat") if isinstance(target, dict) else None
-                for label in dict.fromkeys(_LEGEND.findall(legend or "")):
+            for j, target in panel.targets:
+                legend = target.get("legendFormat")
+                for label in dict.fromkeys(_LEGEND.findall(legend if isinstance(legend, str) else "")):
                     right = ctx.wrong_spelling(label)
                     if right:
                         yield make(ID, SEVERITY, f"{dash.subject} {panel.subject}", _msg(label, right, "the legend"),

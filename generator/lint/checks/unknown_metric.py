@@ -34,23 +34,25 @@ def check(inputs, ctx) -> Iterator[Finding]:
             if name in seen or not ctx.is_gpu_metric(name):
                 continue
             seen.add(name)
-            where = query.where(name)
             if name in ctx.legacy:
                 current = ctx.legacy[name]
                 hint = f"use {current}" if current else "use the DCGM_FI_* name of this field"
                 yield make(ID, "error", query.subject,
                            f"{name} is a dcgm-exporter 1.x name (1.x-compatibility mode); current exporters write "
-                           f"{current or 'DCGM_FI_* names'}", hint + "; metric names are case-sensitive", where,
+                           f"{current or 'DCGM_FI_* names'}", hint + "; metric names are case-sensitive",
+                           query.where(name),
                            metric=name)
             elif name not in ctx.known:
                 close = difflib.get_close_matches(name, sorted(ctx.known), n=1, cutoff=0.8)
                 yield make(ID, "error", query.subject,
                            f"{name} is not a field of the spec, of dcgm-exporter's field lists, nor a known "
-                           "recording rule: it selects nothing",
-                           f"did you mean {close[0]}?" if close else "check the spelling and the exporter version",
-                           where, metric=name)
+                           "recording rule: no exporter configuration gpumon knows writes it, so it likely selects "
+                           "nothing", f"did you mean {close[0]}?" if close else
+                           "check the spelling; if your exporter's field CSV enables this DCGM field, add it to "
+                           "the spec's metrics",
+                           query.where(name), metric=name)
             elif name not in ctx.spec.metric_names and name not in ctx.records:
                 yield make(ID, "info", query.subject,
                            f"{name} is a dcgm-exporter field the spec does not list: gpumon does not check that it "
                            "is collected", "add it to the spec's metrics (presence: optional if not every GPU has it)",
-                           where, metric=name)
+                           query.where(name), metric=name)

@@ -3,8 +3,9 @@
 What: aggregations ``by (...)`` and vector matching ``on (...)`` over GPU series that keep
 ``instance``, ``pod``, ``namespace``, ``container``, ``service``, ``endpoint`` or ``exported_*``
 but none of the stable labels (node label, UUID, cluster); dashboard template variables listing
-such a label; legends (``legendFormat``) built from one. Joins with target-level series
-(``up``, ``scrape_*``), which really are per target, are fine.
+such a label; legends (``legendFormat``) naming series by one and by no stable label. Aggregations joined with
+target-level series (``up``, ``scrape_*``), which really are per target, are fine, and so is a
+legend such as ``{{Hostname}} {{instance}}``.
 Why: ``instance`` is the exporter pod's address: it changes when the DaemonSet pod restarts, so
 alerts resolve and re-fire, ``for`` restarts, and history splits; with ``honor_labels`` the pod
 labels become ``exported_*`` (field case, Prometheus honor_labels). Identify GPUs by
@@ -37,6 +38,13 @@ def _reads_target_level(node, ctx) -> bool:
     return any(n and not ctx.is_gpu_metric(n) for n in names)
 
 
+def _joined_to_targets(ancestors, ctx) -> bool:
+    """True when the aggregation feeds a binary operation with target-level series (``up``,
+    ``scrape_*``): grouping by ``job, instance`` there maps targets to nodes, which is right."""
+    return any(isinstance(a, pp.BinaryExpr) and (_reads_target_level(a.lhs, ctx) or _reads_target_level(a.rhs, ctx))
+               for a in ancestors)
+
+
 def _selects_unlabelled(node, stable) -> bool:
     """True when every selector asks for series *without* a stable label (``UUID=""``): then
     the volatile label is all there is to name them (gpumon's GpuIdentityLabelMissing)."""
@@ -48,10 +56,11 @@ def _selects_unlabelled(node, stable) -> bool:
 def check(inputs, ctx) -> Iterator[Finding]:
     stable = ctx.stable_labels
     for query, ast in parsed(inputs):
-        for node, _ in promql.nodes(ast):
+        for node, ancestors in promql.nodes(ast):
             labels = None
             if isinstance(node, pp.AggregateExpr) and node.modifier is not None \
-                    and node.modifier.type == pp.AggModifierType.By and _reads_gpu(node.expr, ctx):
+                    and node.modifier.type == pp.AggModifierType.By and _reads_gpu(node.expr, ctx) \
+                    and not _joined_to_targets(ancestors, ctx):
                 labels, how = list(node.modifier.labels), "by"
             elif isinstance(node, pp.BinaryExpr) and node.modifier is not None and node.modifier.matching is not None \
                     and node.modifier.matching.type == pp.LabelModifierType.Include \
@@ -75,12 +84,13 @@ def check(inputs, ctx) -> Iterator[Finding]:
                            f"list {ctx.labels.node} (nodes) or {ctx.labels.gpu} (GPUs) instead",
                            dash.at(var.pointer + "/name"), label=var.label)
         for panel in dash.panels:
-            for j, target in enumerate(panel.doc.get("targets") or []):
-                legend = target.get("legendFormat") if isinstance(target, dict) else None
+            for j, target in panel.targets:
+                legend = target.get("legendFormat")
                 if not isinstance(legend, str):
                     continue
-                used = [lab for lab in _LEGEND.findall(legend) if ctx.volatile(lab)]
-                if used:
+                named = _LEGEND.findall(legend)
+                used = [lab for lab in named if ctx.volatile(lab)]
+                if used and not set(named) & stable:
                     yield make(ID, SEVERITY, f"{dash.subject} {panel.subject}",
                                f"legend {legend!r} names series by {used[0]}, which changes when the exporter pod "
                                "restarts", f"use {{{{{ctx.labels.node}}}}} and {{{{{ctx.labels.gpu_index}}}}}",

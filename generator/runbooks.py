@@ -16,6 +16,7 @@ from functools import lru_cache
 import jinja2
 
 from .durations import format_duration
+from .kube import kubernetes
 from .rules import all_rules, names
 from .rules.model import Rule
 from .rules.output import CRD_PATH, PLAIN_PATH
@@ -75,6 +76,7 @@ def _context(spec: Spec, alert: str, rules: list[Rule]) -> dict:
         "prometheus_rule": spec.prometheus_rule,
         "names": names,
         "spec_file": spec.path.rsplit("/", 1)[-1],
+        "kube": kubernetes(spec),      # None without a `kubernetes` section
     }
 
 

@@ -335,3 +335,6 @@ def test_kubernetes_spec_healthy_fleet_stays_quiet(tmp_path):
     assert any(r["alert"] == "GpuNodeExporterMissing" for r in _alert_rules(out))
     result = _promtool(out / "tests" / f"{load_spec(example).name}.healthy.test.yaml")
     assert result.returncode == 0, result.stderr + result.stdout
+    for rule in _alert_rules(out):
+        text = (out / "runbooks" / f"{rule['alert']}.md").read_text("utf-8")
+        assert not PLACEHOLDER.search(text) and "without a dedicated runbook" not in text, rule["alert"]

@@ -77,3 +77,17 @@ DS_MISSING = ("kube-state-metrics knows no DaemonSet of this namespace and name:
               "and scrape kube-state-metrics with honor_labels: true (else its namespace label is exported_namespace)")
 DEVICE_PLUGIN = ("the device plugin marked GPUs unhealthy (allocatable < capacity), usually after an XID: check "
                  "`kubectl describe node` and the device plugin log; the GPU needs a reset or service")
+DUPLICATE = ("two exporters (or two scrape configs) report the same GPU: e.g. the GPU Operator's "
+             "nvidia-dcgm-exporter next to a Helm-installed dcgm-exporter, or a ServiceMonitor next to a static "
+             "scrape config. Sums and counts double and every alert fires twice: remove one exporter "
+             "(GPU Operator: dcgmExporter.enabled=false when you run your own) or one scrape config")
+PROFILING = ("DCGM_FI_PROF_* (DCP) fields need the DCGM profiling module: check the exporter log for profiling "
+             "module / DCP errors (dcgm-exporter#571), that the collectors CSV lists them, and that the GPUs "
+             "support them (not on consumer GPUs, not on some vGPU profiles); dashboards built on them stay empty")
+OPTIONAL_ABSENT = ("no GPU reports these optional fields: they are not in the exporter's collectors CSV, or this "
+                   "model/driver/mode does not support them (vGPU-only, A100-and-newer fields); add them to the CSV "
+                   "or remove them from the spec")
+COUNTER_DECREASES = ("a counter that goes down is not a counter: rate()/increase() read every drop as a reset and "
+                     "spike (dcgm-exporter#417). If the field is really a gauge, set `kind: gauge` in the spec and "
+                     "re-render; a GPU reset or driver reload resets real counters too (FIELD-CASES C08), but not "
+                     "this often")

@@ -63,10 +63,13 @@ def run(ctx: Context) -> CheckResult:
         shown = ", ".join(sorted(uuids)[:8]) + (f" (+{len(uuids) - 8} more)" if len(uuids) > 8 else "")
         listed = ", ".join(f'job="{j}" instance="{i}"' for j, i in sorted(where))
         jobs = sorted({j for j, _ in where})
+        # one address in several jobs: two scrape configs (or a ServiceMonitor and a static config)
+        same = " (one target address in several jobs: two scrape configs select it)" \
+            if len({i for _, i in where}) == 1 else ""
         findings.append(Finding(
             "duplicate-gpu", "error", ", ".join(node_names) or "?",
             f"{len(uuids)} GPU(s) of node {', '.join(node_names) or '?'} are reported by {len(where)} targets "
-            f"({listed}): {shown}; sums double and alerts fire {len(where)} times",
+            f"({listed}){same}: {shown}; sums double and alerts fire {len(where)} times",
             hints.DUPLICATE,
             labels=tuple(sorted((("job", ",".join(jobs)),) + (((node_label, node_names[0]),) if len(node_names) == 1 else ()))),
             case=case))

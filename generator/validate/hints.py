@@ -52,7 +52,7 @@ KSM_MISSING = ("no successful scrape of kube-state-metrics with this job: check 
                "kubernetes.kube_state_metrics.job and that kube-state-metrics runs and is scraped")
 K8S_RULES = ("the expected-vs-reported GPU counts are recording rules: load the rendered rules "
              "(output/rules/ or the PrometheusRule) so the `<name>.kubernetes` and `<name>.inventory` groups run")
-GPUS_MISSING = ("the node advertises more GPUs than the exporter reports: look for XID 79 (fallen off the bus) in "
+GPUS_MISSING = ("the node should have more GPUs than the exporter reports: look for XID 79 (fallen off the bus) in "
                 "`dmesg`, run `nvidia-smi` on the node, check the exporter log for GPUs it cannot read; an exporter "
                 "limited to the GPUs allocated to pods reports fewer too")
 GPUS_ABOVE = ("the node reports more physical GPUs than expected: capacity.units_per_gpu or a static entry is "

@@ -156,7 +156,7 @@ def _values(ctx: Context, ans) -> dict[tuple, float]:
 
 def _source(k: Kubernetes) -> str:
     if k.expected_source == "static":
-        return "static expectation"
+        return "the static expectation"
     per = f" / {k.units_per_gpu}" if k.units_per_gpu != 1 else ""
     return f"kube_node_status_capacity {k.resource}{per}"
 

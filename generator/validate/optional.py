@@ -38,7 +38,7 @@ def run(ctx: Context) -> CheckResult:
             continue
         gone = [n for n in names if inv.seen.get(n)]
         what = "DCGM_FI_PROF_* (profiling) field(s)" if case == cases[0] else "optional field(s)"
-        msg = (f"{len(names)} {what} are reported by none of the {len(inv.reporting)} GPUs: {', '.join(names)}")
+        msg = f"none of the {len(inv.reporting)} GPUs reports the {what} {', '.join(names)}"
         if gone:
             msg += f"; reported earlier in the last {window} and gone now: {', '.join(gone)}"
         else:

@@ -19,7 +19,7 @@ from ..durations import format_duration
 from ..findings import Finding
 from ..promapi import PromError
 from . import hints
-from .base import CheckResult, Context, partial, query_failed
+from .base import CheckResult, Context, other_spelling, partial, query_failed
 
 CHECK = "duplicates"
 
@@ -30,7 +30,8 @@ def query(ctx: Context, metric: str) -> str:
     uuid, node = ctx.labels.gpu, ctx.labels.node
     recent = format_duration(3 * max(1.0, ctx.scrape_interval))
     now = f"last_over_time({metric}[{recent}])"
-    return (f"group by ({uuid}, job, instance, {node}) ({now})\n"
+    # both spellings of the node label (Hostname / hostname, dcgm-exporter PR #655)
+    return (f"group by ({uuid}, job, instance, {node}, {other_spelling(node)}) ({now})\n"
             f"and on ({uuid}) (count by ({uuid}) (group by ({uuid}, job, instance) ({now})) > 1)\n"
             f"and on ({uuid}) last_over_time({ctx.sel(metric)}[{recent}])")
 
@@ -51,8 +52,9 @@ def run(ctx: Context) -> CheckResult:
         m = item["metric"]
         uuid = m.get(uuid_label, "")
         targets[uuid].add((m.get("job", ""), m.get("instance", "")))
-        if m.get(node_label):
-            nodes[uuid].add(m[node_label])
+        name = m.get(node_label) or m.get(other_spelling(node_label))
+        if name:
+            nodes[uuid].add(name)
     # one finding per set of targets: two exporters on a node duplicate all its GPUs at once
     groups: dict[frozenset, list[str]] = defaultdict(list)
     for uuid, where in targets.items():

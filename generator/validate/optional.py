@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from ..durations import format_duration
 from ..findings import Finding
+from ..promapi import Answer
 from ..rules.names import FIELD_LABEL
 from . import hints
 from .base import CheckResult, Context
@@ -25,10 +26,13 @@ def run(ctx: Context) -> CheckResult:
     cases = [f"{CHECK}/profiling", f"{CHECK}/fields"]
     if ctx.skip_gpu_checks or not optional:
         return CheckResult([], cases)
-    inv, _ = collect(ctx)
+    inv, answers = collect(ctx)
     if not inv.reporting:
         return CheckResult([], cases)  # nothing reports at all: presence and targets say why
-    absent = [m.name for m in optional if not inv.now.get(m.name)]
+    # a failed or partial "now" query proves nothing about absence
+    unsure = [m.name for m in optional if not isinstance(answers.get(f"now|{m.name}"), Answer)
+              or answers[f"now|{m.name}"].partial]
+    absent = [m.name for m in optional if not inv.now.get(m.name) and m.name not in unsure]
     window = format_duration(ctx.lookback)
     findings = []
     for case, names, hint in (
@@ -46,4 +50,8 @@ def run(ctx: Context) -> CheckResult:
         labels = ((FIELD_LABEL, names[0]), ("job", ctx.job)) if len(names) == 1 else (("job", ctx.job),)
         findings.append(Finding("optional-absent", "warning" if gone else "info", ctx.job if len(names) > 1 else names[0],
                                 msg, hint, labels=tuple(sorted(labels)), case=case))
+    if unsure:
+        findings.append(Finding("optional-absent", "inconclusive", ctx.job,
+                                f"could not tell whether these optional fields are reported: {', '.join(unsure)} "
+                                "(query failed or partial response)", case=cases[1]))
     return CheckResult(findings, cases)

@@ -4,9 +4,9 @@ stand-in (tests/ksm_text.py) next to dcgm-exporter stand-ins, with the rendered 
 Jobs: ``dcgm-exporter`` (GPU Operator-style targets with namespace/pod target labels, nodes a and
 b, 8 GPUs each), ``kube-state-metrics``, and ``dcgm-bare`` (bare-metal nodes dgx-1 and dgx-2 for
 the static expectation, another spec with its own rule groups). Healthy first (exit 0), then the
-faults: node b reports 6 of 8 GPUs, GPU node c has no exporter pod, pod a restarted three times,
-pod b was OOM-killed, the DaemonSet has 2 of 3 pods ready; dgx-2 loses a GPU and the listed dgx-9
-never reports.
+faults: node b reports 6 of 8 GPUs, GPU node c has no exporter pod, node d has a pod nobody
+scrapes, pod a restarted three times, pod b was OOM-killed, the DaemonSet has 3 of 4 pods ready;
+dgx-2 loses a GPU and the listed dgx-9 never reports.
 """
 
 from __future__ import annotations
@@ -104,8 +104,10 @@ def test_healthy_cluster_passes(env):
 def test_faults(env):
     prom, state = env["prom"], env["state"]
     ksm = state["ksm"]
-    ksm.nodes.append(Node("gpu-node-c", 8))                        # a GPU node the DaemonSet misses
-    ksm.desired = 3                                                # ... so 2 of 3 pods ready
+    ksm.nodes += [Node("gpu-node-c", 8), Node("gpu-node-d", 4)]    # c: the DaemonSet misses it
+    ksm.pods.append(Pod("nvidia-dcgm-exporter-m3n8v", "gpu-node-d",  # d: a pod nobody scrapes
+                        "6f1c0c2e-0a1b-4c3d-8e9f-000000000004"))
+    ksm.desired, ksm.ready = 4, 3
     ksm.pods[0].restarts = 3                                       # pod a restarted three times
     ksm.pods[1].restarts, ksm.pods[1].oom = 1, True                # pod b was OOM-killed once
     state["b_drop"] = {(m, g) for m in DCGM_METRICS for g in (6, 7)}   # node b: 6 of 8 GPUs
@@ -114,7 +116,7 @@ def test_faults(env):
     def settled():
         restarts = prom.query('round(increase(kube_pod_container_status_restarts_total[1m])) >= 3')
         inv = prom.query(f'{names.INVENTORY}{{Hostname="gpu-node-b",gpu="7"}}')
-        return (_missing(prom, "dcgm-exporter") == {"gpu-node-a": 0, "gpu-node-b": 2, "gpu-node-c": 8}
+        return (_missing(prom, "dcgm-exporter") == {"gpu-node-a": 0, "gpu-node-b": 2, "gpu-node-c": 8, "gpu-node-d": 4}
                 and _missing(prom, "dcgm-bare").get("dgx-2") == 1 and restarts and not inv)
     assert prom.wait_for(settled, 60), (_missing(prom, "dcgm-exporter"), prom.logs())
 
@@ -125,17 +127,19 @@ def test_faults(env):
     assert "6/8 GPUs reporting" in gm.message and "kube_node_status_capacity nvidia_com_gpu" in gm.message
     assert uuid(2, 6) in gm.message and uuid(2, 7) in gm.message and uuid(2, 5) not in gm.message
     assert dict(gm.labels) == {"job": "dcgm-exporter", "Hostname": "gpu-node-b"}
-    (nx,) = by_check(report, "node-without-exporter")
-    assert nx.subject == "gpu-node-c" and dict(nx.labels)["reason"] == "no_exporter_pod" and "8 GPUs" in nx.message
+    nx = {f.subject: f for f in by_check(report, "node-without-exporter")}
+    assert sorted(nx) == ["gpu-node-c", "gpu-node-d"]
+    assert dict(nx["gpu-node-c"].labels)["reason"] == "no_exporter_pod" and "8 GPUs" in nx["gpu-node-c"].message
+    assert dict(nx["gpu-node-d"].labels)["reason"] == "pod_not_scraped" and "ServiceMonitor" in nx["gpu-node-d"].hint
     (rs,) = by_check(report, "exporter-restarts")
     assert rs.subject == f"{NS}/nvidia-dcgm-exporter-x7k2p" and "restarted 3 time(s)" in rs.message
     assert "on node gpu-node-a" in rs.message and rs.severity == "warning"
     (oom,) = by_check(report, "exporter-oom-killed")
     assert oom.subject == f"{NS}/nvidia-dcgm-exporter-q9r4t" and oom.severity == "error"
     (ds,) = by_check(report, "exporter-daemonset-not-ready")
-    assert "2 of 3 pods ready" in ds.message
+    assert "3 of 4 pods ready, 1 unavailable" in ds.message
     assert not by_check(report, "gpus-above-expected") and not by_check(report, "node-gpu-capacity-missing")
-    # the kubernetes check's queries are fixed: the same healthy and broken (3 nodes instead of 2)
+    # the kubernetes check's queries are fixed: the same healthy and broken (4 GPU nodes instead of 2)
     assert run(env, env["k8s"], checks=("kubernetes",))[0].summary["queries"] == env["queries"]
 
     # bare metal: static expectation (explicit node, pattern), no kube-state-metrics queries

@@ -151,8 +151,8 @@ _BACKEND_PREFIX = {"prometheus": "", "thanos": "", "victoriametrics": "", "mimir
 @click.option("--lookback", default="1h", show_default=True, help="History to check presence and gaps over.")
 @click.option("--concurrency", default=4, show_default=True, type=click.IntRange(1, 32), help="Queries in flight.")
 @click.option("--checks", default=None, metavar="LIST",
-              help="Comma-separated subset of: targets, presence, values, continuity, rules-loaded, inventory, "
-                   "metadata.")
+              help="Comma-separated subset of: targets, presence, duplicates, optional, values, continuity, counters, "
+                   "rules-loaded, inventory, metadata, kubernetes (only with the spec's kubernetes section).")
 @click.option("--label-limit", type=click.IntRange(1), default=None,
               help="Warn about series with more label names than this [default: 30 with --backend mimir, else off].")
 @click.option("--format", "fmt", type=click.Choice(["text", "json", "sarif", "junit", "github"]), default="text",

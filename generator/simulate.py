@@ -52,8 +52,10 @@ FAULT_KINDS = {
     "legacy-names": "serve 1.x names (dcgm_gpu_temp, label uuid) instead of DCGM_FI_* (use-old-namespace)",
     "mig": "partition the GPU into `instances` MIG instances (default 2)",
     "driver-version": "report driver `value` instead of the fleet's",
+    "no-profiling": "leave out every DCGM_FI_PROF_* field (the DCGM profiling module is not loaded, dcgm-exporter#571)",
+    "counter-reset": "serve 0 on every k-th scrape (`every`, default 3): a counter that goes down (dcgm-exporter#417)",
 }
-_METRIC_KINDS = {"drop", "intermittent", "sentinel", "nan", "zero", "value", "frozen"}
+_METRIC_KINDS = {"drop", "intermittent", "sentinel", "nan", "zero", "value", "frozen", "counter-reset"}
 
 #: DCGM fields of type FP64, which dcgm-exporter prints with %f (dcgm_fields.h field types).
 FLOAT_FIELDS = frozenset({"DCGM_FI_DEV_POWER_USAGE", "DCGM_FI_PROF_GR_ENGINE_ACTIVE",
@@ -201,9 +203,10 @@ def counters(csv_name: str = "default-counters.csv") -> list[Counter]:
     return out
 
 
-def gpu_uuid(node: str, index: int) -> str:
-    """A stable, UUID-shaped GPU id for (node, GPU index)."""
-    h = hashlib.sha1(f"{node}/{index}".encode()).hexdigest()
+def gpu_uuid(node: str, index: int, salt: str = "") -> str:
+    """A stable, UUID-shaped GPU id for (node, GPU index); ``salt`` tells fleets with the same node
+    names apart (two simulated fleets must not share GPUs, or validate sees duplicate UUIDs)."""
+    h = hashlib.sha1(f"{salt}{node}/{index}".encode()).hexdigest()
     return f"GPU-{h[:8]}-{h[8:12]}-4{h[13:16]}-8{h[17:20]}-{h[20:32]}"
 
 
@@ -235,10 +238,11 @@ class Fleet:
         fault_file: a YAML/JSON file re-read on every scrape (a broken file keeps the last good
             faults and prints the problem on stderr).
         clock: seconds since the epoch (tests pass a fake one).
+        uuid_salt: mixed into the GPU UUIDs (see :func:`gpu_uuid`); "" keeps the default UUIDs.
     """
 
     def __init__(self, nodes: int = 2, gpus: int = 2, faults: list[Fault] = (), fault_file: str | Path | None = None,
-                 clock=time.time):
+                 clock=time.time, uuid_salt: str = ""):
         if nodes < 1 or gpus < 1:
             raise ValueError("need at least one node and one GPU")
         self.nodes = [Node(f"gpu-node-{i + 1}", gpus) for i in range(nodes)]
@@ -246,6 +250,7 @@ class Fleet:
         self.fault_file = Path(fault_file) if fault_file else None
         self._file_faults: list[Fault] = []
         self.clock = clock
+        self.uuid_salt = uuid_salt
         self.start = clock()
         self.counters = [c for c in counters() if c.name not in _VGPU_ONLY]
         # 1.x mode writes the 1.x CSV's help texts and types (first entry wins: the CSV lists
@@ -314,6 +319,8 @@ class Fleet:
                 return f.value
             elif f.kind == "frozen":
                 value = node.first_values.setdefault((gpu, instance, name), value)
+            elif f.kind == "counter-reset" and node.scrapes % (f.every or 3) == 0:
+                value = 0
         return fmt_value(name, value)
 
     # ----------------------------------------------------------------- exposition
@@ -340,10 +347,11 @@ class Fleet:
         """The text dcgm-exporter would serve for ``node`` with ``faults`` at time ``now``."""
         legacy = any(f.kind == "legacy-names" for f in faults)
         host_label = "hostname" if any(f.kind == "hostname-rename" for f in faults) else "Hostname"
+        no_prof = any(f.kind == "no-profiling" for f in faults)
         lines: list[str] = []
         for counter in self.counters:
             name = LEGACY_NAMES.get(counter.name) if legacy else counter.name
-            if name is None:
+            if name is None or (no_prof and counter.name.startswith("DCGM_FI_PROF_")):
                 continue
             series = []
             for gpu in range(node.gpus):
@@ -356,7 +364,7 @@ class Fleet:
                     value = self._value(node, gpu, counter.name, now, faults, inst)
                     if value is None:
                         continue
-                    labels = [("gpu", str(gpu)), ("uuid" if legacy else "UUID", gpu_uuid(node.name, gpu)),
+                    labels = [("gpu", str(gpu)), ("uuid" if legacy else "UUID", gpu_uuid(node.name, gpu, self.uuid_salt)),
                               ("pci_bus_id", f"00000000:{0x18 + 0x10 * gpu:02X}:00.0"), ("device", f"nvidia{gpu}"),
                               ("modelName", MODEL)]
                     if inst is not None:

@@ -46,9 +46,11 @@ FAULTY = [
     Fault("mig", node="gpu-node-10", gpu=1),
     Fault("drop", metric="DCGM_FI_DEV_MEM_COPY_UTIL"),  # gone everywhere (C01)
     Fault("http500", node="gpu-node-12", every=2),       # flapping (C17)
+    Fault("counter-reset", metric="DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", node="gpu-node-4", gpu=1, every=2),  # C09
 ]
 #: written to the fault file once Prometheus has history: a GPU disappears, a field disappears
-LATER = "faults:\n  - {kind: drop, node: gpu-node-11, gpu: 1}\n  - {kind: drop, metric: DCGM_FI_DEV_SM_CLOCK, node: gpu-node-11, gpu: 0}\n"
+LATER = ("faults:\n  - {kind: drop, node: gpu-node-11, gpu: 1}\n  - {kind: drop, metric: DCGM_FI_DEV_SM_CLOCK, node: gpu-node-11, gpu: 0}\n"
+         "  - {kind: no-profiling}\n")  # every DCGM_FI_PROF_* gone (dcgm-exporter#571)
 
 
 def spec_for(job: str, name: str = "gpumon", edit=None):
@@ -62,9 +64,11 @@ def env(tmp_path_factory):
     rules = tmp / "gpumon.rules.yaml"
     rules.write_text(render.render(spec_for("dcgm-exporter"))["rules/gpumon.rules.yaml"])
     fault_file = tmp / "faults.yaml"
-    healthy, faulty = Fleet(2, 2), Fleet(12, 2, FAULTY, fault_file=fault_file)
+    healthy, faulty = Fleet(2, 2, uuid_salt="healthy/"), Fleet(12, 2, FAULTY, fault_file=fault_file)
     with Simulator(healthy) as hs, Simulator(faulty) as fs:
-        targets = {"dcgm-healthy": list(hs.targets.values()), "dcgm-exporter": list(fs.targets.values())}
+        # dcgm-dup scrapes gpu-node-2 a second time: a second exporter / scrape config for one node
+        targets = {"dcgm-healthy": list(hs.targets.values()), "dcgm-exporter": list(fs.targets.values()),
+                   "dcgm-dup": [fs.targets["gpu-node-2"]]}
         with LocalPrometheus(targets, rule_files=[rules], scrape_interval="1s", scrape_timeout="1s") as prom:
             ok = prom.wait_for(lambda: len(prom.query('count_over_time(up{job="dcgm-exporter"}[1m]) >= 5')) == 12
                                and len(prom.query('count_over_time(up{job="dcgm-healthy"}[1m]) >= 5')) == 2, 90)
@@ -72,7 +76,8 @@ def env(tmp_path_factory):
             fault_file.write_text(LATER)
             # validate counts a sample within 3 scrape intervals as "present now": wait past that
             gone = ('last_over_time(DCGM_FI_DEV_GPU_TEMP{Hostname="gpu-node-11",gpu="1"}[4s]) or '
-                    'last_over_time(DCGM_FI_DEV_SM_CLOCK{Hostname="gpu-node-11",gpu="0"}[4s])')
+                    'last_over_time(DCGM_FI_DEV_SM_CLOCK{Hostname="gpu-node-11",gpu="0"}[4s]) or '
+                    'last_over_time(DCGM_FI_PROF_GR_ENGINE_ACTIVE{job="dcgm-exporter"}[4s])')
             assert prom.wait_for(lambda: not prom.query(gone), 30), prom.logs()
             yield {"prom": prom, "targets": fs.targets, "rules": rules}
 
@@ -210,6 +215,46 @@ def test_target_missing_skips_gpu_checks(env):
     report, code = run(env, spec_for("no-such-job"))
     assert code == 1
     assert [f.check for f in report.findings if f.severity == "error"] == ["target-missing"]
+    # the series exist under other jobs (GPU Operator's nvidia-dcgm-exporter vs dcgm-exporter): name them
+    (missing,) = by_check(report, "target-missing")
+    assert 'job="dcgm-exporter" (' in missing.message and 'job="dcgm-dup" (2 series' in missing.message
+    assert missing.message.endswith('job="dcgm-healthy" (4 series of DCGM_FI_DEV_GPU_TEMP)'), missing.message
+    assert "set exporter.job in the spec" in missing.hint and "dcgm-healthy" in missing.hint
+
+
+def test_duplicate_gpu(env, faulty):
+    report, _ = faulty
+    (dup,) = by_check(report, "duplicate-gpu")
+    t = env["targets"]["gpu-node-2"]
+    assert dup.subject == "gpu-node-2" and dup.severity == "error"
+    assert f'job="dcgm-dup" instance="{t}", job="dcgm-exporter" instance="{t}"' in dup.message
+    assert gpu_uuid("gpu-node-2", 0) in dup.message and gpu_uuid("gpu-node-2", 1) in dup.message
+    assert "2 GPU(s) of node gpu-node-2" in dup.message  # not the MIG instances of gpu-node-10
+    healthy, _ = run(env, spec_for("dcgm-healthy"), checks=("duplicates",))
+    assert not healthy.findings
+
+
+def test_optional_fields_absent(env, faulty):
+    report, _ = faulty
+    prof = [f for f in by_check(report, "optional-absent") if f.case == "optional/profiling"]
+    assert len(prof) == 1 and prof[0].severity == "warning", prof
+    for name in ("DCGM_FI_PROF_GR_ENGINE_ACTIVE", "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", "DCGM_FI_PROF_DRAM_ACTIVE"):
+        assert name in prof[0].message.split("gone now:")[1]
+    assert "profiling module" in prof[0].hint
+    # healthy fleet: the simulator serves the default CSV's PROF fields; only the vGPU-only field it
+    # lacks is listed, as info (never an error)
+    healthy, code = run(env, spec_for("dcgm-healthy"), checks=("optional",))
+    assert code == 0 and {f.severity for f in healthy.findings} == {"info"}
+    text = " ".join(f.message for f in healthy.findings)
+    assert "DCGM_FI_DEV_VGPU_LICENSE_STATUS" in text and "DCGM_FI_PROF_" not in text
+    assert "DCGM_FI_DEV_MEMORY_TEMP" not in text
+
+
+def test_counter_decreases(faulty):
+    report, _ = faulty
+    (dec,) = by_check(report, "counter-decreases")
+    assert dec.severity == "warning" and dict(dec.labels)["UUID"] == gpu_uuid("gpu-node-4", 1)
+    assert dict(dec.labels)["dcgm_field"] == "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION"
 
 
 def test_rules_loaded_pass_and_fail(env, faulty):

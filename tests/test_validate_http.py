@@ -292,3 +292,26 @@ def test_progress_line_on_a_tty_after_one_second(monkeypatch, capsys):
         ctx.queries_at_now({"one": "vector(1)"})  # quick: no progress line
         ctx.close()
     assert "queries" not in capsys.readouterr().err
+
+
+def test_optional_fields_behind_a_partial_response_are_not_called_absent():
+    """optional-absent must not list a field whose query came back partial (Thanos store down)."""
+    gpu = {"job": "dcgm-exporter", "instance": "a:9400", "Hostname": "gpu-a1", "UUID": "GPU-aaaa", "gpu": "0"}
+
+    def handler(request):
+        q = request.url.params.get("query", "")
+        if q == "vector(1)":
+            return ok({"resultType": "vector", "result": [{"metric": {}, "value": [1.0, "1"]}]})
+        if "DCGM_FI_PROF_GR_ENGINE_ACTIVE" in q:
+            return ok(vector(), warnings=["partial response: store 10.0.0.9:10901 unavailable"])
+        if "DCGM_FI_DEV_GPU_TEMP" in q:
+            return ok(vector((gpu, "1")))
+        return ok(vector())
+
+    with client(handler) as c:
+        report, code = validate(SPEC, c, progress=False, checks=("optional",))
+    unsure = [f for f in report.findings if f.severity == "inconclusive"]
+    assert [f.check for f in unsure] == ["optional-absent"] and "DCGM_FI_PROF_GR_ENGINE_ACTIVE" in unsure[0].message
+    absent = " ".join(f.message for f in report.findings if f.severity != "inconclusive")
+    assert "DCGM_FI_PROF_GR_ENGINE_ACTIVE" not in absent and "DCGM_FI_PROF_DRAM_ACTIVE" in absent
+    assert code == 3

@@ -61,6 +61,12 @@ def _pods(k: Kubernetes, metric: str, where: str = "", **matchers: str) -> str:
     return sel + "}"
 
 
+def pods_selector(k: Kubernetes, metric: str) -> str:
+    """The selector of kube-state-metrics' ``metric`` for the exporter pods (namespace, pod regex,
+    container when the spec names one), e.g. for validate's pod-to-node map."""
+    return _pods(k, metric)
+
+
 def _escape(value: str) -> str:
     return value.replace("\\", "\\\\").replace('"', '\\"')
 

@@ -1,7 +1,8 @@
 """``gpumon validate``: prove on a live Prometheus that every spec'd series exists, and say why not.
 
 Checks run in order, one module each: reachability (stops the run when the API cannot be used),
-targets, presence, values, continuity, rules-loaded, inventory, metadata. Each returns findings
+targets, presence, duplicates, optional, values, continuity, counters, rules-loaded, inventory,
+metadata, and kubernetes (only with the spec's ``kubernetes`` section). Each returns findings
 (:class:`generator.findings.Finding`) and the JUnit cases it ran (one per check x metric).
 
 Exit codes (:func:`exit_code`): 0 all checks pass; 1 a check failed; 2 could not check
@@ -17,12 +18,14 @@ from ..durations import format_duration
 from ..findings import Report
 from ..promapi import PromClient
 from ..spec import Spec
-from . import continuity, inventory, metadata, presence, reachability, rules_loaded, targets, values
+from . import (continuity, counters, duplicates, inventory, kubernetes, metadata, optional, presence, reachability,
+               rules_loaded, targets, values)
 from .base import Context
 
 #: Check modules in run order (ids as used in ``--checks`` and JUnit class names).
-CHECKS = {"targets": targets, "presence": presence, "values": values, "continuity": continuity,
-          "rules-loaded": rules_loaded, "inventory": inventory, "metadata": metadata}
+CHECKS = {"targets": targets, "presence": presence, "duplicates": duplicates, "optional": optional,
+          "values": values, "continuity": continuity, "counters": counters, "rules-loaded": rules_loaded,
+          "inventory": inventory, "metadata": metadata, "kubernetes": kubernetes}
 EXIT_OK, EXIT_FAILED, EXIT_ERROR, EXIT_INCONCLUSIVE = 0, 1, 2, 3
 
 

@@ -47,3 +47,47 @@ DRIVER_MISMATCH = ("nodes run different driver versions: keep a driver/exporter 
                    "odd nodes to the fleet's version (a mismatch between driver and NVML library breaks fields)")
 FLAPPING = ("a target that alternates between up and down never fires a `for:` down alert (cloudflare/pint#966): "
             "look for scrape timeouts on big GPU/MIG nodes, exporter restarts (OOM kills) and node pressure")
+# --- the kubernetes section (docs/kubernetes.md)
+KSM_MISSING = ("no successful scrape of kube-state-metrics with this job: check the job name in "
+               "kubernetes.kube_state_metrics.job and that kube-state-metrics runs and is scraped")
+K8S_RULES = ("the expected-vs-reported GPU counts are recording rules: load the rendered rules "
+             "(output/rules/ or the PrometheusRule) so the `<name>.kubernetes` and `<name>.inventory` groups run")
+GPUS_MISSING = ("the node should have more GPUs than the exporter reports: look for XID 79 (fallen off the bus) in "
+                "`dmesg`, run `nvidia-smi` on the node, check the exporter log for GPUs it cannot read; an exporter "
+                "limited to the GPUs allocated to pods reports fewer too")
+GPUS_ABOVE = ("the node reports more physical GPUs than expected: capacity.units_per_gpu or a static entry is "
+              "wrong for this node (time-slicing, MIG strategy), or the device plugin lost GPUs")
+NO_EXPORTER_POD = ("no Running exporter pod on this GPU node: check the DaemonSet's nodeSelector (GPU Operator: "
+                   "label nvidia.com/gpu.deploy.dcgm-exporter=true), tolerations for the node's taints, and "
+                   "`kubectl describe pod` for a Pending pod")
+POD_NOT_SCRAPED = ("an exporter pod runs on the node but no target of the exporter job belongs to it: the "
+                   "ServiceMonitor/PodMonitor selector or namespaceSelector misses it, or the Service has no "
+                   "endpoint for the pod (not Ready)")
+NO_GPU_SERIES = ("the node should report GPUs (static expectation) but no series of the exporter job carries "
+                 "it: the exporter does not run there, its target is down, or the node label differs")
+CAPACITY_MISSING = ("GPUs report telemetry but the node advertises no GPU capacity: the NVIDIA device plugin is not "
+                    "running or not registered on the node, or kubernetes.node_join does not map node names")
+RESTARTS = ("the exporter container restarted: `kubectl logs --previous` for NVML/DCGM init errors or panics, "
+            "`kubectl describe pod` for the termination reason; every restart is a gap on the whole node")
+OOM = ("the exporter was OOM-killed: its memory grows until the limit (many GPUs/MIG instances, pod labels, "
+       "profiling fields); raise resources.limits.memory or trim the collectors CSV")
+DS_NOT_READY = ("some nodes that should run the exporter have no ready pod: `kubectl -n <namespace> get pods -o wide` "
+                "for Pending, CrashLoopBackOff or ImagePullBackOff pods (a rolling update is brief)")
+DS_MISSING = ("kube-state-metrics knows no DaemonSet of this namespace and name: fix kubernetes.exporter in the spec, "
+              "and scrape kube-state-metrics with honor_labels: true (else its namespace label is exported_namespace)")
+DEVICE_PLUGIN = ("the device plugin marked GPUs unhealthy (allocatable < capacity), usually after an XID: check "
+                 "`kubectl describe node` and the device plugin log; the GPU needs a reset or service")
+DUPLICATE = ("two exporters (or two scrape configs) report the same GPU: e.g. the GPU Operator's "
+             "nvidia-dcgm-exporter next to a Helm-installed dcgm-exporter, or a ServiceMonitor next to a static "
+             "scrape config. Sums and counts double and every alert fires twice: remove one exporter "
+             "(GPU Operator: dcgmExporter.enabled=false when you run your own) or one scrape config")
+PROFILING = ("DCGM_FI_PROF_* (DCP) fields need the DCGM profiling module: check the exporter log for profiling "
+             "module / DCP errors (dcgm-exporter#571), that the collectors CSV lists them, and that the GPUs "
+             "support them (not on consumer GPUs, not on some vGPU profiles); dashboards built on them stay empty")
+OPTIONAL_ABSENT = ("no GPU reports these optional fields: they are not in the exporter's collectors CSV, or this "
+                   "model/driver/mode does not support them (vGPU-only, A100-and-newer fields); add them to the CSV "
+                   "or remove them from the spec")
+COUNTER_DECREASES = ("a counter that goes down is not a counter: rate()/increase() read every drop as a reset and "
+                     "spike (dcgm-exporter#417). If the field is really a gauge, set `kind: gauge` in the spec and "
+                     "re-render; a GPU reset or driver reload resets real counters too (FIELD-CASES C08), but not "
+                     "this often")

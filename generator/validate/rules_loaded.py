@@ -37,6 +37,8 @@ def run(ctx: Context) -> CheckResult:
     loaded: dict[str, list[dict]] = {}
     for group in ans.data or []:
         loaded.setdefault(group.get("name", ""), []).extend(group.get("rules") or [])
+    if not ans.partial:
+        ctx.cache["loaded_groups"] = loaded  # the kubernetes check reads recorded series only if loaded
     findings: list[Finding] = []
     for g in expected:
         case = f"{CHECK}/{g.name}"

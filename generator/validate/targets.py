@@ -91,10 +91,29 @@ def _seconds(text: str | None) -> float | None:
 
 
 def _missing(ctx: Context, findings: list[Finding], case: str) -> CheckResult:
+    """target-missing; when dcgm-exporter series exist under other jobs (GPU Operator's
+    ``nvidia-dcgm-exporter`` vs the chart's ``dcgm-exporter``), name them: one ``count by (job)``
+    per required metric, at most two (never a regex over metric names)."""
     ctx.skip_gpu_checks = True
-    findings.append(Finding("target-missing", "error", ctx.job,
-                            f"no active target has job=\"{ctx.job}\"; per-GPU checks for this job are skipped",
-                            hints.TARGET_MISSING, labels=(("job", ctx.job),), case=case))
+    probes = [m.name for m in ctx.spec.required_metrics[:2]]
+    answers = ctx.queries_at_now({m: f"count by (job) ({m})" for m in probes})
+    jobs: dict[str, dict[str, int]] = {}
+    for metric, ans in answers.items():
+        if isinstance(ans, PromError):
+            continue
+        for item in ans.data:
+            jobs.setdefault(item["metric"].get("job", ""), {})[metric] = int(float(item["value"][1]))
+    msg = f"no active target has job=\"{ctx.job}\"; per-GPU checks for this job are skipped"
+    hint = hints.TARGET_MISSING
+    if jobs:
+        # per job, the count of the first probed metric it carries
+        carried = "; ".join(f"job=\"{j}\" ({next(f'{c[m]} series of {m}' for m in probes if m in c)})"
+                            for j, c in sorted(jobs.items()))
+        msg += f". dcgm-exporter series exist under another job: {carried}"
+        hint = (f"set exporter.job in the spec to the job that scrapes your exporter ({', '.join(sorted(jobs))}) and "
+                "re-render: GPU Operator installs use nvidia-dcgm-exporter, the Helm chart uses the Service name; "
+                "or relabel the job in your scrape config")
+    findings.append(Finding("target-missing", "error", ctx.job, msg, hint, labels=(("job", ctx.job),), case=case))
     return CheckResult(findings, [case])
 
 

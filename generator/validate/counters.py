@@ -1,0 +1,69 @@
+"""Check: spec'd counters that go down (FIELD-CASES C09). A counter whose ``resets()`` over the
+lookback is above 2 while the exporter process did not restart is not a counter: ``rate()`` reads
+every drop as a reset and spikes (DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL, dcgm-exporter#417). One
+query per counter of the spec, returning only the offending GPUs::
+
+    max by (<identity>) (resets(M{job}[lookback]) > 2
+      unless on (job, instance) changes(process_start_time_seconds{job}[lookback]) > 0)
+
+(dcgm-exporter does not export ``process_start_time_seconds`` in every version; without it no
+series is excluded.)
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from ..durations import format_duration
+from ..findings import Finding
+from ..promapi import PromError
+from ..rules.names import FIELD_LABEL
+from . import hints
+from .base import CheckResult, Context, partial, query_failed
+
+CHECK = "counters"
+#: resets over the lookback tolerated: a GPU reset or driver reload resets a real counter (C08)
+MAX_RESETS = 2
+
+
+def query(ctx: Context, metric: str) -> str:
+    """GPUs whose ``metric`` was reset more than :data:`MAX_RESETS` times in the lookback."""
+    w = format_duration(ctx.lookback)
+    return (f"max by ({', '.join(ctx.id_labels)}) (\n  resets({ctx.sel(metric)}[{w}]) > {MAX_RESETS}\n"
+            f"  unless on (job, instance) changes({ctx.sel('process_start_time_seconds')}[{w}]) > 0\n)")
+
+
+def run(ctx: Context) -> CheckResult:
+    """Finding ``counter-decreases`` (warning): one per counter and node, listing the GPUs and
+    how often the value went down."""
+    metrics = [m for m in ctx.spec.metrics if m.kind == "counter"]
+    cases = [f"{CHECK}/{m.name}" for m in metrics]
+    if ctx.skip_gpu_checks or not metrics:
+        return CheckResult([], cases)
+    answers = ctx.queries_at_now({m.name: query(ctx, m.name) for m in metrics})
+    window = format_duration(ctx.lookback)
+    findings: list[Finding] = []
+    for m in metrics:
+        case, ans = f"{CHECK}/{m.name}", answers[m.name]
+        if isinstance(ans, PromError):
+            findings.append(query_failed(ans, CHECK, m.name, case))
+            continue
+        by_node: dict[str, list] = defaultdict(list)
+        for item in ans.data:
+            if item["metric"].get("instance", "") in ctx.down_instances:
+                continue
+            gpu = ctx.gpu(item["metric"])
+            by_node[gpu.node].append((gpu, int(float(item["value"][1]))))
+        out = []
+        for node, items in sorted(by_node.items()):
+            items.sort(key=lambda x: x[0].key)
+            shown = ", ".join(f"{g}: {n} times" for g, n in items[:8])
+            labels = [(FIELD_LABEL, m.name), ("job", ctx.job), (ctx.labels.node, node)]
+            if len(items) == 1:
+                labels.append((ctx.labels.gpu, items[0][0].uuid))
+            out.append(Finding("counter-decreases", "warning", f"{m.name} on {node or '?'}",
+                               f"{m.name} (spec kind counter) went down more than {MAX_RESETS} times in the last "
+                               f"{window} without an exporter restart on {len(items)} GPU(s): {shown}",
+                               hints.COUNTER_DECREASES, labels=tuple(sorted(labels)), case=case))
+        findings += partial(out, ans, case, CHECK, m.name)
+    return CheckResult(findings, cases)

@@ -57,12 +57,34 @@ def frozen(spec: Spec, m: Metric) -> Rule:
                  labels={"dcgm_field": m.name}, metric=m.name, title=m.title, window=w)
 
 
+#: (busy field, its threshold in the field's unit, profiling field) for :func:`profiling_stuck`
+PROFILING_PAIR = ("DCGM_FI_DEV_GPU_UTIL", 90, "DCGM_FI_PROF_GR_ENGINE_ACTIVE")
+
+
+def profiling_stuck(spec: Spec) -> Rule | None:
+    """The GPU is busy by NVML's utilisation while DCGM's profiling engine-activity reads 0: the
+    profiling fields are stuck (dcgm-exporter#662 for weeks; DCGM#303 after XID 31), so every panel
+    and alert built on DCGM_FI_PROF_* is wrong. Rendered only when the spec has both fields. MIG
+    GPUs do not report GPU_UTIL, so they never match."""
+    busy_name, level, prof_name = PROFILING_PAIR
+    busy, prof = spec.metric(busy_name), spec.metric(prof_name)
+    if busy is None or prof is None:
+        return None
+    dev = by(tuple(x for x in gpu_ids(spec) if x != spec.exporter.labels.mig_instance))
+    expr = (f"max by ({dev}) ({valid_values(spec, busy)}) > {num(level)}\n"
+            f"and on ({dev})\nmax by ({dev}) ({valid_values(spec, prof)}) == 0")
+    return alert(spec, "GpuProfilingStuck", expr, severity="warning", for_=max(spec.alerts.for_, 900.0),
+                 kind="profiling_stuck", busy=busy.name, level=num(level), prof=prof.name)
+
+
 def rules(spec: Spec) -> list[Rule]:
-    """Value alerts for every spec'd metric: implausible, thresholds, frozen counters."""
+    """Value alerts for every spec'd metric: implausible, thresholds, frozen counters, and the
+    busy-but-profiling-zero divergence."""
     out: list[Rule] = []
     for m in spec.metrics:
         out.append(implausible(spec, m))
         out += [threshold(spec, m, t) for t in m.thresholds]
         if m.frozen_check:
             out.append(frozen(spec, m))
-    return out
+    stuck = profiling_stuck(spec)
+    return out + ([stuck] if stuck else [])

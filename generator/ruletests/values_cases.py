@@ -163,8 +163,36 @@ def frozen(spec: Spec, m: Metric, step: float) -> list[Scenario]:
     return [sc, reset]
 
 
+def profiling_stuck(spec: Spec, step: float) -> list[Scenario]:
+    """C29: a GPU busy by GPU_UTIL while PROF_GR_ENGINE_ACTIVE reads 0 fires after ``for``; the
+    same utilisation with engine activity above 0 stays quiet."""
+    rule = values.profiling_stuck(spec)
+    if rule is None:
+        return []
+    busy_name, level, prof_name = values.PROFILING_PAIR
+    busy, prof = spec.metric(busy_name), spec.metric(prof_name)
+    hold = steps(rule.for_, step)
+    out = []
+    for active, fires in ((0, True), (0.8, False)):
+        verdict = "fires" if fires else "stays quiet"
+        sc = Scenario(f"{busy.name} {level + 5} with {prof.name} {fleet.fmt_value(active)}: profiling-stuck alert "
+                      f"{verdict}", hold + 6, step)
+        gpu = fleet.gpus(1, 1)[0]
+        add_target(sc, spec, gpu.instance)
+        sc.add(busy.name, _series(spec, gpu, busy), sc.const(level + 5))
+        sc.add(prof.name, _series(spec, gpu, prof), sc.const(active))
+        sc.quiet(2, rule.alert)
+        if fires:
+            sc.expect(hold + 3, rule.alert, [Firing(rule, gpu_ids(spec, gpu, busy), level + 5)])
+        else:
+            sc.quiet(hold + 3, rule.alert)
+        out.append(sc)
+    return out
+
+
 def scenarios(spec: Spec) -> list[Scenario]:
-    """Every value scenario for ``spec``: implausible per metric, thresholds, frozen counters."""
+    """Every value scenario for ``spec``: implausible per metric, thresholds, frozen counters, and
+    the profiling-stuck divergence."""
     step = test_step(spec)
     out: list[Scenario] = []
     for m in spec.metrics:
@@ -176,4 +204,4 @@ def scenarios(spec: Spec) -> list[Scenario]:
                 out.append(spike)
         if m.frozen_check:
             out += frozen(spec, m, step)
-    return out
+    return out + profiling_stuck(spec, step)

@@ -72,17 +72,17 @@ def render(spec: str | None, out: str, check: bool) -> None:
             click.echo(f"gpumon: {out}/ is out of date with {model.path}; run `gpumon render` (or `make render`)",
                        err=True)
             sys.exit(EXIT_FINDINGS)
-        click.echo(f"{out}/ is up to date ({len(files)} files)")
+        click.echo(f"{out}/ is up to date with {model.path} ({len(files)} files)")
         return
     try:
         drift = writer.write(files, folder)
     except OSError as exc:
         click.echo(f"gpumon: cannot write {exc.filename or out}: {exc.strerror or exc}", err=True)
         sys.exit(EXIT_ERROR)
-    for line in drift.lines():
+    for line in drift.lines(applied=True):
         click.echo(line)
-    click.echo(f"wrote {out}/ ({len(files)} files, {len(drift.added) + len(drift.changed)} changed, "
-               f"{len(drift.removed)} removed)")
+    click.echo(f"wrote {out}/ from {model.path} ({len(files)} files, {len(drift.added) + len(drift.changed)} "
+               f"changed, {len(drift.removed)} removed)")
 
 
 @cli.command(epilog="\b\nFault kinds (key=value pairs: kind, metric, node, gpu, every, seconds, value, instances):\n"
@@ -181,7 +181,10 @@ def validate(spec, url, backend, path_prefix, tenant, headers, bearer_token_file
     for h in headers:
         key, sep, value = h.partition("=")
         if not sep or not key.strip():
-            raise click.BadParameter(f"expected K=V, got {key!r}=...", param_hint="--header")
+            # never echo the value: it is usually a credential (Authorization: Bearer ...)
+            shown = key.split(":", 1)[0].strip() or "?"
+            raise click.BadParameter(f"expected K=V (e.g. Authorization=Bearer ...), got {shown!r} followed by a "
+                                     "value that is not shown", param_hint="--header")
         extra[key.strip()] = value
     model = load_or_exit(spec)
     try:
@@ -199,7 +202,11 @@ def validate(spec, url, backend, path_prefix, tenant, headers, bearer_token_file
     text = reporters.render(report, fmt, color=fmt == "text" and sys.stdout.isatty())
     click.echo(text, nl=False)
     if out_file:
-        Path(out_file).write_text(reporters.render(report, fmt) if fmt == "text" else text, encoding="utf-8")
+        try:
+            writer.atomic_write(Path(out_file), (reporters.render(report, fmt) if fmt == "text" else text).encode())
+        except OSError as exc:
+            click.echo(f"gpumon validate: cannot write {out_file}: {exc.strerror or exc}", err=True)
+            sys.exit(EXIT_ERROR)
     sys.exit(code)
 
 

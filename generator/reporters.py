@@ -15,7 +15,7 @@ from collections import defaultdict
 from rich.console import Console
 from rich.table import Table
 
-from .findings import Finding, Report
+from .findings import Finding, Location, Report
 
 FORMATS = ("text", "json", "sarif", "junit", "github")
 _SARIF_LEVEL = {"error": "error", "warning": "warning", "info": "note", "inconclusive": "note"}
@@ -84,10 +84,12 @@ def sarif(report: Report) -> str:
     for f in report.sorted_findings():
         result = {"ruleId": f.check, "ruleIndex": rule_ids.index(f.check), "level": _SARIF_LEVEL[f.severity],
                   "message": {"text": f"{f.subject}: {f.message}" + (f" Hint: {f.hint}" if f.hint else "")}}
-        if f.location:
+        where = f.location or (Location(str(report.summary["spec"])) if report.summary.get("spec") else None)
+        if where:
+            # code scanning needs a location on every result; validate findings point at the spec
             result["locations"] = [{"physicalLocation": {
-                "artifactLocation": {"uri": f.location.file},
-                "region": {"startLine": max(1, f.location.line), "startColumn": max(1, f.location.column)}}}]
+                "artifactLocation": {"uri": where.file},
+                "region": {"startLine": max(1, where.line), "startColumn": max(1, where.column)}}}]
             if f.location.pointer:
                 result["properties"] = {"jsonPointer": f.location.pointer}
         results.append(result)

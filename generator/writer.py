@@ -27,10 +27,12 @@ class Drift:
     def any(self) -> bool:
         return bool(self.added or self.changed or self.removed)
 
-    def lines(self) -> list[str]:
-        """``+ path`` / ``~ path`` / ``- path`` lines for humans."""
-        return ([f"+ {p} (missing)" for p in self.added] + [f"~ {p} (differs)" for p in self.changed]
-                + [f"- {p} (no longer rendered)" for p in self.removed])
+    def lines(self, applied: bool = False) -> list[str]:
+        """``+ path`` / ``~ path`` / ``- path`` lines for humans: what differs (``--check``), or
+        with ``applied`` what was just written and removed."""
+        words = ("new", "updated", "removed") if applied else ("missing", "differs", "no longer rendered")
+        return ([f"+ {p} ({words[0]})" for p in self.added] + [f"~ {p} ({words[1]})" for p in self.changed]
+                + [f"- {p} ({words[2]})" for p in self.removed])
 
 
 def _manifest(out: Path) -> list[str]:

@@ -26,11 +26,15 @@ def implausible(spec: Spec, m: Metric) -> Rule:
         parts.append(_reason(f"{s} < {num(m.range_min)}", "below_range"))
     inner = "\n  or\n  ".join(parts)
     expr = f"max by ({by(gpu_ids(spec, m))}, reason) (\n  {inner}\n)"
-    lo = "-inf" if m.range_min is None else num(m.range_min)
-    hi = "+inf" if m.range_max is None else num(m.range_max)
+    if m.has_range:
+        lo = "-inf" if m.range_min is None else num(m.range_min)
+        hi = "+inf" if m.range_max is None else num(m.range_max)
+        range_text = f"plausible {lo}..{hi} {m.unit}"
+    else:
+        range_text = "the spec gives no range: only DCGM blank codes and NaN are implausible"
     return alert(spec, "GpuTelemetryImplausible", expr, severity="warning", for_=spec.alerts.implausible_for,
                  kind="implausible_value", labels={"dcgm_field": m.name}, metric=m.name, title=m.title,
-                 range_text=f"plausible {lo}..{hi} {m.unit}")
+                 range_text=range_text)
 
 
 def threshold(spec: Spec, m: Metric, t: Threshold) -> Rule:
@@ -40,7 +44,9 @@ def threshold(spec: Spec, m: Metric, t: Threshold) -> Rule:
     keep = by(gpu_ids(spec, m) + m.alert_labels)
     agg = "max" if t.op in (">", ">=") else "min"
     expr = f"{agg} by ({keep}) (\n  {valid_values(spec, m)}\n) {t.op} {num(t.value)}"
-    return alert(spec, t.alert, expr, severity=t.severity, for_=t.for_, kind="threshold",
+    # An error-code field (XID) is a different story from a reading past a limit: own texts and runbook.
+    kind = "xid" if m.unit == "code" else "threshold"
+    return alert(spec, t.alert, expr, severity=t.severity, for_=t.for_, kind=kind,
                  labels={"dcgm_field": m.name}, metric=m.name, title=m.title, unit=m.unit,
                  op=t.op, value=num(t.value), severity_name=t.severity, for_text=format_duration(t.for_))
 

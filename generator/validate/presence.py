@@ -224,7 +224,7 @@ def _metric(ctx: Context, inv: Inventory, m: Metric, case: str) -> list[Finding]
         node_labels = labels + ((ctx.labels.node, node),) + ((("instance", targets[0]),) if len(targets) == 1 else ())
         listed = f"{gpu_list([_gpu(inv, k) for k in keys])}; {_evidence(ctx, inv, m, keys)}"
         if keys == node_gpus and len(keys) > 1:
-            msg = f"{m.name} is missing on all {len(keys)} GPUs of {where}; other nodes report it: {listed}"
+            msg = f"{m.name} is missing on all {len(keys)} GPUs of {where}; other nodes report it. Missing on: {listed}"
             hint = hints.NODE_MISSING
         else:
             msg = f"{m.name} is missing on {len(keys)} of {len(node_gpus)} GPUs of {where}: {listed}"

@@ -33,10 +33,14 @@ def metric_panel(spec: Spec, m: Metric) -> db.Panel:
     de-duplicated per GPU first, so MIG instances do not count a GPU several times)."""
     p = plot(m)
     g = q.per_gpu(spec, m, FLEET, only_plausible=True)
-    shown = "per-second rate" if p.rate else "value"
-    desc = (f"{m.description} `{m.name}`, {shown} per GPU: maximum, mean and minimum over the fleet. "
-            "Readings outside the spec range, DCGM blank sentinels and NaN are left out (the "
-            "GpuTelemetryImplausible alert reports them).")
+    if p.rate:
+        shown = "per-second rate" + (" (the power drawn, in watts)" if m.unit in ("millijoules", "joules") else "")
+        note = "rate() absorbs counter resets (driver reload), so the lines never go negative."
+    else:
+        shown = "value"
+        note = ("Readings outside the spec range, DCGM blank sentinels and NaN are left out (the "
+                "GpuTelemetryImplausible alert reports them).")
+    desc = f"{m.description} `{m.name}`, {shown} per GPU: maximum, mean and minimum over the fleet. {note}"
     if m.thresholds:
         desc += " Dashed lines: the spec's thresholds."
     empty = base.no_value(spec, f"No GPU reports {m.name} now.", "GpuMetricAbsent") if m.required else \

@@ -25,6 +25,8 @@ import httpx
 #: Error kinds of :class:`PromError`.
 KINDS = ("config", "connection", "timeout", "auth", "not-found", "api", "http", "not-json")
 MAX_REDIRECTS = 5
+#: words that mark an HTML answer as a login page (oauth2-proxy, OpenShift oauth-proxy, SSO portals)
+_LOGIN_WORDS = ("sign in", "sign-in", "signin", "log in", "login", "password", "oauth", "sso", "authenticate")
 
 
 class PromError(Exception):
@@ -178,7 +180,12 @@ class PromClient:
         body = resp.text
         snippet = " ".join(body.strip().split())[:200]
         if "html" in ctype or body.lstrip()[:1] == "<":
-            if status < 400 or status in (401, 403):
+            login = status in (401, 403) or any(w in body.lower() for w in _LOGIN_WORDS)
+            if status < 400 and not login:
+                raise PromError("not-json", url, f"received an HTML page, not the Prometheus API: {snippet[:120]!r}",
+                                status, hint="--prom points at a web page (a UI, an index, an ingress default "
+                                "backend), not at the API: check --prom and --path-prefix")
+            if login:
                 raise PromError("auth", url, "received HTML (likely a login page from an auth proxy), not the "
                                 "Prometheus API", status, hint="pass credentials (--bearer-token-file, "
                                 "--basic-auth-file, --header) or point --prom at the API behind the proxy")

@@ -128,6 +128,8 @@ def test_timeout_is_exit_2_with_hint():
     (httpx.Response(404, text="404 page not found\n"), "api-not-found", "404 page not found"),
     (httpx.Response(400, json={"status": "error", "errorType": "bad_data", "error": "invalid parameter \"query\""}),
      "api-error", "bad_data: invalid parameter"),
+    (httpx.Response(200, text="<!DOCTYPE html><title>Directory listing for /</title><ul><li>a.txt</li></ul>",
+                    headers={"content-type": "text/html"}), "not-prometheus-api", "received an HTML page, not the"),
     (httpx.Response(502, text="<html>Bad Gateway</html>", headers={"content-type": "text/html"}), "http-error",
      "received an HTML error page"),
     (httpx.Response(403, text="<html><body>Forbidden. Sign in</body></html>", headers={"content-type": "text/html"}),

@@ -19,6 +19,8 @@ from .series import STALE, Token, fmt
 EXPORTER_PORT = 9400
 #: label values tests use for the cluster label when the spec names one
 CLUSTER = "gpu-cluster-a"
+#: a second cluster's label value, for scenarios with two clusters behind one (global) ruler
+CLUSTER_B = "gpu-cluster-b"
 #: the MIG profile label dcgm-exporter writes next to GPU_I_ID
 MIG_PROFILE_LABEL = "GPU_I_PROFILE"
 #: a steady power draw the energy counter is built from (watts)

@@ -143,6 +143,10 @@ def test_promtool_passes_for_a_modified_spec(modified_out):
     assert all(lab.get("job") == "nvidia-dcgm-exporter" for lab in firing)
     per_gpu = [lab for lab in firing if "UUID" in lab]
     assert per_gpu and all("hostname" in lab and "Hostname" not in lab and lab["cluster"] for lab in per_gpu)
+    # the fleet tier runs per cluster: its firing cases carry the cluster label
+    absent = [a["exp_labels"] for t in _alert_tests(modified_out) if t["alertname"] == "GpuMetricAbsent"
+              for a in t["exp_alerts"]]
+    assert absent and {lab["cluster"] for lab in absent} == {"gpu-cluster-a"}
     intervals = {g["interval"] for p in _test_files(modified_out)
                  for g in yaml.safe_load(p.read_text("utf-8"))["tests"]}
     assert intervals == {"1m"}

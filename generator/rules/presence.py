@@ -14,7 +14,7 @@ from ..spec import Metric, Spec
 from . import names
 from .common import alert
 from .model import Rule
-from .promql import by, dur, gpu_ids, job_sel, node_ids
+from .promql import by, dur, fleet_ids, gpu_ids, job_sel, node_ids
 
 
 def _present(spec: Spec, m: Metric) -> str:
@@ -37,24 +37,36 @@ def _absent_window(spec: Spec) -> float:
 def metric_absent(spec: Spec, m: Metric) -> Rule:
     """Field absent for every GPU while at least one target is up (config/version problem).
     ``absent_over_time`` with an equality matcher on job keeps ``job`` on the alert. A field DCGM
-    does not report per MIG instance is only expected while some GPU is not in MIG mode."""
+    does not report per MIG instance is only expected while some GPU is not in MIG mode.
+
+    With a cluster label in the spec the check runs per cluster: ``absent_over_time`` keeps only
+    the labels of equality matchers, so in a global ruler (Thanos, Mimir) it would only fire when
+    the field is missing in every cluster. ``up`` (or the non-MIG inventory) per job and cluster
+    ``unless`` the field was present in the same window; the alert then carries the cluster."""
     w = dur(_absent_window(spec))
+    cluster = spec.exporter.labels.cluster
+    keep = by(fleet_ids(spec))
     if m.mig == "unsupported":
-        guard = f"group by (job) ({_inventory(spec, m)})"
+        guard = f"group by ({keep}) ({_inventory(spec, m)})"
     else:
-        guard = f"group by (job) ({job_sel(spec, 'up')} == 1)"
-    expr = f"absent_over_time({job_sel(spec, m.name)}[{w}])\nand on (job)\n{guard}"
+        guard = f"group by ({keep}) ({job_sel(spec, 'up')} == 1)"
+    if cluster:
+        expr = f"{guard}\nunless on ({keep})\npresent_over_time({job_sel(spec, m.name)}[{w}])"
+    else:
+        expr = f"absent_over_time({job_sel(spec, m.name)}[{w}])\nand on (job)\n{guard}"
     return alert(spec, "GpuMetricAbsent", expr, severity="critical", for_=spec.alerts.for_,
                  kind="metric_absent", labels={names.FIELD_LABEL: m.name}, metric=m.name, title=m.title,
-                 window=w)
+                 window=w, cluster=cluster)
 
 
 def node_metric_missing(spec: Spec, m: Metric) -> Rule:
-    """Field missing on every GPU of a node that reports other fields, while other nodes have it."""
-    nodes = by(node_ids(spec))
+    """Field missing on every GPU of a node that reports other fields, while other nodes of its
+    job (and cluster, when the spec names one: a cluster without the field is the fleet tier's
+    alert) have it."""
+    nodes, fleet = by(node_ids(spec)), by(fleet_ids(spec))
     expr = (f"(\n  group by ({nodes}) ({_inventory(spec, m)})\n"
             f"  unless on ({nodes})\n  group by ({nodes}) ({_present(spec, m)})\n)\n"
-            f"and on (job)\ngroup by (job) ({_present(spec, m)})")
+            f"and on ({fleet})\ngroup by ({fleet}) ({_present(spec, m)})")
     return alert(spec, "GpuNodeMetricMissing", expr, severity="warning", for_=spec.alerts.for_,
                  kind="node_metric_missing", labels={names.FIELD_LABEL: m.name}, metric=m.name, title=m.title)
 

@@ -19,6 +19,8 @@ from .series import STALE, Token, fmt
 EXPORTER_PORT = 9400
 #: label values tests use for the cluster label when the spec names one
 CLUSTER = "gpu-cluster-a"
+#: a second cluster's label value, for scenarios with two clusters behind one (global) ruler
+CLUSTER_B = "gpu-cluster-b"
 #: the MIG profile label dcgm-exporter writes next to GPU_I_ID
 MIG_PROFILE_LABEL = "GPU_I_PROFILE"
 #: a steady power draw the energy counter is built from (watts)
@@ -201,22 +203,25 @@ def lost_from(samples: list[Token], at: int) -> list[Token]:
 
 
 def add_gpu(sc: Scenario, spec: Spec, gpu: Gpu, metrics: tuple[Metric, ...] | list[Metric],
-            overrides: dict[str, list[Token]] | None = None, node_label: str | None = None) -> None:
+            overrides: dict[str, list[Token]] | None = None, node_label: str | None = None,
+            extra: dict[str, str] | None = None) -> None:
     """Add healthy series of ``metrics`` for ``gpu``; ``overrides`` replaces a metric's samples
-    by name. On a MIG instance, fields the spec marks ``mig: unsupported`` are not exported."""
+    by name; ``extra`` adds labels (e.g. the exporter pod's ``pod``/``namespace`` target labels).
+    On a MIG instance, fields the spec marks ``mig: unsupported`` are not exported."""
     overrides = overrides or {}
     for m in metrics:
         if gpu.mig is not None and m.mig == "unsupported":
             continue
         samples = overrides.get(m.name, healthy(m, sc.length, sc.step))
-        sc.add(m.name, series_labels(spec, gpu, node_label), samples)
+        sc.add(m.name, {**series_labels(spec, gpu, node_label), **(extra or {})}, samples)
 
 
 def add_target(sc: Scenario, spec: Spec, instance: str, up: list[Token] | None = None,
-               samples_scraped: list[Token] | None = None, duration: list[Token] | None = None) -> None:
+               samples_scraped: list[Token] | None = None, duration: list[Token] | None = None,
+               extra: dict[str, str] | None = None) -> None:
     """Add a target's ``up``, ``scrape_samples_scraped`` and ``scrape_duration_seconds``
-    (healthy by default: up, 120 samples, 10% of the scrape timeout)."""
-    labels = target_labels(spec, instance)
+    (healthy by default: up, 120 samples, 10% of the scrape timeout); ``extra`` adds target labels."""
+    labels = {**target_labels(spec, instance), **(extra or {})}
     up = up if up is not None else sc.const(1)
     if samples_scraped is None:
         samples_scraped = [120 if u == 1 else 0 for u in up]

@@ -57,7 +57,8 @@ def node_field_lost(spec: Spec, m: Metric, step: float) -> Scenario:
 
 def fleet_field_lost(spec: Spec, m: Metric, step: float) -> Scenario:
     """Field ``m`` goes stale everywhere while targets stay up (C01): one GpuMetricAbsent ``{job}``
-    after the absent window + ``for``; node and GPU tiers quiet."""
+    (and the cluster label when the spec names one) after the absent window + ``for``; node and
+    GPU tiers quiet."""
     absent, node, gpu = _tiers(spec, m)
     absent_s = presence._absent_window(spec)
     window = steps(absent_s, step)
@@ -69,8 +70,33 @@ def fleet_field_lost(spec: Spec, m: Metric, step: float) -> Scenario:
     _fleet(sc, spec, all_gpus, {g: {m.name: lost} for g in all_gpus})
     sc.quiet(LOSS_AT - 2 + int(absent_s // step), absent.alert)     # last sample still in the window
     at = LOSS_AT + window + hold + 2
-    sc.expect(at, absent.alert, [Firing(absent, {"job": spec.exporter.job}, 1)])
+    sc.expect(at, absent.alert, [Firing(absent, fleet.fleet_labels(spec), 1)])
     sc.quiet(at, node.alert, gpu.alert)
+    return sc
+
+
+def cluster_field_lost(spec: Spec, m: Metric, step: float) -> Scenario:
+    """Field ``m`` goes stale on every GPU of one cluster while another cluster of the same job
+    keeps it (a global Thanos/Mimir ruler sees both): one GpuMetricAbsent for that cluster; the
+    node tier stays quiet (it compares nodes within a cluster)."""
+    absent, node, _ = _tiers(spec, m)
+    cluster = spec.exporter.labels.cluster
+    window = steps(presence._absent_window(spec), step)
+    hold = steps(absent.for_, step)
+    sc = Scenario(f"{m.name} gone in one cluster, present in another: one alert for that cluster",
+                  LOSS_AT + window + hold + 4, step)
+    lost_here = fleet.gpus(2, 2)
+    elsewhere = fleet.gpus(1, 2, first_node=3)
+    lost = lost_from(fleet.healthy(m, sc.length, step), LOSS_AT)
+    _fleet(sc, spec, lost_here, {g: {m.name: lost} for g in lost_here})
+    other = {cluster: fleet.CLUSTER_B}
+    add_target(sc, spec, elsewhere[0].instance, extra=other)
+    for g in elsewhere:
+        add_gpu(sc, spec, g, spec.required_metrics, extra=other)
+    at = LOSS_AT + window + hold + 2
+    sc.expect(at, absent.alert, [Firing(absent, fleet.fleet_labels(spec), 1)])
+    if (node.alert, node.labels) in {(r.alert, r.labels) for r in all_rules(spec) if r.alert}:
+        sc.quiet(at, node.alert)
     return sc
 
 
@@ -173,5 +199,7 @@ def scenarios(spec: Spec) -> list[Scenario]:
         if (node.alert, node.labels) in rendered:
             out.append(node_field_lost(spec, m, step))
         out.append(fleet_field_lost(spec, m, step))
+    if spec.exporter.labels.cluster and spec.required_metrics:
+        out.append(cluster_field_lost(spec, spec.required_metrics[0], step))
     out += [gpu_lost(spec, step), target_down(spec, step), identity_label_missing(spec, step), mig_quiet(spec, step)]
     return out

@@ -35,25 +35,30 @@ def selector_of(call):
     return arg if isinstance(arg, pp.VectorSelector) else None
 
 
-def check(inputs, ctx) -> Iterator[Finding]:
-    wanted = ("job",) + ctx.identity_labels
+def absent_calls(inputs) -> Iterator[tuple]:
+    """``(query, function name, selector or None)`` for every absent()/absent_over_time() call in
+    the parsed queries of ``inputs`` (shared by the absent checks)."""
     for query, ast in parsed(inputs):
         for node, _ in promql.nodes(ast):
             fn = promql.func_name(node)
-            if fn not in ("absent", "absent_over_time"):
-                continue
-            vs = selector_of(node)
-            if vs is None:
-                yield make(ID, SEVERITY, query.subject, f"{fn}() of an expression that is not a series selector "
-                           "returns {} and never says what is missing",
-                           f"put the selector itself inside {fn}(), with job=\"...\" and an identity label",
-                           query.where(fn + "("))
-                continue
-            equal = {m.name for m in promql.matchers(vs) if m.op == pp.MatchOp.Equal and m.value}
-            if not equal & set(wanted):
-                yield make(ID, SEVERITY, query.subject,
-                           f"{fn}({vs.prettify()}) has no equality matcher on {', '.join(wanted)}: it stays silent "
-                           "while any such series exists anywhere, and its alert carries no labels",
-                           f"add job=\"{ctx.spec.exporter.job}\" (and an identity label per entity), or alert on "
-                           "gpumon's per-GPU lost-series rules", query.where(fn + "("),
-                           metric=promql.metric_name(vs) or "")
+            if fn in ("absent", "absent_over_time"):
+                yield query, fn, selector_of(node)
+
+
+def check(inputs, ctx) -> Iterator[Finding]:
+    wanted = ("job",) + ctx.identity_labels
+    for query, fn, vs in absent_calls(inputs):
+        if vs is None:
+            yield make(ID, SEVERITY, query.subject, f"{fn}() of an expression that is not a series selector "
+                       "returns {} and never says what is missing",
+                       f"put the selector itself inside {fn}(), with job=\"...\" and an identity label",
+                       query.where(fn + "("))
+            continue
+        equal = {m.name for m in promql.matchers(vs) if m.op == pp.MatchOp.Equal and m.value}
+        if not equal & set(wanted):
+            yield make(ID, SEVERITY, query.subject,
+                       f"{fn}({vs.prettify()}) has no equality matcher on {', '.join(wanted)}: it stays silent "
+                       "while any such series exists anywhere, and its alert carries no labels",
+                       f"add job=\"{ctx.spec.exporter.job}\" (and an identity label per entity), or alert on "
+                       "gpumon's per-GPU lost-series rules", query.where(fn + "("),
+                       metric=promql.metric_name(vs) or "")

@@ -16,8 +16,8 @@ import promql_parser as pp
 
 from ...findings import Finding
 from .. import promql
-from ._base import make, parsed
-from .absent_no_selector import selector_of
+from ._base import make
+from .absent_no_selector import absent_calls
 
 ID = "absent-regex-matcher"
 SEVERITY = "warning"
@@ -25,19 +25,14 @@ SEVERITY = "warning"
 
 def check(inputs, ctx) -> Iterator[Finding]:
     wanted = {"job", *ctx.identity_labels}
-    for query, ast in parsed(inputs):
-        for node, _ in promql.nodes(ast):
-            fn = promql.func_name(node)
-            if fn not in ("absent", "absent_over_time"):
-                continue
-            vs = selector_of(node)
-            if vs is None:
-                continue
-            for m in promql.matchers(vs):
-                if m.name in wanted and m.op in (pp.MatchOp.Re, pp.MatchOp.NotRe):
-                    op = "=~" if m.op == pp.MatchOp.Re else "!~"
-                    yield make(ID, SEVERITY, query.subject,
-                               f"{fn}() with {m.name}{op}\"{m.value}\": it fires only when every matched {m.name} is "
-                               f"gone, and its alert has no {m.name} label",
-                               f"write one {fn}() per {m.name} with {m.name}=\"...\"", query.where(m.name),
-                               label=m.name)
+    for query, fn, vs in absent_calls(inputs):
+        if vs is None:
+            continue
+        for m in promql.matchers(vs):
+            if m.name in wanted and m.op in (pp.MatchOp.Re, pp.MatchOp.NotRe):
+                op = "=~" if m.op == pp.MatchOp.Re else "!~"
+                yield make(ID, SEVERITY, query.subject,
+                           f"{fn}() with {m.name}{op}\"{m.value}\": it fires only when every matched {m.name} is "
+                           f"gone, and its alert has no {m.name} label",
+                           f"write one {fn}() per {m.name} with {m.name}=\"...\"", query.where(m.name),
+                           label=m.name)

@@ -289,7 +289,9 @@ def test_new_panels_on_a_real_prometheus(cluster):  # noqa: F811 (the imported f
     ]
     assert [_scalar(prom, health["Exporter pods ready / desired"], i) for i in (0, 1)] == [2, 3]
     assert _scalar(prom, health["Exporter pods not ready"]) == 1
-    assert _scalar(prom, health["Exporter restarts in 1h"]) == 3
+    # increase() extrapolates to the window edge: on a counter seen for a few seconds round() can read 4
+    # at first; it settles at 3 as the series grows (the alert reads the same way, for: 0 > max_restarts)
+    assert prom.wait_for(lambda: _scalar(prom, health["Exporter restarts in 1h"]) == 3, 30)
     assert _scalar(prom, health["Exporter OOM kills in 1h"]) == 1
     assert (_scalar(prom, fleet["GPUs expected"]), _scalar(prom, fleet["GPUs missing"])) == (28, 14)
     # every other query of the three dashboards still runs on this Prometheus (HTTP 4xx raises)

@@ -114,7 +114,8 @@ def test_faults(env):
     state["dgx2_drop"] = {(m, 3) for m in DCGM_METRICS}            # dgx-2: 3 of 4 (pattern)
 
     def settled():
-        restarts = prom.query('round(increase(kube_pod_container_status_restarts_total[1m])) >= 3')
+        # == 3, not >= 3: increase() over-reads a young series until it settles
+        restarts = prom.query('round(increase(kube_pod_container_status_restarts_total[1m])) == 3')
         inv = prom.query(f'{names.INVENTORY}{{Hostname="gpu-node-b",gpu="7"}}')
         return (_missing(prom, "dcgm-exporter") == {"gpu-node-a": 0, "gpu-node-b": 2, "gpu-node-c": 8, "gpu-node-d": 4}
                 and _missing(prom, "dcgm-bare").get("dgx-2") == 1 and restarts and not inv)

@@ -169,6 +169,17 @@ def query_failed(exc: PromError, check: str, subject: str, case: str) -> Finding
     return Finding(check, "inconclusive", subject, f"query failed: {exc}", exc.hint, case=case)
 
 
+def answered(check: str, metrics, answers: dict, findings: list[Finding]):
+    """Yield ``(metric, JUnit case, answer)`` for each metric whose query (``answers[metric.name]``)
+    answered; a failed query becomes an inconclusive finding appended to ``findings`` instead."""
+    for m in metrics:
+        case, ans = f"{check}/{m.name}", answers[m.name]
+        if isinstance(ans, PromError):
+            findings.append(query_failed(ans, check, m.name, case))
+            continue
+        yield m, case, ans
+
+
 def ago(seconds: float) -> str:
     """``'5m ago'``-style age."""
     s = int(max(0, seconds))

@@ -8,11 +8,10 @@ from __future__ import annotations
 
 from ..durations import format_duration
 from ..findings import Finding
-from ..promapi import PromError
 from ..rules.names import FIELD_LABEL
 from ..spec import Metric
 from . import hints
-from .base import CheckResult, Context, partial, query_failed
+from .base import CheckResult, Context, answered, partial
 
 CHECK = "continuity"
 
@@ -38,11 +37,7 @@ def run(ctx: Context) -> CheckResult:
     inv = ctx.cache.get("inventory")
     answers = ctx.queries_at_now({m.name: query(ctx, m) for m in metrics})
     findings: list[Finding] = []
-    for m in metrics:
-        case, ans = f"{CHECK}/{m.name}", answers[m.name]
-        if isinstance(ans, PromError):
-            findings.append(query_failed(ans, CHECK, m.name, case))
-            continue
+    for m, case, ans in answered(CHECK, metrics, answers, findings):
         bad = []
         for item in ans.data:
             gpu = ctx.gpu(item["metric"])

@@ -16,10 +16,9 @@ from collections import defaultdict
 
 from ..durations import format_duration
 from ..findings import Finding
-from ..promapi import PromError
 from ..rules.names import FIELD_LABEL
 from . import hints
-from .base import CheckResult, Context, partial, query_failed
+from .base import CheckResult, Context, answered, partial
 
 CHECK = "counters"
 #: resets over the lookback tolerated: a GPU reset or driver reload resets a real counter (C08)
@@ -43,11 +42,7 @@ def run(ctx: Context) -> CheckResult:
     answers = ctx.queries_at_now({m.name: query(ctx, m.name) for m in metrics})
     window = format_duration(ctx.lookback)
     findings: list[Finding] = []
-    for m in metrics:
-        case, ans = f"{CHECK}/{m.name}", answers[m.name]
-        if isinstance(ans, PromError):
-            findings.append(query_failed(ans, CHECK, m.name, case))
-            continue
+    for m, case, ans in answered(CHECK, metrics, answers, findings):
         by_node: dict[str, list] = defaultdict(list)
         for item in ans.data:
             if item["metric"].get("instance", "") in ctx.down_instances:

@@ -39,7 +39,7 @@ def _case(name: str) -> str:
 
 def queries(ctx: Context, k: Kubernetes) -> dict[str, str]:
     """``{key: PromQL}``: a fixed set, independent of the fleet size."""
-    spec, job = ctx.spec, ctx.job
+    spec = ctx.spec
     nodes = by(node_ids(spec))
     window = format_duration(ctx.lookback)
     gpu_ids = by(node_ids(spec) + (ctx.labels.gpu, ctx.labels.gpu_index))

@@ -15,7 +15,7 @@ from __future__ import annotations
 from ..findings import Finding
 from ..promapi import PromError
 from ..rules.names import FIELD_LABEL
-from .base import CheckResult, Context, partial, query_failed
+from .base import CheckResult, Context, answered, partial, query_failed
 
 CHECK = "metadata"
 
@@ -29,11 +29,7 @@ def run(ctx: Context) -> CheckResult:
         calls["|series"] = ("series", ctx.sel(ctx.spec.required_metrics[0].name), ctx.now - 300, ctx.now)
     answers = ctx.run(calls)
     findings: list[Finding] = []
-    for m in metrics:
-        case, ans = f"{CHECK}/{m.name}", answers[m.name]
-        if isinstance(ans, PromError):
-            findings.append(query_failed(ans, CHECK, m.name, case))
-            continue
+    for m, case, ans in answered(CHECK, metrics, answers, findings):
         declared = sorted({d.get("type", "") for d in ans.data} - {"", "unknown"})
         out = []
         if declared and declared != [m.kind]:

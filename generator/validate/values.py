@@ -9,11 +9,10 @@ from collections import defaultdict
 
 from ..durations import format_duration
 from ..findings import Finding
-from ..promapi import PromError
 from ..rules.names import FIELD_LABEL
 from ..spec import DCGM_BLANK_MIN, Metric
 from . import hints
-from .base import CheckResult, Context, gpu_list, partial, query_failed
+from .base import CheckResult, Context, answered, gpu_list, partial
 
 CHECK = "values"
 _REASONS = {  # reason -> (check id, what, hint)
@@ -57,11 +56,7 @@ def run(ctx: Context) -> CheckResult:
         return CheckResult([], cases)
     answers = ctx.queries_at_now({m.name: query(ctx, m) for m in metrics})
     findings: list[Finding] = []
-    for m in metrics:
-        case, ans = f"{CHECK}/{m.name}", answers[m.name]
-        if isinstance(ans, PromError):
-            findings.append(query_failed(ans, CHECK, m.name, case))
-            continue
+    for m, case, ans in answered(CHECK, metrics, answers, findings):
         groups: dict[tuple[str, str], list] = defaultdict(list)
         for item in ans.data:
             if item["metric"].get("instance", "") in ctx.down_instances:

@@ -215,9 +215,9 @@ def test_datasource_is_always_the_variable(spec):
 # --------------------------------------------------------------------------- layout
 
 
-@pytest.mark.parametrize("which", ["spec", "cluster_spec"])
-def test_panel_ids_unique_and_grid_positions_do_not_overlap(which, request):
-    for name, dash in _models(request.getfixturevalue(which)).items():
+def assert_layout(models: dict) -> None:
+    """Unique positive panel ids, panels inside the 24-column grid, no overlapping gridPos."""
+    for name, dash in models.items():
         panels = _panels(dash)
         ids = [p["id"] for p in panels]
         assert len(ids) == len(set(ids)) and all(isinstance(i, int) and i > 0 for i in ids), name
@@ -229,6 +229,11 @@ def test_panel_ids_unique_and_grid_positions_do_not_overlap(which, request):
                 for y in range(g["y"], g["y"] + g["h"]):
                     assert (x, y) not in cells, (name, p["title"], "overlaps panel", cells[(x, y)])
                     cells[(x, y)] = p["id"]
+
+
+@pytest.mark.parametrize("which", ["spec", "cluster_spec"])
+def test_panel_ids_unique_and_grid_positions_do_not_overlap(which, request):
+    assert_layout(_models(request.getfixturevalue(which)))
 
 
 def test_every_panel_has_a_unit_and_a_visible_legend(spec):

@@ -19,7 +19,7 @@ from generator.rules import build_groups, names
 from generator.spec import load_spec, parse_spec
 
 from .ksm_text import Node, Pod
-from .test_dashboards import SCHEMA, _allowed, _grafana_to_promql, _metric_names, _models, _panels, _targets
+from .test_dashboards import SCHEMA, _allowed, assert_layout, _grafana_to_promql, _metric_names, _models, _panels, _targets
 from .test_kubernetes import DCGM_METRICS, EXAMPLE, FAST, _section, cluster  # noqa: F401 (cluster: fixture)
 
 ROW = kube_panels.ROW
@@ -128,18 +128,7 @@ def test_queries_parse_and_read_only_known_series(which, request, kube_series):
 
 @pytest.mark.parametrize("which", SPECS)
 def test_panel_ids_unique_and_grid_positions_do_not_overlap(which, request):
-    for name, dash in _models(request.getfixturevalue(which)).items():
-        panels = _panels(dash)
-        ids = [p["id"] for p in panels]
-        assert len(ids) == len(set(ids)) and all(isinstance(i, int) and i > 0 for i in ids), name
-        cells: dict[tuple[int, int], int] = {}
-        for p in panels:
-            g = p["gridPos"]
-            assert 0 <= g["x"] and g["x"] + g["w"] <= 24 and g["h"] > 0, (name, p["title"])
-            for x in range(g["x"], g["x"] + g["w"]):
-                for y in range(g["y"], g["y"] + g["h"]):
-                    assert (x, y) not in cells, (name, p["title"], "overlaps panel", cells[(x, y)])
-                    cells[(x, y)] = p["id"]
+    assert_layout(_models(request.getfixturevalue(which)))
 
 
 def test_row_shows_only_panels_that_make_sense(example, static):

@@ -1,7 +1,8 @@
 """``gpumon render``: spec -> every output file, as text keyed by relative path.
 
-Each renderer is a function ``(spec) -> {relative path: text}``; their results are merged. New
-outputs (dashboards, rule tests, runbooks) add a function to :data:`RENDERERS`.
+Each renderer is a function ``(spec, groups) -> {relative path: text}``; the rule groups are built
+once (:func:`generator.rules.build_groups`) and handed to every renderer; their results are
+merged. A new output adds a function to :data:`RENDERERS`.
 """
 
 from __future__ import annotations
@@ -9,12 +10,21 @@ from __future__ import annotations
 from typing import Callable
 
 from . import dashboards, ruletests, runbooks
+from .rules import RuleGroup, build_groups
 from .rules import output as rule_output
 from .spec import Spec
 
-Renderer = Callable[[Spec], dict[str, str]]
+Renderer = Callable[[Spec, list[RuleGroup]], dict[str, str]]
 
-RENDERERS: list[Renderer] = [rule_output.files, dashboards.files, ruletests.files, runbooks.files]
+
+
+def _rule_tests(spec: Spec, groups: list[RuleGroup]) -> dict[str, str]:
+    # The scenario builders ask generator.rules for the rules they test; build_groups keeps the
+    # groups of the last specs, so they read these same objects rather than building them again.
+    return ruletests.files(spec)
+
+
+RENDERERS: list[Renderer] = [rule_output.files, dashboards.files, _rule_tests, runbooks.files]
 
 
 def render(spec: Spec) -> dict[str, str]:
@@ -26,8 +36,9 @@ def render(spec: Spec) -> dict[str, str]:
         ValueError: when two renderers produce the same path (a programming error).
     """
     files: dict[str, str] = {}
+    groups = build_groups(spec)
     for renderer in RENDERERS:
-        for path, text in renderer(spec).items():
+        for path, text in renderer(spec, groups).items():
             if path in files:
                 raise ValueError(f"two renderers wrote {path}")
             files[path] = text

@@ -17,8 +17,8 @@ import jinja2
 
 from .durations import format_duration
 from .kube import kubernetes
-from .rules import all_rules, names
-from .rules.model import Rule
+from .rules import build_groups, names
+from .rules.model import Rule, RuleGroup
 from .rules.output import CRD_PATH, PLAIN_PATH
 from .rules.promql import num
 from .spec import Spec
@@ -41,9 +41,9 @@ def _env() -> jinja2.Environment:
     return env
 
 
-def _alerts_by_name(spec: Spec) -> "OrderedDict[str, list[Rule]]":
+def _alerts_by_name(groups: list[RuleGroup]) -> "OrderedDict[str, list[Rule]]":
     out: OrderedDict[str, list[Rule]] = OrderedDict()
-    for rule in all_rules(spec):
+    for rule in (r for g in groups for r in g.rules):
         if rule.alert:
             out.setdefault(rule.alert, []).append(rule)
     return out
@@ -94,7 +94,9 @@ def render_one(spec: Spec, alert: str, rules: list[Rule]) -> str:
     return re.sub(r"\n{3,}", "\n\n", text)
 
 
-def files(spec: Spec) -> dict[str, str]:
-    """Rendered runbooks keyed by path relative to the output folder, one per alert name."""
+def files(spec: Spec, groups: list[RuleGroup] | None = None) -> dict[str, str]:
+    """Rendered runbooks keyed by path relative to the output folder, one per alert name;
+    ``groups`` default to :func:`generator.rules.build_groups` of ``spec``."""
+    groups = build_groups(spec) if groups is None else groups
     return {RUNBOOK_PATH.format(alert=alert): render_one(spec, alert, rules)
-            for alert, rules in _alerts_by_name(spec).items()}
+            for alert, rules in _alerts_by_name(groups).items()}

@@ -5,7 +5,11 @@ from __future__ import annotations
 import yaml
 
 
-class _Dumper(yaml.SafeDumper):
+# libyaml's emitter (when PyYAML was built with it) writes the same text ~5x faster.
+_Base = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+
+
+class _Dumper(_Base):
     """SafeDumper that never emits anchors/aliases (repeated values are written out)."""
 
     def ignore_aliases(self, data):  # noqa: D401 - PyYAML hook

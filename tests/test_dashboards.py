@@ -17,7 +17,7 @@ import yaml
 from generator import dashboards
 from generator.dashboards import base, queries, units
 from generator.render import render
-from generator.rules import names
+from generator.rules import all_rules, build_groups, names
 from generator.rules.promql import gpu_ids
 from generator.spec import SpecError, default_spec_path, load_spec, parse_spec
 
@@ -111,7 +111,7 @@ def _metric_names(node) -> set[str]:
 
 @lru_cache(maxsize=8)
 def _allowed(spec) -> set[str]:
-    return set(spec.metric_names) | queries.recorded(spec) | {"up", "ALERTS"}
+    return set(spec.metric_names) | queries.recorded(build_groups(spec)) | {"up", "ALERTS"}
 
 
 def _ok_name(spec, name: str) -> bool:
@@ -358,9 +358,9 @@ def test_tables_link_rows_to_the_detail_dashboard(spec, cluster_spec):
 
 
 def test_firing_alerts_are_gpumon_alerts(spec):
-    expr = queries.firing_alerts(spec)
+    expr = queries.firing_alerts(spec, build_groups(spec))
     matcher = re.search(r'alertname=~"([^"]+)"', expr).group(1)
-    assert set(matcher.split("|")) == set(queries.alert_names(spec))
+    assert set(matcher.split("|")) == {r.alert for r in all_rules(spec) if r.alert}
     assert {"GpuMetricMissing", "GpuExporterDown", "GpuXidError"} <= set(matcher.split("|"))
 
 

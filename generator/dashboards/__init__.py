@@ -7,6 +7,7 @@ renderer registered in ``generator.render.RENDERERS``.
 
 from __future__ import annotations
 
+from ..rules import RuleGroup, build_groups
 from ..spec import Spec
 from . import detail, fleet, health
 from .output import CONFIGMAP_PATH, JSON_PATH, configmap, to_json
@@ -21,19 +22,22 @@ def file_name(spec: Spec, module) -> str:
     return f"{spec.name}-{module.KEY}"
 
 
-def build_all(spec: Spec) -> dict[str, dict]:
-    """{file name: dashboard model} for every dashboard (empty when ``dashboards.enabled`` is false)."""
+def build_all(spec: Spec, groups: list[RuleGroup] | None = None) -> dict[str, dict]:
+    """{file name: dashboard model} for every dashboard (empty when ``dashboards.enabled`` is false);
+    ``groups`` default to :func:`generator.rules.build_groups` of ``spec``."""
     if not settings(spec).enabled:
         return {}
-    return {file_name(spec, mod): mod.dashboard(spec).build() for mod in DASHBOARDS}
+    groups = build_groups(spec) if groups is None else groups
+    return {file_name(spec, mod): mod.dashboard(spec, groups).build() for mod in DASHBOARDS}
 
 
-def files(spec: Spec) -> dict[str, str]:
+def files(spec: Spec, groups: list[RuleGroup] | None = None) -> dict[str, str]:
     """Renderer: ``dashboards/<name>.json`` and, unless disabled in the spec,
-    ``kubernetes/grafana-dashboard-<name>.yaml`` for each dashboard."""
+    ``kubernetes/grafana-dashboard-<name>.yaml`` for each dashboard. Panels read alert and
+    recording-rule names from ``groups`` (default: :func:`generator.rules.build_groups`)."""
     s = settings(spec)
     out: dict[str, str] = {}
-    for name, model in build_all(spec).items():
+    for name, model in build_all(spec, groups).items():
         text = to_json(model)
         out[JSON_PATH.format(name=name)] = text
         if s.configmaps:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 
 from ..durations import format_duration
-from ..rules import names
+from ..rules import RuleGroup, names
 from ..rules.promql import by
 from .sdk import db
 from ..spec import Metric, Spec
@@ -56,8 +56,8 @@ def _sparse_panels(spec: Spec, m: Metric) -> list[db.Panel]:
     return [table, series]
 
 
-def dashboard(spec: Spec) -> db.Dashboard:
-    """The node / GPU detail dashboard builder."""
+def dashboard(spec: Spec, groups: list[RuleGroup]) -> db.Dashboard:
+    """The node / GPU detail dashboard builder; ``groups`` are the rendered rule groups."""
     lab = spec.exporter.labels
     b = Board()
     gpus = f"sum({q.sel(spec, names.NODE_GPUS_REPORTING, NODE)})"
@@ -79,7 +79,7 @@ def dashboard(spec: Spec) -> db.Dashboard:
                      description="(GPU, required field) pairs the selected GPUs do not report now.",
                      thresholds=threshold_steps(steps=[(None, "green"), (1, "orange")]),
                      links=base.runbook_links(spec, "GpuMetricMissing")), 6, 4)
-    alerts = q.firing_alerts(spec, NODE)
+    alerts = q.firing_alerts(spec, groups, NODE)
     b.add(stat_panel("gpumon alerts firing here", [Query(f"count({alerts}) or vector(0)", "firing")], COUNT,
                      description="gpumon alerts firing now that carry the selected nodes' label.",
                      thresholds=threshold_steps(steps=[(None, "green"), (1, "orange")])), 6, 4)
@@ -93,7 +93,7 @@ def dashboard(spec: Spec) -> db.Dashboard:
                       no_value=base.no_value(spec, "No selected GPU reports a required field now.", "GpuLost")),
           24, 6)
     b.row("Required fields")
-    recorded = q.recorded(spec)
+    recorded = q.recorded(groups)
     power = [Query(f"sum by ({by(lab.node_identity)}) ({q.sel(spec, names.node_sum(m.name), NODE)})",
                    f"{{{{{lab.node}}}}} {m.title}")
              for m in spec.metrics if names.node_sum(m.name) in recorded]

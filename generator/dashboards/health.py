@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from ..durations import format_duration
 from ..kube import kubernetes
-from ..rules import names
+from ..rules import RuleGroup, names
 from ..rules.promql import num
 from .sdk import db
 from ..spec import Spec
@@ -172,8 +172,8 @@ def _missing_panels(spec: Spec, b: Board) -> None:
                      links=base.runbook_links(spec, "GpuIdentityLabelMissing")))
 
 
-def dashboard(spec: Spec) -> db.Dashboard:
-    """The monitoring health dashboard builder."""
+def dashboard(spec: Spec, groups: list[RuleGroup]) -> db.Dashboard:
+    """The monitoring health dashboard builder; ``groups`` are the rendered rule groups."""
     b = Board()
     b.row("Exporter targets")
     _targets(spec, b)
@@ -187,4 +187,4 @@ def dashboard(spec: Spec) -> db.Dashboard:
     desc = ("Is the GPU telemetry complete? Exporter targets, scrape duration, coverage of every "
             "spec'd field, GPUs missing required fields now and intermittent gaps. Empty panels say "
             "what empty means and link the alert's runbook.")
-    return base.build(spec, KEY, TITLE, desc, b, node_and_gpu=False, annotation_expr=q.firing_alerts(spec))
+    return base.build(spec, KEY, TITLE, desc, b, node_and_gpu=False, annotation_expr=q.firing_alerts(spec, groups))

@@ -8,9 +8,8 @@ Queries only read the spec's metrics, gpumon's recording rules (``generator.rule
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache
 
-from ..rules import all_rules, names
+from ..rules import RuleGroup, names
 from ..rules.promql import by, dur, gpu_ids, plausible_filter
 from ..spec import Metric, Spec
 from .units import plot
@@ -93,29 +92,22 @@ def legend(spec: Spec, m: Metric | None = None) -> str:
     return text
 
 
-@lru_cache(maxsize=16)
-def _rule_names(spec: Spec) -> tuple[tuple[str, ...], frozenset[str]]:
-    # Rendering every rule takes ~0.2 s; panels ask for the names many times per spec.
-    rules = all_rules(spec)
-    return tuple(sorted({r.alert for r in rules if r.alert})), frozenset(r.record for r in rules if r.record)
+def alert_names(groups: list[RuleGroup]) -> list[str]:
+    """Names of every alerting rule in ``groups``, sorted."""
+    return sorted({r.alert for g in groups for r in g.rules if r.alert})
 
 
-def alert_names(spec: Spec) -> list[str]:
-    """Names of every alerting rule gpumon renders for ``spec``, sorted."""
-    return list(_rule_names(spec)[0])
+def recorded(groups: list[RuleGroup]) -> frozenset[str]:
+    """Names of every recording rule in ``groups``."""
+    return frozenset(r.record for g in groups for r in g.rules if r.record)
 
 
-def recorded(spec: Spec) -> frozenset[str]:
-    """Names of every recording rule gpumon renders for ``spec``."""
-    return _rule_names(spec)[1]
-
-
-def firing_alerts(spec: Spec, scope: Scope | None = None) -> str:
-    """``ALERTS`` of gpumon's own rules that fire now (``job`` is kept on all of them); with a
+def firing_alerts(spec: Spec, groups: list[RuleGroup], scope: Scope | None = None) -> str:
+    """``ALERTS`` of gpumon's own rules (those in ``groups``) that fire now (``job`` is kept on all of them); with a
     ``scope``, only alerts carrying the chosen cluster / node / GPU labels."""
     extra = matchers(spec, scope, job=False) if scope is not None else ""
     return (f'ALERTS{{alertstate="firing",job="{spec.exporter.job}",'
-            f'alertname=~"{"|".join(alert_names(spec))}"{"," + extra if extra else ""}}}')
+            f'alertname=~"{"|".join(alert_names(groups))}"{"," + extra if extra else ""}}}')
 
 
 def missing_now(spec: Spec, scope: Scope, metrics: tuple[Metric, ...] | None = None) -> str:

@@ -7,6 +7,8 @@ rendering is deterministic.
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 from ..spec import Spec
 from . import exporter, gaps, inventory, kubernetes, presence, values
 from .model import Rule, RuleGroup
@@ -17,12 +19,20 @@ __all__ = ["Rule", "RuleGroup", "build_groups", "all_rules"]
 def build_groups(spec: Spec) -> list[RuleGroup]:
     """All rule groups for ``spec``, in evaluation-friendly order (recording rules first).
 
+    Built once per spec: a :class:`Spec` is frozen and compares by every section, so the groups
+    are kept for the specs seen last (render, lint and validate ask for them many times).
+
     Returns:
         groups named ``<spec name>.<part>`` (``.kubernetes`` only when the spec has that section,
         after the exporter group); the coverage, kubernetes and gaps groups evaluate every
         ``alerts.slow_group_interval`` (1m): they scan every presence series or long windows and
         feed dashboards and slow-moving alerts.
     """
+    return list(_build_groups(spec))
+
+
+@lru_cache(maxsize=8)
+def _build_groups(spec: Spec) -> tuple[RuleGroup, ...]:
     p = spec.name
     slow = spec.alerts.slow_group_interval
     groups = [
@@ -39,9 +49,9 @@ def build_groups(spec: Spec) -> list[RuleGroup]:
         # after the exporter group; node-level and slow-moving (1h alert windows, kube-state-metrics
         # scraped every 30-60 s), so it runs with the slow groups
         groups.insert(3, RuleGroup(f"{p}.kubernetes", tuple(kube), interval=slow))
-    return groups
+    return tuple(groups)
 
 
 def all_rules(spec: Spec) -> list[Rule]:
     """Every rule of every group, flattened in group order."""
-    return [r for g in build_groups(spec) for r in g.rules]
+    return [r for g in _build_groups(spec) for r in g.rules]

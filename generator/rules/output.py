@@ -62,9 +62,10 @@ def prometheus_rule(spec: Spec, groups: list[RuleGroup]) -> str:
     return dump(doc, header=_header(spec))
 
 
-def files(spec: Spec) -> dict[str, str]:
-    """Rendered rule files keyed by path relative to the output folder."""
-    groups = build_groups(spec)
+def files(spec: Spec, groups: list[RuleGroup] | None = None) -> dict[str, str]:
+    """Rendered rule files keyed by path relative to the output folder; ``groups`` default to
+    :func:`build_groups` of ``spec``."""
+    groups = build_groups(spec) if groups is None else groups
     return {
         PLAIN_PATH.format(name=spec.name): plain_rule_file(spec, groups),
         CRD_PATH.format(name=spec.name): prometheus_rule(spec, groups),

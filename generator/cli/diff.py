@@ -1,4 +1,4 @@
-"""The ``gpumon diff`` click command (registered in ``generator/cli.py``)."""
+"""``gpumon diff``: what changes between two renders, as Markdown for a PR comment."""
 
 from __future__ import annotations
 
@@ -6,8 +6,7 @@ import sys
 
 import click
 
-from . import compare
-from .sources import SourceError, read
+from .common import EXIT_ERROR, EXIT_FINDINGS
 
 
 @click.command("diff")
@@ -21,7 +20,8 @@ def diff_command(old: str, new: str) -> None:
     \b
     Exit codes: 0 no semantic difference; 1 differences; 2 unreadable input.
     """
-    from ..cli import EXIT_ERROR, EXIT_FINDINGS
+    from ..diff import compare
+    from ..diff.sources import SourceError, read
 
     try:
         before, after = read(old), read(new)

@@ -1,4 +1,4 @@
-"""The ``gpumon lint`` click command (registered in ``generator/cli.py``)."""
+"""``gpumon lint``: check rule files, PrometheusRule objects and dashboards (PR checks)."""
 
 from __future__ import annotations
 
@@ -6,9 +6,10 @@ import sys
 
 import click
 
-from .. import reporters
-from . import check_ids, describe, failing, lint, loader
+from .common import EXIT_ERROR, EXIT_FINDINGS, load_or_exit
 
+#: report formats (``generator.reporters.FORMATS``; kept here so ``--help`` does not import it)
+FORMATS = ("text", "json", "sarif", "junit", "github")
 FAIL_ON = ("error", "warning", "info", "never")
 
 
@@ -20,7 +21,7 @@ def _split(values: tuple[str, ...]) -> list[str]:
 @click.argument("paths", nargs=-1, type=click.Path())
 @click.option("--spec", "spec_path", type=click.Path(dir_okay=False),
               help="Spec giving metric kinds, labels, intervals, rule selector labels (default: gpumon.yaml).")
-@click.option("-f", "--format", "fmt", type=click.Choice(reporters.FORMATS), default="text", show_default=True,
+@click.option("-f", "--format", "fmt", type=click.Choice(FORMATS), default="text", show_default=True,
               help="Report format: SARIF 2.1.0 for code scanning, JUnit XML, GitHub workflow annotations.")
 @click.option("--fail-on", type=click.Choice(FAIL_ON), default="error", show_default=True,
               help="Exit 1 when a finding has this severity or a higher one.")
@@ -37,7 +38,8 @@ def lint_command(paths, spec_path, fmt, fail_on, disable, list_checks) -> None:
     Exit codes: 0 nothing at or above --fail-on; 1 findings at or above it;
                 2 usage error, bad spec, or unreadable input (YAML/JSON syntax, missing path).
     """
-    from ..cli import EXIT_ERROR, EXIT_FINDINGS, load_or_exit
+    from .. import reporters
+    from ..lint import check_ids, describe, failing, lint, loader
 
     if list_checks:
         for cid, severity, doc in describe():

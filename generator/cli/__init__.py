@@ -1,0 +1,37 @@
+"""gpumon's command line: one module per command, each only parsing options, loading inputs and
+calling the library (imported inside the command, so ``gpumon --help`` loads little).
+
+Exit codes (all commands): 0 all good; 1 findings (drift, lint errors, failed checks);
+2 usage, config or connection errors; validate adds 3 (inconclusive: partial data, no failures).
+"""
+
+from __future__ import annotations
+
+import click
+
+from .common import EPILOG, EXIT_ERROR, EXIT_FINDINGS, EXIT_INCONCLUSIVE, EXIT_OK, load_or_exit
+from .diff import diff_command
+from .lint import lint_command
+from .render import render
+from .simulate import simulate
+from .validate import validate
+
+__all__ = ["cli", "main", "load_or_exit", "EXIT_OK", "EXIT_FINDINGS", "EXIT_ERROR", "EXIT_INCONCLUSIVE"]
+
+
+@click.group(epilog=EPILOG, context_settings={"help_option_names": ["-h", "--help"]})
+def cli() -> None:
+    """gpumon: make missing GPU metrics loud and checkable.
+
+    Render alerting/recording rules and Grafana dashboards for dcgm-exporter from a declarative
+    spec, and validate a live Prometheus against it.
+    """
+
+
+for _command in (render, simulate, validate, lint_command, diff_command):
+    cli.add_command(_command)
+
+
+def main() -> None:
+    """Console-script entry point."""
+    cli(prog_name="gpumon")

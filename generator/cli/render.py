@@ -1,0 +1,48 @@
+"""``gpumon render``: spec -> output folder (or, with ``--check``, the drift against it)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from .common import EPILOG, EXIT_ERROR, EXIT_FINDINGS, load_or_exit
+
+
+@click.command(epilog=EPILOG)
+@click.argument("spec", required=False, type=click.Path(dir_okay=False))
+@click.option("-o", "--output", "out", default="output", show_default=True, type=click.Path(file_okay=False),
+              help="Folder to write into.")
+@click.option("--check", is_flag=True, help="Write nothing; list what differs and exit 1 if anything does.")
+def render(spec: str | None, out: str, check: bool) -> None:
+    """Render rules, dashboards, rule tests and runbooks from SPEC (default: ./gpumon.yaml).
+
+    Output is byte-identical for the same spec on any machine. Files gpumon wrote earlier and no
+    longer renders are removed; other files in the folder are never touched.
+    """
+    from .. import render as render_mod
+    from .. import writer
+
+    model = load_or_exit(spec)
+    files = render_mod.render(model)
+    folder = Path(out)
+    if check:
+        drift = writer.diff(files, folder)
+        if drift.any:
+            for line in drift.lines():
+                click.echo(line)
+            click.echo(f"gpumon: {out}/ is out of date with {model.path}; run `gpumon render` (or `make render`)",
+                       err=True)
+            sys.exit(EXIT_FINDINGS)
+        click.echo(f"{out}/ is up to date with {model.path} ({len(files)} files)")
+        return
+    try:
+        drift = writer.write(files, folder)
+    except OSError as exc:
+        click.echo(f"gpumon: cannot write {exc.filename or out}: {exc.strerror or exc}", err=True)
+        sys.exit(EXIT_ERROR)
+    for line in drift.lines(applied=True):
+        click.echo(line)
+    click.echo(f"wrote {out}/ from {model.path} ({len(files)} files, {len(drift.added) + len(drift.changed)} "
+               f"changed, {len(drift.removed)} removed)")

@@ -1,0 +1,59 @@
+"""``gpumon simulate``: serve fake dcgm-exporter pages with injected faults."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from .common import EXIT_ERROR
+
+
+class _FaultKindsEpilog(click.Command):
+    """Lists the fault kinds under ``--help`` only when help is shown: the simulator module
+    imports the HTTP server and client, which plain ``gpumon --help`` should not load."""
+
+    def format_epilog(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        from ..simulate import describe_kinds
+
+        self.epilog = ("\b\nFault kinds (key=value pairs: kind, metric, node, gpu, every, seconds, value, "
+                       "instances):\n" + describe_kinds())
+        super().format_epilog(ctx, formatter)
+
+
+@click.command(cls=_FaultKindsEpilog)
+@click.option("--nodes", default=2, show_default=True, type=click.IntRange(1), help="Nodes (one target each).")
+@click.option("--gpus", default=4, show_default=True, type=click.IntRange(1), help="GPUs per node.")
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind.")
+@click.option("--port", default=9400, show_default=True, type=click.IntRange(0, 65535),
+              help="Port of the first node; node i uses PORT+i (0: free ports).")
+@click.option("--fault", "fault_args", multiple=True, metavar="K=V,...",
+              help="A fault, e.g. kind=drop,metric=DCGM_FI_DEV_GPU_UTIL,node=gpu-node-2 (repeatable).")
+@click.option("--faults-file", type=click.Path(dir_okay=False),
+              help="YAML/JSON file of faults, re-read on every scrape (edit it while running).")
+@click.option("--dump", is_flag=True, help="Print the first node's page once and exit.")
+def simulate(nodes: int, gpus: int, host: str, port: int, fault_args: tuple[str, ...], faults_file: str | None,
+             dump: bool) -> None:
+    """Serve dcgm-exporter 4.x exposition for NODES x GPUS simulated GPUs, with injected faults.
+
+    Test alerting and `gpumon validate` without GPUs. Runs until Ctrl-C.
+    """
+    from .. import simulate as sim
+
+    try:
+        faults = [sim.Fault.parse(a) for a in fault_args]
+        if faults_file:
+            sim.load_faults(faults_file)  # fail fast on a broken file; it is re-read on every scrape
+        fleet = sim.Fleet(nodes, gpus, faults, faults_file)
+    except sim.FaultError as exc:
+        raise click.UsageError(str(exc)) from None
+    if dump:
+        status, body = fleet.page(fleet.nodes[0].name)
+        click.echo(body if status == 200 else f"HTTP {status}: {body}", nl=False)
+        return
+    try:
+        sim.serve_forever(fleet, host=host, base_port=port)
+    except OSError as exc:
+        ports = f"{port}..{port + nodes - 1}" if nodes > 1 and port else str(port)
+        click.echo(f"gpumon simulate: cannot listen on {host}:{ports}: {exc.strerror or exc}", err=True)
+        sys.exit(EXIT_ERROR)

@@ -1,0 +1,95 @@
+"""``gpumon validate``: check a live Prometheus-compatible server against the spec."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from .common import EXIT_ERROR, load_or_exit
+
+VALIDATE_EPILOG = """\b
+Exit codes:
+  0  every check passed (warnings and info do not fail)
+  1  a check failed (missing series, bad values, rules not loaded, ...)
+  2  could not check: usage, bad spec, connection, auth, not a Prometheus API
+  3  inconclusive: partial responses or failed queries, and nothing failed
+"""
+_BACKEND_PREFIX = {"prometheus": "", "thanos": "", "victoriametrics": "", "mimir": "/prometheus"}
+
+
+@click.command(epilog=VALIDATE_EPILOG)
+@click.argument("spec", required=False, type=click.Path(dir_okay=False))
+@click.option("--prom", "url", required=True, metavar="URL", help="Prometheus-compatible API base URL.")
+@click.option("--backend", type=click.Choice(sorted(_BACKEND_PREFIX)), default="prometheus", show_default=True,
+              help="Server kind; mimir implies --path-prefix /prometheus.")
+@click.option("--path-prefix", default=None, help="Path before /api/v1 (Mimir: /prometheus).")
+@click.option("--tenant", help="Tenant id, sent as X-Scope-OrgID on every request (Mimir, Cortex).")
+@click.option("--header", "headers", multiple=True, metavar="K=V", help="Extra request header (repeatable).")
+@click.option("--bearer-token-file", type=click.Path(dir_okay=False),
+              help="File holding a bearer token ($GPUMON_BEARER_TOKEN when unset).")
+@click.option("--basic-auth-file", type=click.Path(dir_okay=False), help="File holding user:password.")
+@click.option("--ca-file", type=click.Path(dir_okay=False), help="CA bundle (PEM) to verify HTTPS with.")
+@click.option("--insecure-skip-verify", is_flag=True, help="Do not verify the server's TLS certificate.")
+@click.option("--timeout", default=30.0, show_default=True, type=click.FloatRange(0.1), help="Seconds per request.")
+@click.option("--lookback", default="1h", show_default=True, help="History to check presence and gaps over.")
+@click.option("--concurrency", default=4, show_default=True, type=click.IntRange(1, 32), help="Queries in flight.")
+@click.option("--checks", default=None, metavar="LIST",
+              help="Comma-separated subset of: targets, presence, duplicates, optional, values, continuity, counters, "
+                   "rules-loaded, inventory, metadata, kubernetes (only with the spec's kubernetes section).")
+@click.option("--label-limit", type=click.IntRange(1), default=None,
+              help="Warn about series with more label names than this [default: 30 with --backend mimir, else off].")
+@click.option("--format", "fmt", type=click.Choice(["text", "json", "sarif", "junit", "github"]), default="text",
+              show_default=True)
+@click.option("-o", "--output", "out_file", type=click.Path(dir_okay=False), help="Write the report here too.")
+def validate(spec, url, backend, path_prefix, tenant, headers, bearer_token_file, basic_auth_file, ca_file,
+             insecure_skip_verify, timeout, lookback, concurrency, checks, label_limit, fmt, out_file) -> None:
+    """Check a live Prometheus against SPEC: targets, every spec'd series on every GPU, values,
+    gaps, loaded rules, driver versions. Says what is missing, where, since when and why."""
+    from .. import reporters, writer
+    from ..durations import parse_duration
+    from ..promapi import PromClient, PromError
+    from ..validate import CHECKS
+    from ..validate import validate as run_validate
+
+    try:
+        lookback_s = parse_duration(lookback)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--lookback") from None
+    chosen = tuple(c.strip() for c in checks.split(",")) if checks else tuple(CHECKS)
+    unknown = [c for c in chosen if c not in CHECKS]
+    if unknown:
+        raise click.BadParameter(f"unknown check(s) {', '.join(unknown)}; choose from {', '.join(CHECKS)}",
+                                 param_hint="--checks")
+    extra = {}
+    for h in headers:
+        key, sep, value = h.partition("=")
+        if not sep or not key.strip():
+            # never echo the value: it is usually a credential (Authorization: Bearer ...)
+            shown = key.split(":", 1)[0].strip() or "?"
+            raise click.BadParameter(f"expected K=V (e.g. Authorization=Bearer ...), got {shown!r} followed by a "
+                                     "value that is not shown", param_hint="--header")
+        extra[key.strip()] = value
+    model = load_or_exit(spec)
+    try:
+        client = PromClient(url, path_prefix=_BACKEND_PREFIX[backend] if path_prefix is None else path_prefix,
+                            tenant=tenant, headers=extra, bearer_token_file=bearer_token_file,
+                            basic_auth_file=basic_auth_file, ca_file=ca_file, insecure=insecure_skip_verify,
+                            timeout=timeout)
+    except PromError as exc:
+        click.echo(f"gpumon validate: {exc}", err=True)
+        sys.exit(EXIT_ERROR)
+    with client:
+        limit = label_limit or (30 if backend == "mimir" else None)
+        report, code = run_validate(model, client, lookback=lookback_s, concurrency=concurrency, checks=chosen,
+                                    label_limit=limit)
+    text = reporters.render(report, fmt, color=fmt == "text" and sys.stdout.isatty())
+    click.echo(text, nl=False)
+    if out_file:
+        try:
+            writer.atomic_write(Path(out_file), (reporters.render(report, fmt) if fmt == "text" else text).encode())
+        except OSError as exc:
+            click.echo(f"gpumon validate: cannot write {out_file}: {exc.strerror or exc}", err=True)
+            sys.exit(EXIT_ERROR)
+    sys.exit(code)

@@ -1,8 +1,10 @@
 """The spec's optional ``kubernetes`` section: where dcgm-exporter runs, and how many GPUs each node
 should report.
 
-Read from ``spec.raw["kubernetes"]`` (the schema in ``generator/schema/gpumon.schema.json`` checks its
-shape; :func:`problems` checks what a schema cannot). Two sources of the expected GPU count:
+Mapped once by the spec loader (:func:`from_plain`, called from :mod:`generator.spec`) into
+``Spec.kubernetes``; the schema in ``generator/schema/gpumon.schema.json`` checks its shape and
+:func:`problems` what a schema cannot. This module does not import the spec module (the spec
+imports it). Two sources of the expected GPU count:
 
 * Kubernetes: ``kube_node_status_capacity{resource="nvidia_com_gpu",unit="integer"}`` from
   kube-state-metrics (labels ``node``, ``resource``, ``unit``; kube-state-metrics
@@ -19,10 +21,12 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from .durations import parse_duration
-from .spec import Spec
+
+if TYPE_CHECKING:  # the spec module imports this one
+    from .spec import Spec
 
 
 @dataclass(frozen=True)
@@ -100,13 +104,16 @@ class Kubernetes:
         return "static" if self.static is not None else "capacity"
 
 
-def kubernetes(spec: Spec) -> Kubernetes | None:
-    """The spec's ``kubernetes`` section as a :class:`Kubernetes`, or None when the section is absent.
+def kubernetes(spec: "Spec") -> Kubernetes | None:
+    """``spec.kubernetes``: the modelled section, or None when the spec has none."""
+    return spec.kubernetes
 
-    The spec was validated by :func:`generator.spec.load_spec` (schema and :func:`problems`), so
-    this does not raise on a loaded spec.
-    """
-    raw = spec.raw.get("kubernetes")
+
+def from_plain(raw: dict | None, node_label: str) -> Kubernetes | None:
+    """Model a ``kubernetes`` section (plain dict, already checked by the schema and
+    :func:`problems`); None when the section is absent. ``node_label`` is the exporter's node label
+    (``exporter.labels.node``), the target of the node-name join. Defaults are the dataclass
+    defaults above."""
     if raw is None:
         return None
     ksm = raw.get("kube_state_metrics")
@@ -117,8 +124,8 @@ def kubernetes(spec: Spec) -> Kubernetes | None:
                             pod_regex=exp.get("pod_regex") or default_pod_regex(exp["daemonset"]),
                             container=exp.get("container"))
     nj = raw.get("node_join") or {}
-    join = NodeJoin(kube_label=nj.get("kube_label", "node"), exporter_label=spec.exporter.labels.node,
-                    regex=nj.get("regex", "(.*)"), replacement=nj.get("replacement", "$1"))
+    join = NodeJoin(kube_label=nj.get("kube_label", "node"), exporter_label=node_label,
+                    regex=nj.get("regex", NodeJoin.regex), replacement=nj.get("replacement", NodeJoin.replacement))
     cap = raw.get("capacity") or {}
     st = raw.get("static")
     static = None
@@ -130,11 +137,12 @@ def kubernetes(spec: Spec) -> Kubernetes | None:
         )
     return Kubernetes(
         ksm_job=ksm["job"] if ksm else None, exporter=pods, join=join,
-        resource=cap.get("resource", "nvidia_com_gpu"), units_per_gpu=int(cap.get("units_per_gpu", 1)),
+        resource=cap.get("resource", Kubernetes.resource),
+        units_per_gpu=int(cap.get("units_per_gpu", Kubernetes.units_per_gpu)),
         static=static,
-        restart_window=parse_duration(raw["restart_window"]) if "restart_window" in raw else 3600.0,
-        max_restarts=int(raw.get("max_restarts", 1)),
-        daemonset_for=parse_duration(raw["daemonset_for"]) if "daemonset_for" in raw else 900.0,
+        restart_window=parse_duration(raw["restart_window"]) if "restart_window" in raw else Kubernetes.restart_window,
+        max_restarts=int(raw.get("max_restarts", Kubernetes.max_restarts)),
+        daemonset_for=parse_duration(raw["daemonset_for"]) if "daemonset_for" in raw else Kubernetes.daemonset_for,
     )
 
 

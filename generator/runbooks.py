@@ -16,7 +16,6 @@ from functools import lru_cache
 import jinja2
 
 from .durations import format_duration
-from .kube import kubernetes
 from .rules import build_groups, names
 from .rules.model import Rule, RuleGroup
 from .rules.output import CRD_PATH, PLAIN_PATH
@@ -76,7 +75,7 @@ def _context(spec: Spec, alert: str, rules: list[Rule]) -> dict:
         "prometheus_rule": spec.prometheus_rule,
         "names": names,
         "spec_file": spec.path.rsplit("/", 1)[-1],
-        "kube": kubernetes(spec),      # None without a `kubernetes` section
+        "kube": spec.kubernetes,      # None without a `kubernetes` section
     }
 
 

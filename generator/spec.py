@@ -21,8 +21,10 @@ from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
 from ruamel.yaml.error import MarkedYAMLError
 
-from .durations import parse_duration
+from . import kube
+from .durations import format_duration, parse_duration
 from .fields import known_fields
+from .kube import Kubernetes
 
 #: Labels that change with restarts or with ``honor_labels`` and must never identify a GPU.
 VOLATILE_LABELS = ("instance", "pod", "namespace", "container", "service", "endpoint")
@@ -184,9 +186,41 @@ class PrometheusRuleMeta:
 
 
 @dataclass(frozen=True)
+class DashboardSettings:
+    """The ``dashboards`` section: what the Grafana dashboards and their ConfigMaps look like.
+
+    ``refresh`` and ``time_from`` are Grafana strings (``1m``, ``now-6h``); ``label`` /
+    ``label_value`` select ConfigMaps for the sidecar; ``folder`` (with ``folder_annotation``)
+    puts the dashboards into a Grafana folder; ``configmaps: false`` writes only the JSON files.
+    ``datasource_uid`` is a datasource uid that ``gpumon lint`` accepts written literally in
+    dashboards (gpumon's own dashboards always use the ``${datasource}`` variable).
+
+    Defaults follow kube-prometheus-stack's Grafana sidecar (values ``grafana.sidecar.dashboards.label``
+    = ``grafana_dashboard``, ``labelValue`` = ``"1"``), so the rendered ConfigMaps are picked up
+    without changing the chart. The folder annotation defaults to the one kiwigrid/k8s-sidecar
+    reads when the chart's ``folderAnnotation`` is unset (``FOLDER_ANNOTATION`` default
+    ``k8s-sidecar-target-directory``).
+    """
+
+    enabled: bool = True
+    title_prefix: str = ""
+    tags: tuple[str, ...] = ("gpu", "dcgm")
+    refresh: str = "1m"
+    time_from: str = "now-6h"
+    configmaps: bool = True
+    namespace: str = "monitoring"
+    label: str = "grafana_dashboard"
+    label_value: str = "1"
+    folder_annotation: str = "k8s-sidecar-target-directory"
+    folder: str | None = None
+    datasource_uid: str | None = None
+
+
+@dataclass(frozen=True)
 class Spec:
-    """A loaded, validated spec. ``raw`` is the plain-dict document (sections such as
-    ``dashboards`` and ``kubernetes`` are read from it by their renderers)."""
+    """A loaded, validated spec: every section modelled once by the loader. Two specs are equal
+    (and hash alike) exactly when every section is, so results may be cached per spec.
+    ``kubernetes`` is None when the spec has no such section."""
 
     path: str
     name: str
@@ -194,7 +228,8 @@ class Spec:
     alerts: AlertSettings
     prometheus_rule: PrometheusRuleMeta
     metrics: tuple[Metric, ...]
-    raw: dict = field(default_factory=dict, compare=False, hash=False)
+    dashboards: DashboardSettings = field(default_factory=DashboardSettings)
+    kubernetes: Kubernetes | None = None
 
     @property
     def required_metrics(self) -> tuple[Metric, ...]:
@@ -371,11 +406,12 @@ def _semantic_problems(doc: CommentedMap, plain: dict, name: str) -> list[Proble
         out.append(Problem(name, line, col, _format_path(path), msg))
 
     exp = plain.get("exporter") if isinstance(plain.get("exporter"), dict) else {}
-    interval = _duration_or_none(exp.get("scrape_interval", "15s"))
-    timeout = _duration_or_none(exp.get("scrape_timeout", "10s"))
+    interval_text = exp.get("scrape_interval", format_duration(Exporter.scrape_interval))
+    interval = _duration_or_none(interval_text)
+    timeout = _duration_or_none(exp.get("scrape_timeout", format_duration(Exporter.scrape_timeout)))
     if interval is not None and timeout is not None and timeout > interval:
         add(["exporter", "scrape_timeout"], f"scrape_timeout ({exp.get('scrape_timeout')}) must not exceed "
-            f"scrape_interval ({exp.get('scrape_interval', '15s')}); Prometheus rejects such a scrape config")
+            f"scrape_interval ({interval_text}); Prometheus rejects such a scrape config")
     labels = exp.get("labels") if isinstance(exp.get("labels"), dict) else {}
     for key, value in labels.items():
         if value in VOLATILE_LABELS or (isinstance(value, str) and value.startswith("exported_")):
@@ -403,20 +439,21 @@ def _semantic_problems(doc: CommentedMap, plain: dict, name: str) -> list[Proble
         if metric.get("thresholds") and metric.get("kind") == "counter":
             add(["metrics", i, "thresholds"], "thresholds on a counter compare an ever-growing total; "
                 "use a gauge, or alert on a rate in your own rules")
-    from . import kube  # the kubernetes section is modelled there (it imports this module)
     kube.problems(plain, add)
     return out
 
 
 def _build(plain: dict, path: str) -> Spec:
+    """Model a checked document. Defaults are the dataclass defaults (one place); a key absent
+    from the document takes them."""
     exp = plain["exporter"]
     lab = exp.get("labels", {})
     labels = Labels(**{k: v for k, v in lab.items()})
     exporter = Exporter(
         job=exp["job"],
-        scrape_interval=parse_duration(exp.get("scrape_interval", "15s")),
-        scrape_timeout=parse_duration(exp.get("scrape_timeout", "10s")),
-        collect_interval=parse_duration(exp.get("collect_interval", "30s")),
+        scrape_interval=_dur(exp, "scrape_interval", Exporter.scrape_interval),
+        scrape_timeout=_dur(exp, "scrape_timeout", Exporter.scrape_timeout),
+        collect_interval=_dur(exp, "collect_interval", Exporter.collect_interval),
         labels=labels,
         driver_version=exp.get("driver_version"),
     )
@@ -445,7 +482,27 @@ def _build(plain: dict, path: str) -> Spec:
     )
     metrics = tuple(_metric(m, alerts) for m in plain["metrics"])
     return Spec(path=path, name=plain.get("name", "gpumon"), exporter=exporter, alerts=alerts,
-                prometheus_rule=prule, metrics=metrics, raw=plain)
+                prometheus_rule=prule, metrics=metrics, dashboards=_dashboards(plain.get("dashboards") or {}),
+                kubernetes=kube.from_plain(plain.get("kubernetes"), labels.node))
+
+
+def _dashboards(raw: dict) -> DashboardSettings:
+    cm = raw.get("configmap") or {}
+    d = DashboardSettings()
+    return DashboardSettings(
+        enabled=bool(raw.get("enabled", d.enabled)),
+        title_prefix=raw.get("title_prefix", d.title_prefix),
+        tags=tuple(raw.get("tags", d.tags)),
+        refresh=raw.get("refresh", d.refresh),
+        time_from=raw.get("time_from", d.time_from),
+        configmaps=bool(cm.get("enabled", d.configmaps)),
+        namespace=cm.get("namespace", d.namespace),
+        label=cm.get("label", d.label),
+        label_value=str(cm.get("label_value", d.label_value)),
+        folder_annotation=cm.get("folder_annotation", d.folder_annotation),
+        folder=cm.get("folder", d.folder),
+        datasource_uid=raw.get("datasource_uid", d.datasource_uid),
+    )
 
 
 def _dur(section: dict, key: str, default: float) -> float:

@@ -91,3 +91,19 @@ def test_findings_carry_useful_text(default_spec):
     messages = sorted(f.message + " | " + f.hint for f in report.findings if f.check == "unknown-metric")
     assert "did you mean DCGM_FI_DEV_GPU_TEMP?" in messages[0]
     assert "dcgm_gpu_temp is a dcgm-exporter 1.x name" in messages[1] and "use DCGM_FI_DEV_GPU_TEMP" in messages[1]
+
+
+def test_a_datasource_uid_the_spec_pins_is_not_hardcoded(default_spec):
+    """``dashboards.datasource_uid`` is a key the schema accepts, and the check honours it (it used
+    to read keys the schema rejects, so the documented exemption could never apply)."""
+    from generator.spec import parse_spec
+
+    text = Path(default_spec.path).read_text(encoding="utf-8")
+    head = "\ndashboards:"
+    assert head in text
+    line_end = text.index("\n", text.index(head) + 1)
+    pinned = parse_spec(text[:line_end] + "\n  datasource_uid: PBFA97CFB590B2093" + text[line_end:], default_spec.path)
+    assert pinned.dashboards.datasource_uid == "PBFA97CFB590B2093"
+    name = "dashboard_hardcoded_datasource.json"
+    assert [f.check for f in lint([CORPUS / name], default_spec).findings] == ["dashboard-hardcoded-datasource"]
+    assert lint([CORPUS / name], pinned).findings == []

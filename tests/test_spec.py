@@ -9,8 +9,9 @@ import textwrap
 
 import jsonschema
 import pytest
+import yaml
 
-from generator.spec import SpecError, load_spec, schema
+from generator.spec import SpecError, load_spec, parse_spec, schema
 
 BASE = """\
 version: 1
@@ -130,10 +131,55 @@ def test_cli_prints_errors_and_exits_2_without_traceback(tmp_path):
 
 def test_schema_is_valid_draft7_and_accepts_the_bundled_spec(default_spec):
     jsonschema.Draft7Validator.check_schema(schema())
-    jsonschema.Draft7Validator(schema()).validate(json.loads(json.dumps(default_spec.raw)))
+    doc = yaml.safe_load(open(default_spec.path, encoding="utf-8"))
+    jsonschema.Draft7Validator(schema()).validate(json.loads(json.dumps(doc)))
 
 
 def test_modeline_points_to_the_shipped_schema(root):
     first = (root / "gpumon.yaml").read_text().splitlines()[0]
     assert first == "# yaml-language-server: $schema=./generator/schema/gpumon.schema.json"
     assert (root / "generator/schema/gpumon.schema.json").is_file()
+
+
+KUBE = """\
+kubernetes:
+  kube_state_metrics:
+    job: kube-state-metrics
+  exporter:
+    namespace: gpu-operator
+    daemonset: nvidia-dcgm-exporter
+"""
+
+
+def test_specs_differing_only_in_a_section_are_different_models(tmp_path):
+    """Every section is part of the model: two specs that differ only in ``kubernetes`` (or
+    ``dashboards``) compare and hash unequal, so nothing cached per spec mixes them up."""
+    plain = parse_spec(BASE, "spec.yaml")
+    kube = parse_spec(BASE + KUBE, "spec.yaml")
+    dash = parse_spec(BASE + "dashboards:\n  title_prefix: 'prod: '\n", "spec.yaml")
+    assert plain.kubernetes is None and kube.kubernetes is not None
+    assert dash.dashboards.title_prefix == "prod: "
+    assert len({plain, kube, dash}) == 3
+
+
+def test_dashboards_of_one_spec_never_show_another_specs_alerts():
+    """Regression: rendering a spec without a kubernetes section, then the same spec with one,
+    used to hand the second the first one's alert names (a cache keyed by a spec whose equality
+    ignored the section), so its dashboards missed the kubernetes alerts."""
+    from generator import dashboards
+    from generator.dashboards.output import to_json
+    from generator.rules import all_rules
+
+    plain = parse_spec(BASE, "spec.yaml")
+    kube = parse_spec(BASE + KUBE, "spec.yaml")
+    for spec in (plain, kube):
+        text = "".join(to_json(m) for m in dashboards.build_all(spec).values())
+        alerts = {r.alert for r in all_rules(spec) if r.alert}
+        assert all(name in text for name in alerts), sorted(a for a in alerts if a not in text)
+    kube_only = {r.alert for r in all_rules(kube) if r.alert} - {r.alert for r in all_rules(plain) if r.alert}
+    assert kube_only and all(name not in "".join(map(to_json, dashboards.build_all(plain).values()))
+                         for name in kube_only)
+
+
+def test_nothing_reads_the_raw_document_after_loading():
+    assert not hasattr(parse_spec(BASE, "spec.yaml"), "raw")

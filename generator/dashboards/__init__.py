@@ -11,7 +11,6 @@ from ..rules import RuleGroup, build_groups
 from ..spec import Spec
 from . import detail, fleet, health
 from .output import CONFIGMAP_PATH, JSON_PATH, configmap, to_json
-from .settings import settings
 
 #: dashboard modules in render order
 DASHBOARDS = (fleet, detail, health)
@@ -25,7 +24,7 @@ def file_name(spec: Spec, module) -> str:
 def build_all(spec: Spec, groups: list[RuleGroup] | None = None) -> dict[str, dict]:
     """{file name: dashboard model} for every dashboard (empty when ``dashboards.enabled`` is false);
     ``groups`` default to :func:`generator.rules.build_groups` of ``spec``."""
-    if not settings(spec).enabled:
+    if not spec.dashboards.enabled:
         return {}
     groups = build_groups(spec) if groups is None else groups
     return {file_name(spec, mod): mod.dashboard(spec, groups).build() for mod in DASHBOARDS}
@@ -35,7 +34,7 @@ def files(spec: Spec, groups: list[RuleGroup] | None = None) -> dict[str, str]:
     """Renderer: ``dashboards/<name>.json`` and, unless disabled in the spec,
     ``kubernetes/grafana-dashboard-<name>.yaml`` for each dashboard. Panels read alert and
     recording-rule names from ``groups`` (default: :func:`generator.rules.build_groups`)."""
-    s = settings(spec)
+    s = spec.dashboards
     out: dict[str, str] = {}
     for name, model in build_all(spec, groups).items():
         text = to_json(model)

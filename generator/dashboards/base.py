@@ -10,7 +10,6 @@ from .sdk import db, dm
 from ..spec import Spec
 from . import variables
 from .panels import DATASOURCE, Board, new_dashboard
-from .settings import settings
 
 #: Grafana's limit on dashboard uid length
 UID_MAX = 40
@@ -61,7 +60,7 @@ def build(spec: Spec, key: str, title: str, description: str, board: Board, node
         node_and_gpu: add the node and GPU template variables.
         annotation_expr: an ``ALERTS`` selector to mark on the graphs, or None.
     """
-    s = settings(spec)
+    s = spec.dashboards
     tags = sorted(set(s.tags) | {spec.name})
     dash = (new_dashboard(f"{s.title_prefix}{title}").uid(uid(spec, key)).description(description)
             .tags(tags).time(s.time_from, "now").refresh(s.refresh).timezone("browser").editable()

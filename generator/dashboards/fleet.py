@@ -5,7 +5,6 @@ from __future__ import annotations
 
 
 from ..durations import format_duration
-from ..kube import kubernetes
 from ..rules import RuleGroup, names
 from .sdk import db
 from ..spec import Metric, Spec
@@ -79,7 +78,7 @@ def dashboard(spec: Spec, groups: list[RuleGroup]) -> db.Dashboard:
     lookback = format_duration(spec.alerts.inventory_lookback)
     alert_thresholds = threshold_steps(steps=[(None, "green"), (1, "orange")])
     # With the kubernetes section two more stats (GPUs expected, GPUs missing) share the line.
-    expected = kube_panels.expected_stats(spec, fleet=True) if kubernetes(spec) is not None else []
+    expected = kube_panels.expected_stats(spec, fleet=True) if spec.kubernetes is not None else []
     w = 3 if expected else 4
     b.add(stat_panel("GPUs reporting", [Query(reporting, "reporting")], COUNT,
                      description="GPUs reporting at least one required field now (gpumon inventory).",

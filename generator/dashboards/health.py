@@ -10,7 +10,6 @@ from __future__ import annotations
 
 
 from ..durations import format_duration
-from ..kube import kubernetes
 from ..rules import RuleGroup, names
 from ..rules.promql import num
 from .sdk import db
@@ -177,7 +176,7 @@ def dashboard(spec: Spec, groups: list[RuleGroup]) -> db.Dashboard:
     b = Board()
     b.row("Exporter targets")
     _targets(spec, b)
-    k = kubernetes(spec)
+    k = spec.kubernetes
     if k is not None:
         kube_panels.exporter_row(spec, k, b)
     b.row("Field coverage")

@@ -27,7 +27,7 @@ mixed MIG (see docs/kubernetes.md).
 from __future__ import annotations
 
 from ..durations import format_duration
-from ..kube import Kubernetes, kubernetes
+from ..kube import Kubernetes
 from ..spec import Spec
 from . import names
 from .common import alert, record
@@ -321,7 +321,7 @@ def device_plugin_unhealthy(spec: Spec, k: Kubernetes) -> Rule:
 
 def rules(spec: Spec) -> list[Rule]:
     """The kubernetes rule group's rules (recording rules first), or [] without the section."""
-    k = kubernetes(spec)
+    k = spec.kubernetes
     if k is None:
         return []
     out = devices_reporting(spec) + expected(spec, k)

@@ -18,7 +18,7 @@ from collections import defaultdict
 
 from ..durations import format_duration
 from ..findings import Finding
-from ..kube import Kubernetes, kubernetes
+from ..kube import Kubernetes
 from ..promapi import Answer, PromError
 from ..rules import build_groups
 from ..rules import kubernetes as krules
@@ -77,7 +77,7 @@ def run(ctx: Context) -> CheckResult:
     gpus-missing, gpus-above-expected, node-without-exporter, node-gpu-capacity-missing,
     exporter-restarts, exporter-oom-killed, exporter-daemonset-not-ready,
     exporter-daemonset-missing, device-plugin-unhealthy. Nothing without the section."""
-    k = kubernetes(ctx.spec)
+    k = ctx.spec.kubernetes
     if k is None:
         return CheckResult()
     cases = [_case(c) for c in CASES if k.ksm_job is not None or c in ("expected-gpus", "exporter-targets")]

@@ -3,7 +3,7 @@ legacy name) literally.
 
 What: a ``datasource`` reference whose uid or name is neither a template variable (``$ds``,
 ``${datasource}``), nor a Grafana built-in (``-- Grafana --``, ``-- Mixed --``), nor the uid the
-spec pins (``dashboards.datasource.uid`` or ``dashboards.datasource_uid``, when set).
+spec pins (``dashboards.datasource_uid``, when set).
 Why: datasource uids differ between Grafana instances; a dashboard moved to another server (or
 provisioned into a fresh one) shows "No data" or "datasource not found"
 (natrontech/pbs-exporter#75, grafana/grafana#53041; field case C25).
@@ -26,15 +26,10 @@ _VARIABLE = re.compile(r"^\$\{?\w+(:\w+)?\}?$|^\[\[\w+\]\]$")
 
 
 def pinned_uids(spec) -> set[str]:
-    """Datasource uids the spec pins for dashboards (empty when it pins none)."""
-    section = spec.raw.get("dashboards") if isinstance(spec.raw.get("dashboards"), dict) else {}
-    out = set()
-    ds = section.get("datasource")
-    if isinstance(ds, dict) and isinstance(ds.get("uid"), str):
-        out.add(ds["uid"])
-    if isinstance(section.get("datasource_uid"), str):
-        out.add(section["datasource_uid"])
-    return out
+    """Datasource uids the spec pins for dashboards (``dashboards.datasource_uid``; empty when
+    it pins none)."""
+    uid = spec.dashboards.datasource_uid
+    return {uid} if uid else set()
 
 
 def check(inputs, ctx) -> Iterator[Finding]:

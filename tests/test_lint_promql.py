@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from generator.lint import grafana, promql
-from generator.lint.model import MACRO_WINDOW
+from generator.readers import grafana, promql
+from generator.readers.model import MACRO_WINDOW
 
 
 def labels(expr: str, records=None):

@@ -39,7 +39,8 @@ def lint_command(paths, spec_path, fmt, fail_on, disable, list_checks) -> None:
                 2 usage error, bad spec, or unreadable input (YAML/JSON syntax, missing path).
     """
     from .. import reporters
-    from ..lint import check_ids, describe, failing, lint, loader
+    from ..lint import check_ids, describe, failing, lint
+    from ..readers import loader
 
     if list_checks:
         for cid, severity, doc in describe():

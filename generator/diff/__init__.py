@@ -13,8 +13,8 @@ import json
 from dataclasses import dataclass, field
 
 from ..durations import format_duration, parse_duration
-from ..lint import grafana, promql
-from ..lint.model import Inputs
+from ..readers import grafana, promql
+from ..readers.model import Inputs
 
 # --------------------------------------------------------------------------- rules
 

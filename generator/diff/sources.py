@@ -7,8 +7,8 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-from ..lint import loader
-from ..lint.model import Inputs
+from ..readers import loader
+from ..readers.model import Inputs
 
 
 class SourceError(Exception):

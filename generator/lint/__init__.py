@@ -16,7 +16,8 @@ from typing import Iterable
 
 from ..findings import SEVERITIES, Report
 from ..spec import Spec
-from . import context, loader
+from ..readers import loader
+from . import context
 from .checks import ALL as CHECKS
 
 __all__ = ["CHECKS", "check_ids", "describe", "lint", "failing"]

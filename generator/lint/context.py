@@ -9,8 +9,8 @@ from dataclasses import dataclass, field
 from .. import fields
 from ..rules import build_groups
 from ..spec import VOLATILE_LABELS, Spec
-from . import promql
-from .model import Inputs
+from ..readers import promql
+from ..readers.model import Inputs
 
 #: Label-name spellings dcgm-exporter used in different versions/modes, by what they mean.
 #: Sources: dcgm-exporter PR #655 (``Hostname`` -> ``hostname``), ``1.x-compatibility`` mode /

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Iterator
 
 from ...findings import Finding, Location
-from ..model import Inputs, Query
+from ...readers.model import Inputs, Query
 
 
 def parsed(inputs: Inputs, origins: tuple[str, ...] = ("rule", "panel", "variable")) -> Iterator[tuple[Query, object]]:

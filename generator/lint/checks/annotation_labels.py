@@ -18,7 +18,7 @@ import re
 from typing import Iterator
 
 from ...findings import Finding
-from .. import promql
+from ...readers import promql
 from ._base import make
 
 ID = "annotation-label-missing"

@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import Iterator
 
 from ...findings import Finding
-from .. import promql
+from ...readers import promql
 from ...rules import names
 from ._base import make
 

@@ -16,7 +16,7 @@ from typing import Iterator
 import promql_parser as pp
 
 from ...findings import Finding
-from .. import promql
+from ...readers import promql
 from ._base import make
 
 ID = "for-missing"

@@ -19,7 +19,7 @@ from typing import Iterator
 import promql_parser as pp
 
 from ...findings import Finding
-from .. import promql
+from ...readers import promql
 from ._base import make, parsed
 
 ID = "mig-sum-without-uuid"

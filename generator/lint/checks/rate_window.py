@@ -17,8 +17,8 @@ from typing import Iterator
 
 from ...durations import format_duration
 from ...findings import Finding
-from .. import promql
-from ..model import MACRO_WINDOW
+from ...readers import promql
+from ...readers.model import MACRO_WINDOW
 from ._base import make, parsed
 
 ID = "rate-window-too-small"

@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing import Iterator
 
 from ...findings import Finding
-from .. import promql
+from ...readers import promql
 from ._base import make
 
 ID = "recording-rule-high-cardinality"

@@ -19,7 +19,7 @@ import difflib
 from typing import Iterator
 
 from ...findings import Finding
-from .. import promql
+from ...readers import promql
 from ._base import make, parsed
 
 ID = "unknown-metric"

@@ -3,7 +3,7 @@
 Grafana expands template variables and macros textually before it sends a query, so a panel
 query is not PromQL until they are replaced. Inside string literals (label matcher values such as
 ``instance=~"$instance"``) a ``$var`` is kept: any text is a valid string. Outside strings:
-window macros and interval variables become :data:`~generator.lint.model.MACRO_WINDOW` seconds,
+window macros and interval variables become :data:`~generator.readers.model.MACRO_WINDOW` seconds,
 number macros a number, and other variables their current value (or their name), so the
 expression parses the way Grafana would send it.
 

@@ -1,0 +1,109 @@
+"""The ``generator`` package has no import cycles: data flows one way (spec -> model -> renderers
+-> writer; validate -> client -> checks -> findings -> reporters), and the CLI sits on top.
+
+Imports are read with ``ast`` from every module (module level and inside functions; a lazy import
+in a function still makes two modules depend on each other). Only imports under
+``if TYPE_CHECKING:`` are left out: they never run.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parent.parent / "generator"
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def modules() -> dict[str, Path]:
+    return {module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))}
+
+
+def _type_checking_only(node: ast.AST) -> bool:
+    test = getattr(node, "test", None)
+    return isinstance(node, ast.If) and (
+        (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING")
+        or (isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"))
+
+
+def _imports(tree: ast.AST):
+    for node in ast.iter_child_nodes(tree):
+        if _type_checking_only(node):
+            continue
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            yield node
+        yield from _imports(node)
+
+
+def edges(known: dict[str, Path]) -> dict[str, set[str]]:
+    """module -> gpumon modules it imports. ``from pkg import name`` points at ``pkg.name`` when
+    that is a module, else at ``pkg``."""
+    out: dict[str, set[str]] = {}
+    for name, path in known.items():
+        is_pkg = path.name == "__init__.py"
+        deps = out.setdefault(name, set())
+        for node in _imports(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                deps.update(a.name for a in node.names if a.name in known)
+                continue
+            if node.level:
+                base = name.split(".") if is_pkg else name.split(".")[:-1]
+                base = base[: len(base) - (node.level - 1)]
+                target = ".".join(base + ([node.module] if node.module else []))
+            else:
+                target = node.module or ""
+            if target not in known:
+                continue
+            for alias in node.names:
+                sub = f"{target}.{alias.name}"
+                deps.add(sub if sub in known else target)
+        deps.discard(name)
+    return out
+
+
+def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """One cycle as [a, b, ..., a], or None (iterative depth-first search)."""
+    state: dict[str, int] = {}  # 1 on the stack, 2 done
+    for start in sorted(graph):
+        if state.get(start):
+            continue
+        stack = [(start, iter(sorted(graph[start])))]
+        path = [start]
+        state[start] = 1
+        while stack:
+            node, children = stack[-1]
+            child = next(children, None)
+            if child is None:
+                state[node] = 2
+                stack.pop()
+                path.pop()
+            elif state.get(child) == 1:
+                return path[path.index(child):] + [child]
+            elif not state.get(child):
+                state[child] = 1
+                stack.append((child, iter(sorted(graph.get(child, ())))))
+                path.append(child)
+    return None
+
+
+def test_the_finder_sees_a_cycle():
+    assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+    assert find_cycle({"a": {"b"}, "b": set()}) is None
+
+
+def test_the_reader_resolves_relative_imports():
+    graph = edges(modules())
+    assert "generator.spec" in graph["generator.rules"]
+    assert "generator.durations" in graph["generator.spec"]
+
+
+@pytest.mark.parametrize("package", ["generator"])
+def test_generator_imports_form_no_cycle(package):
+    cycle = find_cycle(edges(modules()))
+    assert cycle is None, "import cycle: " + " -> ".join(cycle)

@@ -254,13 +254,26 @@ class Spec:
 
 def schema() -> dict:
     """The spec's JSON Schema (draft-07) as a dict, read from the installed package."""
-    text = resources.files("generator").joinpath("schema/gpumon.schema.json").read_text("utf-8")
-    return json.loads(text)
+    return json.loads(schema_text())
+
+
+def schema_text() -> str:
+    """The spec's JSON Schema as shipped (``generator/schema/gpumon.schema.json``)."""
+    return resources.files("generator").joinpath("schema/gpumon.schema.json").read_text("utf-8")
 
 
 def default_spec_path() -> Path:
-    """Path of the bundled default spec (``gpumon.yaml`` at the repository root)."""
-    return Path(__file__).resolve().parent.parent / "gpumon.yaml"
+    """Path of the bundled default spec: ``gpumon.yaml`` at the repository root in a checkout,
+    ``generator/default/gpumon.yaml`` when installed from a wheel (pyproject force-includes it).
+
+    Raises:
+        FileNotFoundError: neither exists (a broken installation).
+    """
+    here = Path(__file__).resolve().parent
+    for candidate in (here.parent / "gpumon.yaml", here / "default" / "gpumon.yaml"):
+        if candidate.is_file():
+            return candidate
+    raise FileNotFoundError("gpumon's bundled default spec is missing from the installation")
 
 
 def load_spec(path: str | Path) -> Spec:

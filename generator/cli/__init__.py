@@ -11,6 +11,7 @@ import click
 
 from .common import EPILOG, EXIT_ERROR, EXIT_FINDINGS, EXIT_INCONCLUSIVE, EXIT_OK, load_or_exit
 from .diff import diff_command
+from .init import init
 from .lint import lint_command
 from .render import render
 from .simulate import simulate
@@ -20,6 +21,7 @@ __all__ = ["cli", "main", "load_or_exit", "EXIT_OK", "EXIT_FINDINGS", "EXIT_ERRO
 
 
 @click.group(epilog=EPILOG, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="gpumon", prog_name="gpumon", message="%(prog)s %(version)s")
 def cli() -> None:
     """gpumon: make missing GPU metrics loud and checkable.
 
@@ -28,7 +30,7 @@ def cli() -> None:
     """
 
 
-for _command in (render, simulate, validate, lint_command, diff_command):
+for _command in (init, render, simulate, validate, lint_command, diff_command):
     cli.add_command(_command)
 
 

@@ -24,11 +24,15 @@ Exit codes:
 
 def load_or_exit(path: str | None):
     """Load the spec at ``path`` (default: ``./gpumon.yaml``, else the bundled default spec), or
-    print every problem as ``FILE:LINE:COL: path: message`` on stderr and exit 2."""
+    print every problem as ``FILE:LINE:COL: path: message`` on stderr and exit 2. A spec file that
+    does not exist is not a problem in a spec: it says how to get one."""
     from ..spec import SpecError, default_spec_path, load_spec
 
     if path is None:
         path = "gpumon.yaml" if Path("gpumon.yaml").is_file() else str(default_spec_path())
+    if not Path(path).is_file():
+        click.echo(f"gpumon: no spec found at {path}: pass SPEC or run `gpumon init`", err=True)
+        sys.exit(EXIT_ERROR)
     try:
         return load_spec(path)
     except SpecError as exc:

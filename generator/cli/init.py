@@ -1,0 +1,34 @@
+"""``gpumon init``: write a starter spec and its schema."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from .common import EXIT_ERROR
+
+
+@click.command("init")
+@click.argument("folder", default=".", type=click.Path(file_okay=False))
+@click.option("--force", is_flag=True, help="Overwrite gpumon.yaml / gpumon.schema.json if they exist.")
+def init(folder: str, force: bool) -> None:
+    """Write a starter spec (FOLDER/gpumon.yaml, default: the current folder) and its JSON Schema
+    beside it (gpumon.schema.json; editors with the YAML language server use it for completion).
+
+    The starter describes dcgm-exporter 4.x as shipped; edit it, then run `gpumon render`.
+    """
+    from .. import starter
+
+    try:
+        written = starter.write(Path(folder), force=force)
+    except starter.InitError as exc:
+        click.echo(f"gpumon init: {exc}", err=True)
+        sys.exit(EXIT_ERROR)
+    except OSError as exc:
+        click.echo(f"gpumon init: cannot write {exc.filename or folder}: {exc.strerror or exc}", err=True)
+        sys.exit(EXIT_ERROR)
+    for path in written:
+        click.echo(f"wrote {path}")
+    click.echo(f"next: edit {written[0]}, then `gpumon render {written[0]}`")

@@ -302,6 +302,9 @@ def test_optional_fields_behind_a_partial_response_are_not_called_absent():
 
     def handler(request):
         q = request.url.params.get("query", "")
+        if request.url.path == "/api/v1/targets":  # the shared targets fact: one healthy target
+            return ok({"activeTargets": [{"labels": {"job": "dcgm-exporter", "instance": "a:9400"}, "health": "up",
+                                          "scrapeInterval": "15s"}], "droppedTargets": []})
         if q == "vector(1)":
             return ok({"resultType": "vector", "result": [{"metric": {}, "value": [1.0, "1"]}]})
         if "DCGM_FI_PROF_GR_ENGINE_ACTIVE" in q:

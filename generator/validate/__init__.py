@@ -3,7 +3,10 @@
 Checks run in order, one module each: reachability (stops the run when the API cannot be used),
 targets, presence, duplicates, optional, values, continuity, counters, rules-loaded, inventory,
 metadata, and kubernetes (only with the spec's ``kubernetes`` section). Each returns findings
-(:class:`generator.findings.Finding`) and the JUnit cases it ran (one per check x metric).
+(:class:`generator.findings.Finding`) and the JUnit cases it ran (one per check x metric), and
+declares the finding ids it reports (``FINDINGS``). What several checks need (targets, GPU
+inventory, loaded rule groups) is a shared fact on the context (:mod:`.facts`), computed on first
+use, so a check finds the same whether it runs alone or after the others.
 
 Exit codes (:func:`exit_code`): 0 all checks pass; 1 a check failed; 2 could not check
 (connection, auth, not a Prometheus API); 3 inconclusive (partial data or failed queries) and

@@ -8,10 +8,12 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 
 from ..findings import Finding
 from ..promapi import Answer, PromClient, PromError
 from ..spec import Spec
+from . import facts
 
 
 @dataclass(frozen=True)
@@ -46,7 +48,15 @@ def other_spelling(label: str) -> str:
 
 
 class Context:
-    """A validate run: the spec, the API client, the evaluation time and the query helpers.
+    """A validate run: the spec, the API client, the evaluation time, the query helpers and the
+    facts checks share (:mod:`generator.validate.facts`), each computed on first use:
+
+    * ``targets``: the exporter job's targets, which are down, whether there are any;
+    * ``inventory``: the GPUs seen now and within the lookback, per tracked metric;
+    * ``rule_groups``: the ``/api/v1/rules`` answer (loaded groups: :func:`facts.loaded_groups`).
+
+    A check reads the facts it needs and never changes them, so its findings do not depend on
+    which other checks ran. A new shared fact is one more ``cached_property`` here.
 
     Args:
         spec: the loaded spec.
@@ -71,12 +81,38 @@ class Context:
         self._started = time.monotonic()
         self._show = progress and sys.stderr.isatty()
         self._shown = False
-        #: seconds between scrapes: the targets API's scrapeInterval when known (the spec may be
-        #: wrong about it), else the spec's
-        self.scrape_interval = spec.exporter.scrape_interval
-        self.down_instances: set[str] = set()   # targets that are down: their GPUs are not checked
-        self.skip_gpu_checks = False           # no target at all for the job
-        self.cache: dict[str, object] = {}      # results shared between checks
+
+    # ------------------------------------------------------------------ shared facts
+    @cached_property
+    def targets(self) -> facts.Targets:
+        """The exporter job's targets (:class:`facts.Targets`)."""
+        return facts.targets(self)
+
+    @cached_property
+    def inventory(self) -> facts.Inventory:
+        """GPUs seen now and within the lookback (:class:`facts.Inventory`)."""
+        return facts.inventory(self)
+
+    @cached_property
+    def rule_groups(self) -> "Answer | PromError":
+        """The server's ``/api/v1/rules`` answer."""
+        return self.run({"rules": ("rules",)})["rules"]
+
+    @property
+    def scrape_interval(self) -> float:
+        """Seconds between scrapes: the targets API's scrapeInterval when known (the spec may be
+        wrong about it), else the spec's."""
+        return self.targets.scrape_interval
+
+    @property
+    def skip_gpu_checks(self) -> bool:
+        """True when the job has no target at all: per-GPU checks have nothing to look at."""
+        return self.targets.missing
+
+    def target_down(self, instance: str) -> bool:
+        """True when ``instance`` is down, flapping or scraped empty: the targets check reports it
+        once, so per-GPU checks leave its GPUs alone."""
+        return instance in self.targets.down
 
     # ------------------------------------------------------------------ identity
     @property

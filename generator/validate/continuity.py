@@ -14,6 +14,9 @@ from . import hints
 from .base import CheckResult, Context, answered, partial
 
 CHECK = "continuity"
+#: finding ids this check reports (the check's own id: a query failed or answered partially,
+#: so it could not tell)
+FINDINGS = ("series-intermittent", CHECK)
 
 
 def query(ctx: Context, m: Metric) -> str:
@@ -34,14 +37,14 @@ def run(ctx: Context) -> CheckResult:
     cases = [f"{CHECK}/{m.name}" for m in metrics]
     if ctx.skip_gpu_checks:
         return CheckResult([], cases)
-    inv = ctx.cache.get("inventory")
+    inv = ctx.inventory
     answers = ctx.queries_at_now({m.name: query(ctx, m) for m in metrics})
     findings: list[Finding] = []
     for m, case, ans in answered(CHECK, metrics, answers, findings):
         bad = []
         for item in ans.data:
             gpu = ctx.gpu(item["metric"])
-            if inv is not None and gpu.key not in inv.now.get(m.name, set()):
+            if gpu.key not in inv.now.get(m.name, set()):
                 continue  # missing now: reported by presence
             bad.append((float(item["value"][1]), gpu, item["metric"].get("instance", "")))
         bad.sort(key=lambda x: (x[0], x[1].key))

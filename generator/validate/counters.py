@@ -21,6 +21,9 @@ from . import hints
 from .base import CheckResult, Context, answered, partial
 
 CHECK = "counters"
+#: finding ids this check reports (the check's own id: a query failed or answered partially,
+#: so it could not tell)
+FINDINGS = ("counter-decreases", CHECK)
 #: resets over the lookback tolerated: a GPU reset or driver reload resets a real counter (C08)
 MAX_RESETS = 2
 
@@ -45,7 +48,7 @@ def run(ctx: Context) -> CheckResult:
     for m, case, ans in answered(CHECK, metrics, answers, findings):
         by_node: dict[str, list] = defaultdict(list)
         for item in ans.data:
-            if item["metric"].get("instance", "") in ctx.down_instances:
+            if ctx.target_down(item["metric"].get("instance", "")):
                 continue
             gpu = ctx.gpu(item["metric"])
             by_node[gpu.node].append((gpu, int(float(item["value"][1]))))

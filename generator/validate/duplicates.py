@@ -22,6 +22,9 @@ from . import hints
 from .base import CheckResult, Context, other_spelling, partial, query_failed
 
 CHECK = "duplicates"
+#: finding ids this check reports (the check's own id: a query failed or answered partially,
+#: so it could not tell)
+FINDINGS = ("duplicate-gpu", CHECK)
 
 
 def query(ctx: Context, metric: str) -> str:

@@ -2,7 +2,7 @@
 labels (``modelName``, ``DCGM_FI_DRIVER_VERSION`` when the exporter sets it), flagging nodes whose
 driver differs from the fleet majority or from the version the spec pins. Keeping a driver /
 exporter version matrix is the field's advice for fleets where fields come and go with versions
-(dcgm-exporter#71, #143, #460). Reuses the presence check's queries: no extra query."""
+(dcgm-exporter#71, #143, #460). Reads the shared inventory (``ctx.inventory``, the presence check's queries): no extra query."""
 
 from __future__ import annotations
 
@@ -11,15 +11,16 @@ from collections import Counter, defaultdict
 from ..findings import Finding
 from . import hints
 from .base import CheckResult, Context
-from .presence import collect
 
 CHECK = "inventory"
+#: finding ids this check reports
+FINDINGS = ("gpu-inventory", "driver-mismatch", "driver-not-pinned-version", "driver-version-unknown")
 
 
 def matrix(ctx: Context) -> dict[str, dict[tuple[str, str], int]]:
     """``{node: {(model, driver): GPU count}}`` for GPUs reporting now (MIG instances counted once
     per physical GPU)."""
-    inv, _ = collect(ctx)
+    inv = ctx.inventory
     lab = ctx.labels
     seen: dict[str, dict[tuple[str, str], set]] = defaultdict(lambda: defaultdict(set))
     for key in inv.reporting:

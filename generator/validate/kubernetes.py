@@ -26,8 +26,15 @@ from ..rules import names
 from ..rules.promql import by, node_ids, selector
 from . import hints
 from .base import CheckResult, Context, gpu_list, partial, query_failed
+from .facts import loaded_groups
 
 CHECK = "kubernetes"
+#: finding ids this check reports (the check's own id: a query failed or answered partially,
+#: so it could not tell)
+FINDINGS = ("kube-state-metrics-missing", "kubernetes-inconclusive", "kubernetes-rules-not-loaded",
+            "gpus-missing", "gpus-above-expected", "node-without-exporter", "node-gpu-capacity-missing",
+            "exporter-restarts", "exporter-oom-killed", "exporter-daemonset-not-ready", "exporter-daemonset-missing",
+            "device-plugin-unhealthy", CHECK)
 CASES = ("kube-state-metrics", "expected-gpus", "exporter-targets", "exporter-pods", "daemonset", "device-plugin")
 _REASON_HINT = {"no_exporter_pod": hints.NO_EXPORTER_POD, "pod_not_scraped": hints.POD_NOT_SCRAPED,
                 "no_gpu_series": hints.NO_GPU_SERIES}
@@ -116,14 +123,11 @@ def _ksm(ctx: Context, k: Kubernetes, up) -> tuple[bool, list[Finding]]:
 
 def _rules_loaded(ctx: Context, findings: list[Finding]) -> bool:
     """True when the inventory and kubernetes rule groups are loaded (else an inconclusive finding):
-    the counts are recorded series. Reuses the rules-loaded check's answer when it ran."""
-    loaded = ctx.cache.get("loaded_groups")
+    the counts are recorded series. Reads the shared ``ctx.rule_groups``."""
+    loaded = loaded_groups(ctx.rule_groups)
     if loaded is None:
-        ans = ctx.run({"rules": ("rules",)})["rules"]
-        if isinstance(ans, PromError):
-            findings.append(query_failed(ans, CHECK, "rules", _case("expected-gpus")))
-            return False
-        loaded = {g.get("name", ""): g.get("rules") for g in ans.data or []}
+        findings.append(query_failed(ctx.rule_groups, CHECK, "rules", _case("expected-gpus")))
+        return False
     want = [g.name for g in build_groups(ctx.spec) if g.name.endswith((".kubernetes", ".inventory"))]
     absent = [g for g in want if g not in loaded]
     if absent:

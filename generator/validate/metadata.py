@@ -18,6 +18,9 @@ from ..rules.names import FIELD_LABEL
 from .base import CheckResult, Context, answered, partial, query_failed
 
 CHECK = "metadata"
+#: finding ids this check reports (the check's own id: a query failed or answered partially,
+#: so it could not tell)
+FINDINGS = ("type-mismatch", "label-limit", CHECK)
 
 
 def run(ctx: Context) -> CheckResult:

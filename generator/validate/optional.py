@@ -13,9 +13,10 @@ from ..promapi import Answer
 from ..rules.names import FIELD_LABEL
 from . import hints
 from .base import CheckResult, Context
-from .presence import collect
 
 CHECK = "optional"
+#: finding ids this check reports
+FINDINGS = ("optional-absent",)
 PROFILING_PREFIX = "DCGM_FI_PROF_"
 
 
@@ -26,7 +27,8 @@ def run(ctx: Context) -> CheckResult:
     cases = [f"{CHECK}/profiling", f"{CHECK}/fields"]
     if ctx.skip_gpu_checks or not optional:
         return CheckResult([], cases)
-    inv, answers = collect(ctx)
+    inv = ctx.inventory
+    answers = inv.answers
     if not inv.reporting:
         return CheckResult([], cases)  # nothing reports at all: presence and targets say why
     # a failed or partial "now" query proves nothing about absence

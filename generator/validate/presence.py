@@ -3,7 +3,7 @@
 Queries per spec'd metric, never per GPU (``group by`` the identity labels; never a regex over
 metric names, measured 15x slower at 160k series): which GPUs carry it now, and which carried it
 within the lookback (``last_over_time``). The GPU inventory is the union over all tracked
-metrics. Only for metrics with gaps, a second query per metric finds when each missing GPU was
+metrics; it is a shared fact (``ctx.inventory``, queried in :mod:`generator.validate.facts`). Only for metrics with gaps, a second query per metric finds when each missing GPU was
 last seen (``max_over_time(timestamp(m)[lookback:step])``, limited to the affected nodes): that
 subquery is the costly part (measured 60 s at 320 GPUs, 1 h, 1 s steps, over every series), so
 a healthy fleet never pays for it. Gaps are classified with evidence: never seen /
@@ -13,7 +13,6 @@ that cannot report the field; GPUs lost altogether; identity label renamed.
 
 from __future__ import annotations
 
-import re
 from collections import defaultdict
 
 from ..durations import format_duration
@@ -23,114 +22,13 @@ from ..rules.names import FIELD_LABEL
 from ..spec import Metric
 from . import hints
 from .base import CheckResult, Context, Gpu, ago, gpu_list, other_spelling, partial, query_failed, utc
+from .facts import Inventory
 
 CHECK = "presence"
-
-
-class Inventory:
-    """GPUs seen now and within the lookback, per metric, with their target, model and driver."""
-
-    def __init__(self):
-        self.now: dict[str, set[tuple]] = defaultdict(set)          # metric -> GPU keys present now
-        self.seen: dict[str, set[tuple]] = defaultdict(set)          # metric -> GPU keys seen in the lookback
-        self.last_seen: dict[str, dict[tuple, float]] = defaultdict(dict)  # metric -> key -> unix time (gaps only)
-        self.gpus: dict[tuple, Gpu] = {}                              # every GPU seen in the lookback
-        self.instance: dict[tuple, str] = {}                          # key -> target (instance label)
-        self.attrs: dict[tuple, dict[str, str]] = {}                  # key -> model/driver labels
-        self.legacy: dict[str, dict[tuple, str]] = defaultdict(dict)  # metric -> key -> legacy name
-
-    @property
-    def reporting(self) -> set[tuple]:
-        """GPUs carrying at least one tracked metric now."""
-        return set().union(*self.now.values()) if self.now else set()
-
-
-def _ids(ctx: Context) -> str:
-    return ", ".join(ctx.id_labels)
-
-
-def queries(ctx: Context) -> dict[str, str]:
-    """``{"now|M": ..., "seen|M": ..., "legacy|M|name": ...}`` for every tracked metric: O(metrics)."""
-    window = format_duration(ctx.lookback)
-    # "now" = a sample within the last 3 scrape intervals: one scrape that missed the field is an
-    # intermittent gap (the continuity check's job), not a missing series.
-    recent = format_duration(3 * max(1.0, ctx.scrape_interval))
-    out = {}
-    for m in ctx.spec.tracked_metrics:
-        sel = ctx.sel(m.name)
-        out[f"now|{m.name}"] = f"group by ({_ids(ctx)}) (last_over_time({sel}[{recent}]))"
-        out[f"seen|{m.name}"] = f"group by ({_ids(ctx)}) (last_over_time({sel}[{window}]))"
-        if m.required:
-            for legacy in m.legacy_names:
-                out[f"legacy|{m.name}|{legacy}"] = f"group by ({_ids(ctx)}) ({ctx.sel(legacy)})"
-    return out
-
-
-def collect(ctx: Context) -> tuple[Inventory, dict[str, "Answer | PromError"]]:
-    """Run :func:`queries` and build the :class:`Inventory` (cached on the context for the
-    inventory check)."""
-    if "inventory" in ctx.cache:
-        return ctx.cache["inventory"], ctx.cache["presence_answers"]
-    answers = ctx.queries_at_now(queries(ctx))
-    inv = Inventory()
-    lab = ctx.labels
-    for key, ans in answers.items():
-        if isinstance(ans, PromError):
-            continue
-        kind, metric, *rest = key.split("|")
-        for item in ans.data:
-            gpu = ctx.gpu(item["metric"])
-            if kind == "legacy":
-                inv.legacy[metric][gpu.key] = rest[0]
-                inv.instance.setdefault(gpu.key, item["metric"].get("instance", ""))
-            else:
-                inv.gpus.setdefault(gpu.key, gpu)
-                inv.instance.setdefault(gpu.key, item["metric"].get("instance", ""))
-            if kind == "now":
-                inv.now[metric].add(gpu.key)
-                inv.instance[gpu.key] = item["metric"].get("instance", "")
-                inv.attrs[gpu.key] = {k: item["metric"].get(k, "") for k in (lab.model, lab.driver_version)}
-            elif kind == "seen":
-                inv.seen[metric].add(gpu.key)
-    _last_seen(ctx, inv, answers)
-    ctx.cache["inventory"], ctx.cache["presence_answers"] = inv, answers
-    return inv, answers
-
-
-def last_seen_query(ctx: Context, metric: str, nodes: dict[str, set[str]]) -> str:
-    """When each GPU of ``nodes`` ({node label: {node names}}) last had a sample of ``metric``
-    within the lookback; steps of max(scrape interval, lookback / 360) bound the cost."""
-    step = format_duration(max(1.0, ctx.scrape_interval, ctx.lookback / 360))
-    window = format_duration(ctx.lookback)
-    parts = []
-    for label, names in sorted(nodes.items()):
-        # a regex over a few label *values* (node names), never over metric names
-        values = "|".join(sorted(re.escape(n).replace("\\", "\\\\") for n in names))
-        parts.append(f'{metric}{{job="{ctx.job}",{label}=~"{values}"}}')
-    sel = " or ".join(parts)
-    return f"max by ({_ids(ctx)}) (max_over_time(timestamp({sel})[{window}:{step}]))"
-
-
-def _last_seen(ctx: Context, inv: Inventory, answers: dict) -> None:
-    """Second round, only for metrics with GPUs seen earlier but missing now."""
-    exprs = {}
-    for metric, seen in inv.seen.items():
-        gone = seen - inv.now.get(metric, set())
-        if not gone:
-            continue
-        nodes: dict[str, set[str]] = defaultdict(set)
-        for key in gone:
-            gpu = inv.gpus.get(key)
-            if gpu is not None and gpu.node_label:
-                nodes[gpu.node_label].add(gpu.node)
-        if nodes:
-            exprs[f"last|{metric}"] = last_seen_query(ctx, metric, nodes)
-    for key, ans in ctx.queries_at_now(exprs).items():
-        answers[key] = ans
-        if isinstance(ans, PromError):
-            continue
-        for item in ans.data:
-            inv.last_seen[key.split("|")[1]][ctx.gpu(item["metric"]).key] = float(item["value"][1])
+#: finding ids this check reports (the check's own id: a query failed or answered partially,
+#: so it could not tell)
+FINDINGS = ("series-missing", "legacy-metric-names", "field-unsupported-on-mig", "gpu-lost", "node-lost",
+            "identity-label-renamed", "identity-label-missing", "skipped", CHECK)
 
 
 def run(ctx: Context) -> CheckResult:
@@ -141,7 +39,8 @@ def run(ctx: Context) -> CheckResult:
     if ctx.skip_gpu_checks:
         return CheckResult([Finding("skipped", "info", ctx.job, "no targets: series presence not checked",
                                     case=f"{CHECK}/gpu-inventory")], cases)
-    inv, answers = collect(ctx)
+    inv = ctx.inventory
+    answers = inv.answers
     findings: list[Finding] = []
     for m in required:
         case = f"{CHECK}/{m.name}"
@@ -160,7 +59,7 @@ def run(ctx: Context) -> CheckResult:
 def _checked(ctx: Context, inv: Inventory, m: Metric) -> set[tuple]:
     """GPUs expected to carry ``m`` now: reporting (or on legacy names), target up, MIG-aware."""
     keys = inv.reporting | set().union(*[set(v) for v in inv.legacy.values()]) if inv.legacy else inv.reporting
-    keys = {k for k in keys if inv.instance.get(k, "") not in ctx.down_instances}
+    keys = {k for k in keys if not ctx.target_down(inv.instance.get(k, ""))}
     if m.mig == "unsupported":
         keys = {k for k in keys if not k[4]}
     return keys
@@ -242,7 +141,7 @@ def _lost(ctx: Context, inv: Inventory) -> list[Finding]:
     """GPUs seen in the lookback that report nothing now, on a target that is not down."""
     case = f"{CHECK}/gpu-inventory"
     reporting = inv.reporting | {k for v in inv.legacy.values() for k in v}
-    lost = [k for k in inv.gpus if k not in reporting and inv.instance.get(k, "") not in ctx.down_instances]
+    lost = [k for k in inv.gpus if k not in reporting and not ctx.target_down(inv.instance.get(k, ""))]
     out = []
     nodes_now = {k[1] for k in reporting}
     by_node: dict[str, list[tuple]] = defaultdict(list)

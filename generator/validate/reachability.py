@@ -11,6 +11,8 @@ CHECK = "reachability"
 _IDS = {"auth": "auth-error", "not-found": "api-not-found", "api": "api-error", "not-json": "not-prometheus-api",
         "timeout": "prometheus-timeout", "connection": "prometheus-unreachable", "http": "http-error",
         "config": "config-error"}
+#: finding ids this check reports
+FINDINGS = tuple(dict.fromkeys([*_IDS.values(), "not-prometheus-api"]))
 
 
 def finding_for(exc: PromError, subject: str) -> Finding:

@@ -10,8 +10,12 @@ from ..findings import Finding
 from ..promapi import PromError
 from ..rules import build_groups
 from .base import CheckResult, Context, partial, query_failed
+from .facts import loaded_groups
 
 CHECK = "rules-loaded"
+#: finding ids this check reports (the check's own id: a query failed or answered partially,
+#: so it could not tell)
+FINDINGS = ("rules-not-loaded", "rule-missing", "rule-unhealthy", CHECK)
 
 
 def _selector_hint(ctx: Context) -> str:
@@ -31,14 +35,10 @@ def run(ctx: Context) -> CheckResult:
     rule-unhealthy (``health: err`` with its lastError)."""
     expected = build_groups(ctx.spec)
     cases = [f"{CHECK}/{g.name}" for g in expected]
-    ans = ctx.run({"rules": ("rules",)})["rules"]
+    ans = ctx.rule_groups
     if isinstance(ans, PromError):
         return CheckResult([query_failed(ans, CHECK, g.name, f"{CHECK}/{g.name}") for g in expected], cases)
-    loaded: dict[str, list[dict]] = {}
-    for group in ans.data or []:
-        loaded.setdefault(group.get("name", ""), []).extend(group.get("rules") or [])
-    if not ans.partial:
-        ctx.cache["loaded_groups"] = loaded  # the kubernetes check reads recorded series only if loaded
+    loaded = loaded_groups(ans)
     findings: list[Finding] = []
     for g in expected:
         case = f"{CHECK}/{g.name}"

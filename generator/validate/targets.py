@@ -1,16 +1,20 @@
 """Check 2: the spec'd job has healthy targets (``/api/v1/targets``, or ``up`` where that API does
-not exist: Mimir, Thanos). Down targets are remembered so later checks do not report every GPU
-behind them as missing (one outage, one finding)."""
+not exist: Mimir, Thanos). The down targets are a shared fact (``ctx.targets.down``): per-GPU checks
+leave their GPUs alone, so one outage gives one finding."""
 
 from __future__ import annotations
 
-from ..durations import format_duration, parse_duration
 from ..findings import Finding
 from ..promapi import PromError
 from . import hints
 from .base import CheckResult, Context, partial, query_failed
+from .facts import instance, seconds
 
 CHECK = "targets"
+#: finding ids this check reports (the check's own id: a query failed or answered partially,
+#: so it could not tell)
+FINDINGS = ("target-missing", "target-down", "target-flapping", "scrape-timeout", "scrape-content-type",
+            "scrape-slow", "target-empty", "targets-api-unavailable", CHECK)
 
 
 def _classify(target: dict) -> tuple[str, str]:
@@ -26,19 +30,12 @@ def _classify(target: dict) -> tuple[str, str]:
 
 def run(ctx: Context) -> CheckResult:
     """Findings: target-missing, target-down, target-flapping, scrape-timeout, scrape-content-type,
-    scrape-slow, target-empty, targets-api-unavailable. Sets ``ctx.down_instances`` / ``ctx.skip_gpu_checks``."""
+    scrape-slow, target-empty, targets-api-unavailable; all from ``ctx.targets``."""
     job = ctx.job
     case = f"{CHECK}/{job}"
-    res = ctx.run({"targets": ("targets",)})["targets"]
-    w = format_duration(min(ctx.spec.alerts.flapping_window, ctx.lookback))
-    up_sel = f"up{{job=\"{job}\"}}"
-    extra = ctx.queries_at_now({"up": up_sel,
-                                "samples": f"scrape_samples_scraped{{job=\"{job}\"}} == 0",
-                                # flapping: often down, and changing state (not just down since a while)
-                                "flapping": f"avg_over_time({up_sel}[{w}]) < {ctx.spec.alerts.flapping_min_up_ratio:g}"
-                                            f" and on (job, instance) changes({up_sel}[{w}]) >= 4"})
+    facts = ctx.targets
+    res, w = facts.api, facts.window
     findings: list[Finding] = []
-    up = extra["up"]
     if isinstance(res, PromError):
         if res.kind != "not-found":
             return CheckResult([query_failed(res, CHECK, job, case)], [case])
@@ -46,31 +43,26 @@ def run(ctx: Context) -> CheckResult:
                                 f"{res.url} answered 404: no targets API (Mimir and Thanos Query have none); "
                                 "target health is read from `up` instead, without scrape errors",
                                 case=case, labels=(("job", job),)))
-        return _from_up(ctx, up, findings, case)
-    targets = [t for t in res.data if (t.get("labels") or {}).get("job") == job]
-    if not targets:
+        return _from_up(ctx, facts.up, findings, case)
+    if facts.missing:
         return _missing(ctx, findings, case)
     ratio = ctx.spec.alerts.scrape_slow_ratio
-    intervals = [s for s in (_seconds(t.get("scrapeInterval")) for t in targets) if s]
-    if intervals:
-        ctx.scrape_interval = max(intervals)
-    flapping = {} if isinstance(extra["flapping"], PromError) else \
-        {i["metric"].get("instance", ""): float(i["value"][1]) for i in extra["flapping"].data}
-    for t in targets:
-        inst = (t.get("labels") or {}).get("instance", t.get("scrapeUrl", "?"))
+    reported: set[str] = set()
+    for t in facts.targets:
+        inst = instance(t)
         labels = (("instance", inst), ("job", job))
-        timeout = _seconds(t.get("scrapeTimeout")) or ctx.spec.exporter.scrape_timeout
+        timeout = seconds(t.get("scrapeTimeout")) or ctx.spec.exporter.scrape_timeout
         took = float(t.get("lastScrapeDuration") or 0)
-        if inst in flapping:
+        if inst in facts.flapping:
             # GPUs behind it come and go with the scrapes: one finding for the target, none per GPU
-            ctx.down_instances.add(inst)
+            reported.add(inst)
             findings.append(Finding("target-flapping", "error", inst,
-                                    f"target {inst} succeeded in only {flapping[inst]:.0%} of its scrapes over the last "
-                                    f"{w}, switching between up and down (now {t.get('health')}; last error: "
+                                    f"target {inst} succeeded in only {facts.flapping[inst]:.0%} of its scrapes over the "
+                                    f"last {w}, switching between up and down (now {t.get('health')}; last error: "
                                     f"{t.get('lastError') or 'none'}); each recovery resets the `for` of a down alert",
                                     hints.FLAPPING, labels=labels, case=case))
         elif t.get("health") == "down":
-            ctx.down_instances.add(inst)
+            reported.add(inst)
             check, hint = _classify(t)
             findings.append(Finding(check, "error", inst,
                                     f"target {inst} ({t.get('scrapeUrl', '')}) is down: {t.get('lastError') or 'no error given'}; "
@@ -79,22 +71,14 @@ def run(ctx: Context) -> CheckResult:
             findings.append(Finding("scrape-slow", "warning", inst,
                                     f"last scrape of {inst} took {took:.3f}s, {took / timeout:.0%} of the {timeout:g}s "
                                     "scrapeTimeout", hints.SCRAPE_TIMEOUT, labels=labels, case=case))
-    findings += _empty(ctx, extra["samples"], case)
+    findings += _empty(ctx, facts.empty, reported, case)
     return CheckResult(partial(findings, res, case, CHECK, job), [case])
-
-
-def _seconds(text: str | None) -> float | None:
-    try:
-        return parse_duration(text) if text else None
-    except ValueError:
-        return None
 
 
 def _missing(ctx: Context, findings: list[Finding], case: str) -> CheckResult:
     """target-missing; when dcgm-exporter series exist under other jobs (GPU Operator's
     ``nvidia-dcgm-exporter`` vs the chart's ``dcgm-exporter``), name them: one ``count by (job)``
     per required metric, at most two (never a regex over metric names)."""
-    ctx.skip_gpu_checks = True
     probes = [m.name for m in ctx.spec.required_metrics[:2]]
     answers = ctx.queries_at_now({m: f"count by (job) ({m})" for m in probes})
     jobs: dict[str, dict[str, int]] = {}
@@ -117,15 +101,16 @@ def _missing(ctx: Context, findings: list[Finding], case: str) -> CheckResult:
     return CheckResult(findings, [case])
 
 
-def _empty(ctx: Context, answer, case: str) -> list[Finding]:
+def _empty(ctx: Context, answer, reported: set[str], case: str) -> list[Finding]:
+    """target-empty for targets up with 0 samples (not those ``reported`` down already)."""
     if isinstance(answer, PromError):
         return [query_failed(answer, CHECK, ctx.job, case)]
     out = []
     for item in answer.data:
         inst = item["metric"].get("instance", "?")
-        if inst in ctx.down_instances:
+        if inst in reported:
             continue
-        ctx.down_instances.add(inst)
+        reported.add(inst)
         out.append(Finding("target-empty", "error", inst, f"target {inst} is up but its last scrape had 0 samples",
                            hints.TARGET_EMPTY, labels=(("instance", inst), ("job", ctx.job)), case=case))
     return out
@@ -140,7 +125,6 @@ def _from_up(ctx: Context, up, findings: list[Finding], case: str) -> CheckResul
     for item in up.data:
         inst = item["metric"].get("instance", "?")
         if item["value"][1] != "1":
-            ctx.down_instances.add(inst)
             findings.append(Finding("target-down", "error", inst, f"up{{instance=\"{inst}\"}} is {item['value'][1]}",
                                     hints.EXPORTER_DOWN, labels=(("instance", inst), ("job", ctx.job)), case=case))
     return CheckResult(partial(findings, up, case, CHECK, ctx.job), [case])

@@ -15,6 +15,9 @@ from . import hints
 from .base import CheckResult, Context, answered, gpu_list, partial
 
 CHECK = "values"
+#: finding ids this check reports (the check's own id: a query failed or answered partially,
+#: so it could not tell)
+FINDINGS = ("value-out-of-range", "value-sentinel", "value-nan", "value-frozen", CHECK)
 _REASONS = {  # reason -> (check id, what, hint)
     "below_range": ("value-out-of-range", "implausible-low", hints.RANGE_LOW),
     "above_range": ("value-out-of-range", "implausible-high", hints.RANGE_HIGH),
@@ -59,7 +62,7 @@ def run(ctx: Context) -> CheckResult:
     for m, case, ans in answered(CHECK, metrics, answers, findings):
         groups: dict[tuple[str, str], list] = defaultdict(list)
         for item in ans.data:
-            if item["metric"].get("instance", "") in ctx.down_instances:
+            if ctx.target_down(item["metric"].get("instance", "")):
                 continue
             gpu = ctx.gpu(item["metric"])
             groups[(item["metric"].get("reason", ""), gpu.node)].append((gpu, item["value"][1]))

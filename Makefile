@@ -6,7 +6,7 @@ BIN    := $(VENV)/bin
 SPEC   ?= gpumon.yaml
 OUT    ?= output
 
-.PHONY: render check test lint demo clean
+.PHONY: render check test test-fast docs lint demo clean
 
 $(BIN)/gpumon: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -19,6 +19,9 @@ render: $(BIN)/gpumon            ## render rules, dashboards, rule tests and run
 
 check: $(BIN)/gpumon             ## fail when output/ is stale (the PR drift check)
 	$(BIN)/gpumon render $(SPEC) -o $(OUT) --check
+
+docs: $(BIN)/gpumon              ## regenerate docs/checks/ (one page per lint and validate check)
+	$(BIN)/python -m generator.checkdocs
 
 prometheus-installed:
 	@command -v promtool >/dev/null 2>&1 && command -v prometheus >/dev/null 2>&1 && command -v victoria-metrics >/dev/null 2>&1 || { \

@@ -76,12 +76,15 @@ class Report:
         checks: ids of the (check, subject) cases that ran, as ``"check/subject"`` strings, so that
             passing cases show up in JUnit output too.
         summary: free-form facts for the text/JSON header (e.g. ``{"prometheus": url}``).
+        docs: check id -> (help text, absolute URI of its page in docs/checks/), for reporters
+            that link findings to their documentation (SARIF ``help``/``helpUri``).
     """
 
     tool: str
     findings: list[Finding] = field(default_factory=list)
     checks: list[str] = field(default_factory=list)
     summary: dict = field(default_factory=dict)
+    docs: dict[str, tuple[str, str]] = field(default_factory=dict)
 
     def sorted_findings(self) -> list[Finding]:
         """Findings, most severe first, then by check, subject and message (deterministic)."""

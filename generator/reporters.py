@@ -97,10 +97,20 @@ def sarif(report: Report) -> str:
         "$schema": "https://json.schemastore.org/sarif-2.1.0.json",
         "version": "2.1.0",
         "runs": [{"tool": {"driver": {"name": "gpumon",
-                                      "rules": [{"id": r, "name": r, "shortDescription": {"text": r}} for r in rule_ids]}},
+                                      "rules": [_sarif_rule(r, report) for r in rule_ids]}},
                   "results": results}],
     }
     return json.dumps(log, indent=2) + "\n"
+
+
+def _sarif_rule(check: str, report: Report) -> dict:
+    """A SARIF reportingDescriptor; with the check's docs, its help text and page (``helpUri``)."""
+    rule: dict = {"id": check, "name": check, "shortDescription": {"text": check}}
+    if check in report.docs:
+        text, uri = report.docs[check]
+        rule["help"] = {"text": text}
+        rule["helpUri"] = uri
+    return rule
 
 
 def junit(report: Report) -> str:

@@ -332,3 +332,15 @@ def test_every_finding_id_is_declared_by_its_check(faulty):
         owner = f.case.split("/")[0]
         declared = reachability.FINDINGS if owner == "reachability" else CHECKS[owner].FINDINGS
         assert f.check in declared, (owner, f.check)
+
+
+def test_documented_examples_still_occur(faulty):
+    """docs/checks/validate/ shows findings recorded from this fleet (tests/data/validate-examples.json):
+    each must still be what a real run finds."""
+    examples = json.loads((DATA / "validate-examples.json").read_text())
+    report, _ = faulty
+    found = {(f.check, f.severity) for f in report.findings}
+    recorded = [ex for ex in examples.values() if "the faulty fleet" in ex["source"]]
+    assert len(recorded) >= 8
+    for ex in recorded:
+        assert (ex["check"], ex["severity"]) in found, ex["check"]

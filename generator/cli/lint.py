@@ -39,12 +39,20 @@ def lint_command(paths, spec_path, fmt, fail_on, disable, list_checks) -> None:
                 2 usage error, bad spec, or unreadable input (YAML/JSON syntax, missing path).
     """
     from .. import reporters
-    from ..lint import check_ids, describe, failing, lint
+    from ..lint import check_ids, describe, failing, lint, sections
     from ..readers import loader
 
     if list_checks:
+        import textwrap
+
         for cid, severity, doc in describe():
-            click.echo(f"{cid} ({severity})\n" + "\n".join("    " + ln for ln in doc.splitlines()[1:] if ln) + "\n")
+            parts = {k: v.replace("``", "`") for k, v in sections(doc).items()}
+            click.echo(f"{cid} ({severity}): {parts['summary']}")
+            for key in ("what", "why", "silence"):
+                if parts[key]:
+                    click.echo(textwrap.fill(f"{key.capitalize()}: {parts[key]}", 100, initial_indent="    ",
+                                             subsequent_indent="      "))
+            click.echo(f"    Docs: docs/checks/lint/{cid}.md\n")
         return
     disabled = _split(disable)
     unknown = sorted(set(disabled) - set(check_ids()) - {loader.UNREADABLE})

@@ -11,16 +11,18 @@ One module per check in ``generator/lint/checks/``; :func:`describe` lists them.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Iterable
 
 from ..findings import SEVERITIES, Report
 from ..spec import Spec
 from ..readers import loader
+from ..docpages import LINT_DIR, page_uri
 from . import context
 from .checks import ALL as CHECKS
 
-__all__ = ["CHECKS", "check_ids", "describe", "lint", "failing"]
+__all__ = ["CHECKS", "check_ids", "describe", "lint", "failing", "sections"]
 
 
 def check_ids() -> list[str]:
@@ -31,6 +33,23 @@ def check_ids() -> list[str]:
 def describe() -> list[tuple[str, str, str]]:
     """``(id, default severity, docstring)`` of every check."""
     return [(m.ID, m.SEVERITY, (m.__doc__ or "").strip()) for m in CHECKS]
+
+
+def sections(doc: str) -> dict[str, str]:
+    """A check docstring split into ``summary`` (the text before ``What:``, without the leading
+    id prefix), ``what``, ``why`` and ``silence`` (``What:`` / ``Why:`` / ``Silence:``
+    paragraphs), each joined into one line. Missing sections are empty strings."""
+    out = {"summary": [], "what": [], "why": [], "silence": []}
+    current = "summary"
+    for line in doc.strip().splitlines():
+        marker = re.match(r"^(What|Why|Silence):\s*", line)
+        if marker:
+            current = marker.group(1).lower()
+            line = line[marker.end():]
+        out[current].append(line.strip())
+    joined = {k: " ".join(v for v in lines if v) for k, lines in out.items()}
+    joined["summary"] = re.sub(r"^``[\w-]+``:\s*", "", joined["summary"])
+    return joined
 
 
 def lint(paths: Iterable[str | Path], spec: Spec, disable: Iterable[str] = ()) -> Report:
@@ -66,9 +85,16 @@ def lint(paths: Iterable[str | Path], spec: Spec, disable: Iterable[str] = ()) -
                   f"objects, {len(inputs.dashboards)} dashboards, {len(inputs.queries)} PromQL queries",
         "spec": spec.path,
     }
+    report.docs = {m.ID: (_help_text(m), page_uri(LINT_DIR, m.ID)) for m in CHECKS}
     if inputs.templates:
         report.summary["skipped"] = f"{len(inputs.templates)} Helm/Go template files (render them to lint them)"
     return report
+
+
+def _help_text(module) -> str:
+    parts = {k: v.replace("``", "`") for k, v in sections(module.__doc__ or "").items()}
+    return " ".join([parts["summary"]] + [f"{k.capitalize()}: {parts[k]}" for k in ("what", "why", "silence")
+                                          if parts[k]])
 
 
 def _dedupe(findings: list) -> list:

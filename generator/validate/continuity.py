@@ -17,6 +17,10 @@ CHECK = "continuity"
 #: finding ids this check reports (the check's own id: a query failed or answered partially,
 #: so it could not tell)
 FINDINGS = ("series-intermittent", CHECK)
+#: why the check exists and how to silence it (docs/checks/validate/)
+WHY = ('A field missing from some scrapes passes a "present now" check but makes `for` clauses restart '
+       'and rates jump.')
+SILENCE = ('Lower `alerts.gap_min_ratio` in the spec, or leave the check out with --checks.')
 
 
 def query(ctx: Context, m: Metric) -> str:

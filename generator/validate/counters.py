@@ -24,6 +24,11 @@ CHECK = "counters"
 #: finding ids this check reports (the check's own id: a query failed or answered partially,
 #: so it could not tell)
 FINDINGS = ("counter-decreases", CHECK)
+#: why the check exists and how to silence it (docs/checks/validate/)
+WHY = ("A spec'd counter that goes down without an exporter restart is not a counter: rate() and "
+       'increase() read every drop as a reset and report increases that never happened.')
+SILENCE = ("Set the metric's `kind: gauge` in the spec (a warning: it never fails a run), or leave the check "
+           'out with --checks.')
 #: resets over the lookback tolerated: a GPU reset or driver reload resets a real counter (C08)
 MAX_RESETS = 2
 

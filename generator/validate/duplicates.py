@@ -25,6 +25,10 @@ CHECK = "duplicates"
 #: finding ids this check reports (the check's own id: a query failed or answered partially,
 #: so it could not tell)
 FINDINGS = ("duplicate-gpu", CHECK)
+#: why the check exists and how to silence it (docs/checks/validate/)
+WHY = ('Two exporters or two scrape configs reporting one GPU double every sum and fire every alert '
+       'twice.')
+SILENCE = ('Remove one exporter or scrape config, or leave the check out with --checks.')
 
 
 def query(ctx: Context, metric: str) -> str:

@@ -15,6 +15,11 @@ from .base import CheckResult, Context
 CHECK = "inventory"
 #: finding ids this check reports
 FINDINGS = ("gpu-inventory", "driver-mismatch", "driver-not-pinned-version", "driver-version-unknown")
+#: why the check exists and how to silence it (docs/checks/validate/)
+WHY = ('Drivers and exporter versions decide which fields exist; a node on another driver is the usual '
+       'reason one node lacks a field.')
+SILENCE = ('Set `exporter.driver_version` to the version you run, or leave the check out with --checks; info '
+           'and warnings never fail a run.')
 
 
 def matrix(ctx: Context) -> dict[str, dict[tuple[str, str], int]]:

@@ -35,6 +35,11 @@ FINDINGS = ("kube-state-metrics-missing", "kubernetes-inconclusive", "kubernetes
             "gpus-missing", "gpus-above-expected", "node-without-exporter", "node-gpu-capacity-missing",
             "exporter-restarts", "exporter-oom-killed", "exporter-daemonset-not-ready", "exporter-daemonset-missing",
             "device-plugin-unhealthy", CHECK)
+#: why the check exists and how to silence it (docs/checks/validate/)
+WHY = ('GPUs that no exporter reports (a node without an exporter pod, a crash-looping pod, an unhealthy '
+       'device plugin) are invisible to every check that reads GPU series.')
+SILENCE = ("Remove the spec's `kubernetes` section (or give a `static` expectation), or leave the check out "
+           'with --checks.')
 CASES = ("kube-state-metrics", "expected-gpus", "exporter-targets", "exporter-pods", "daemonset", "device-plugin")
 _REASON_HINT = {"no_exporter_pod": hints.NO_EXPORTER_POD, "pod_not_scraped": hints.POD_NOT_SCRAPED,
                 "no_gpu_series": hints.NO_GPU_SERIES}

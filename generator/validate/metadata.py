@@ -21,6 +21,11 @@ CHECK = "metadata"
 #: finding ids this check reports (the check's own id: a query failed or answered partially,
 #: so it could not tell)
 FINDINGS = ("type-mismatch", "label-limit", CHECK)
+#: why the check exists and how to silence it (docs/checks/validate/)
+WHY = ("A `# TYPE` that differs from the spec's kind makes rules use the wrong functions; series with "
+       'more labels than Mimir accepts are dropped at ingestion.')
+SILENCE = ("Set the metric's `kind` in the spec, do not pass --label-limit, or leave the check out with "
+           '--checks.')
 
 
 def run(ctx: Context) -> CheckResult:

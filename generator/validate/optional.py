@@ -17,6 +17,10 @@ from .base import CheckResult, Context
 CHECK = "optional"
 #: finding ids this check reports
 FINDINGS = ("optional-absent",)
+#: why the check exists and how to silence it (docs/checks/validate/)
+WHY = ("Optional fields (profiling, fields the collector list may omit) come and go with the exporter's "
+       'configuration; knowing which are absent explains empty dashboard panels. Never an error.')
+SILENCE = ('Remove the field from the spec, or leave the check out with --checks (it never fails a run).')
 PROFILING_PREFIX = "DCGM_FI_PROF_"
 
 

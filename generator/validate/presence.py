@@ -29,6 +29,12 @@ CHECK = "presence"
 #: so it could not tell)
 FINDINGS = ("series-missing", "legacy-metric-names", "field-unsupported-on-mig", "gpu-lost", "node-lost",
             "identity-label-renamed", "identity-label-missing", "skipped", CHECK)
+#: why the check exists and how to silence it (docs/checks/validate/)
+WHY = ('A series that is gone does not alert by itself: a threshold alert such as DCGM_FI_DEV_GPU_TEMP > '
+       '85 goes quiet when the series disappears (fields change between dcgm-exporter versions and '
+       'collector lists, dcgm-exporter#571, #655).')
+SILENCE = ('Mark the metric `presence: optional` (reported by the optional check, never an error) or '
+           '`presence: sparse` (never checked) in the spec, or leave the check out with --checks.')
 
 
 def run(ctx: Context) -> CheckResult:

@@ -13,6 +13,10 @@ _IDS = {"auth": "auth-error", "not-found": "api-not-found", "api": "api-error", 
         "config": "config-error"}
 #: finding ids this check reports
 FINDINGS = tuple(dict.fromkeys([*_IDS.values(), "not-prometheus-api"]))
+#: why the check exists and how to silence it (docs/checks/validate/)
+WHY = ('Every other check reads the query API. A login page, a wrong path prefix or a missing tenant '
+       'header would otherwise look like "no series": validate says it could not look instead (exit 2).')
+SILENCE = ('Not skippable: fix --prom, --path-prefix, --tenant or the auth options the finding names.')
 
 
 def finding_for(exc: PromError, subject: str) -> Finding:

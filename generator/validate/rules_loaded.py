@@ -16,6 +16,11 @@ CHECK = "rules-loaded"
 #: finding ids this check reports (the check's own id: a query failed or answered partially,
 #: so it could not tell)
 FINDINGS = ("rules-not-loaded", "rule-missing", "rule-unhealthy", CHECK)
+#: why the check exists and how to silence it (docs/checks/validate/)
+WHY = ('Rendered rules that the server never loaded (PrometheusRule selector labels, namespace selector, '
+       'a stale file) mean no alert at all, and nothing says so.')
+SILENCE = ('Leave the check out with --checks when rules run on a server this API does not show (e.g. a '
+           'separate ruler).')
 
 
 def _selector_hint(ctx: Context) -> str:

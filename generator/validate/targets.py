@@ -15,6 +15,11 @@ CHECK = "targets"
 #: so it could not tell)
 FINDINGS = ("target-missing", "target-down", "target-flapping", "scrape-timeout", "scrape-content-type",
             "scrape-slow", "target-empty", "targets-api-unavailable", CHECK)
+#: why the check exists and how to silence it (docs/checks/validate/)
+WHY = ('A target that is down takes every series of its GPUs with it. It is reported once, here; the '
+       'per-GPU checks leave its GPUs alone (one cause, one finding).')
+SILENCE = ("Fix the scrape (the finding carries Prometheus' lastError), or leave the check out with "
+           '--checks. scrape-slow and targets-api-unavailable are warnings and never fail a run.')
 
 
 def _classify(target: dict) -> tuple[str, str]:

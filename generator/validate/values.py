@@ -18,6 +18,11 @@ CHECK = "values"
 #: finding ids this check reports (the check's own id: a query failed or answered partially,
 #: so it could not tell)
 FINDINGS = ("value-out-of-range", "value-sentinel", "value-nan", "value-frozen", CHECK)
+#: why the check exists and how to silence it (docs/checks/validate/)
+WHY = ('A series that exists but carries DCGM blank codes, NaN, implausible readings or a frozen counter '
+       'keeps threshold alerts from firing (or makes them fire wrongly) while presence looks fine.')
+SILENCE = ("Widen the metric's `range` or drop `frozen_check` in the spec when the reading is real, or leave "
+           'the check out with --checks.')
 _REASONS = {  # reason -> (check id, what, hint)
     "below_range": ("value-out-of-range", "implausible-low", hints.RANGE_LOW),
     "above_range": ("value-out-of-range", "implausible-high", hints.RANGE_HIGH),

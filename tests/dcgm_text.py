@@ -1,7 +1,7 @@
 """A minimal dcgm-exporter 4.x exposition writer for the core end-to-end test.
 
 Label set and order follow dcgm-exporter ``internal/pkg/rendermetrics`` @ 4.5.3-4.8.2 (see
-../shared/reference/dcgm-exporter/samples/synthetic-k8s-2xH100.v4.5.3-4.8.2.prom): gpu, UUID,
+tests/data/synthetic-k8s-2xH100.v4.5.3-4.8.2.prom): gpu, UUID,
 pci_bus_id, device, modelName, Hostname, DCGM_FI_DRIVER_VERSION. The full simulator with fault
 injection is ``gpumon simulate``; this stays small so the core test depends on nothing else.
 """

@@ -179,7 +179,7 @@ def test_no_cluster_variable_without_cluster_label(spec):
 
 def test_rates_use_rate_interval_and_a_floor_of_two_samples(spec):
     """Every rate()/increase() window is ``$__rate_interval``, and panels with rates floor
-    ``$__interval`` at 2 x max(scrape, collect interval) (C28)."""
+    ``$__interval`` at 2 x max(scrape, collect interval) (prometheus/prometheus#1428)."""
     from generator.durations import format_duration
     seen = 0
     for dash in _models(spec).values():
@@ -449,9 +449,9 @@ def test_covers_everything_the_official_dashboard_shows_and_more(spec):
                    spec.exporter.labels.mig_instance):
         assert needle not in official_text and needle in ours_text, needle
     official_vars = {v["name"]: v.get("query", "") for v in OFFICIAL["templating"]["list"]}
-    assert "DCGM_FI_DEV_GPU_TEMP" in str(official_vars)  # the anchor C26 warns about
+    assert "DCGM_FI_DEV_GPU_TEMP" in str(official_vars)  # the anchor NVIDIA/dcgm-exporter#236 is about
     assert "node" not in official_vars and "instance" in official_vars
-    assert {p["type"] for p in OFFICIAL["panels"]} & {"graph"}  # deprecated Angular panel (C27)
+    assert {p["type"] for p in OFFICIAL["panels"]} & {"graph"}  # deprecated Angular panel (grafana/grafana#100589)
 
 
 # --------------------------------------------------------------------------- against a real Prometheus
@@ -492,7 +492,7 @@ def prom(spec, tmp_path_factory):
     # the coverage and gaps groups evaluate every minute; every second here, so the test is quick
     text = render(spec)[f"rules/{spec.name}.rules.yaml"].replace("  interval: 1m\n", "  interval: 1s\n")
     rules.write_text(text, "utf-8")
-    # the field the official dashboard anchors its pickers on (C26)
+    # the field the official dashboard anchors its pickers on (NVIDIA/dcgm-exporter#236)
     missing = "DCGM_FI_DEV_GPU_TEMP" if spec.metric("DCGM_FI_DEV_GPU_TEMP") else spec.required_metrics[0].name
     with ExpositionServer(lambda: _exposition(spec, missing)) as exporter, \
             LocalPrometheus({spec.exporter.job: [exporter.address]}, rule_files=[rules]) as server:
@@ -544,7 +544,7 @@ def test_fleet_power_counts_each_mig_gpu_once(spec, prom):
 
 
 def test_gpu_picker_lists_a_gpu_without_the_temperature_field(spec, prom):
-    """C26: the ``gpu`` variable comes from the inventory, so GPU 1, which lacks the field the
+    """NVIDIA/dcgm-exporter#236, the ``gpu`` variable comes from the inventory, so GPU 1, which lacks the field the
     official dashboard builds its picker from, is still listed."""
     server, missing = prom
     variables = {v["name"]: v for v in _models(spec)[f"{spec.name}-gpu"]["templating"]["list"]}

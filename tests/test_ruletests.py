@@ -205,7 +205,7 @@ def test_tests_load_the_rendered_plain_rule_file(default_out):
 
 
 def test_eval_times_sit_between_samples(default_out):
-    """C34: no evaluation on a sample, so 2.x closed and 3.x left-open windows agree."""
+    """prometheus/prometheus#7887, no evaluation on a sample, so 2.x closed and 3.x left-open windows agree."""
     from generator.durations import parse_duration
     for path in _test_files(default_out):
         doc = yaml.safe_load(path.read_text("utf-8"))

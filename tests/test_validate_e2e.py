@@ -44,9 +44,9 @@ FAULTY = [
     Fault("empty", node="gpu-node-8"),
     Fault("slow", node="gpu-node-9", seconds=2.5),
     Fault("mig", node="gpu-node-10", gpu=1),
-    Fault("drop", metric="DCGM_FI_DEV_MEM_COPY_UTIL"),  # gone everywhere (C01)
-    Fault("http500", node="gpu-node-12", every=2),       # flapping (C17)
-    Fault("counter-reset", metric="DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", node="gpu-node-4", gpu=1, every=2),  # C09
+    Fault("drop", metric="DCGM_FI_DEV_MEM_COPY_UTIL"),  # gone everywhere (NVIDIA/dcgm-exporter#571)
+    Fault("http500", node="gpu-node-12", every=2),       # flapping (NVIDIA/dcgm-exporter#607)
+    Fault("counter-reset", metric="DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", node="gpu-node-4", gpu=1, every=2),  # NVIDIA/dcgm-exporter#417
 ]
 #: written to the fault file once Prometheus has history: a GPU disappears, a field disappears
 LATER = ("faults:\n  - {kind: drop, node: gpu-node-11, gpu: 1}\n  - {kind: drop, metric: DCGM_FI_DEV_SM_CLOCK, node: gpu-node-11, gpu: 0}\n"

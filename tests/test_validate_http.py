@@ -247,8 +247,9 @@ def _targets_handler(active):
 
 
 def test_target_classification_from_lasterror():
-    """Message shapes from FIELD-CASES C16/C22/C23 (Prometheus 3's Content-Type refusal cannot be
-    produced by the local 2.42)."""
+    """Message shapes from NVIDIA/dcgm-exporter#607, utkuozdemir/nvidia_gpu_exporter#389 and
+    nginx/nginx-prometheus-exporter#917 (Prometheus 3's Content-Type refusal cannot be produced by
+    the local 2.42)."""
     def t(inst, health, err="", took=0.1, timeout="10s"):
         return {"labels": {"job": "dcgm-exporter", "instance": inst}, "scrapeUrl": f"http://{inst}/metrics",
                 "health": health, "lastError": err, "lastScrapeDuration": took, "scrapeTimeout": timeout}

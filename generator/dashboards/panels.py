@@ -2,7 +2,7 @@
 
 Foundation-sdk leaves panel ids unset and hides legends by default; every panel made here gets
 an id, a ``${datasource}`` reference on the panel and each query, a unit, and a visible legend.
-Only non-deprecated panel types are used (timeseries, stat, table, state-timeline; C27).
+Only non-deprecated panel types are used (timeseries, stat, table, state-timeline; grafana/grafana#100589).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from ..spec import Metric
 from .sdk import cb, cm, db, dm, pm, prometheus, stat, statetimeline, table, timeseries
 
-#: every panel and query reads the datasource picked in the ``datasource`` variable (C25)
+#: every panel and query reads the datasource picked in the ``datasource`` variable (grafana/grafana#10786)
 DATASOURCE = dm.DataSourceRef(type_val="prometheus", uid="${datasource}")
 
 SEVERITY_COLORS = {"info": "blue", "warning": "orange", "critical": "red"}

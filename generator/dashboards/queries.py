@@ -14,7 +14,7 @@ from ..rules.promql import by, dur, gpu_ids, plausible_filter
 from ..spec import Metric, Spec
 from .units import plot
 
-#: Grafana's rate window: at least 4 x the datasource's scrape interval (C28)
+#: Grafana's rate window: at least 4 x the datasource's scrape interval (prometheus/prometheus#1428)
 RATE_WINDOW = "$__rate_interval"
 
 

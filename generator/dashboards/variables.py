@@ -2,7 +2,7 @@
 
 Node and GPU pickers are built from gpumon's inventory recording rule, not from one metric: the
 official dashboard lists hosts from ``DCGM_FI_DEV_GPU_TEMP``, so GPUs that lack that field (vGPU,
-some MIG modes) vanish from the picker (NVIDIA/dcgm-exporter#236, field case C26).
+some MIG modes) vanish from the picker (NVIDIA/dcgm-exporter#236).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from .panels import DATASOURCE
 
 
 def datasource() -> db.DatasourceVariable:
-    """``datasource`` of type prometheus: every panel uses ``${datasource}`` (C25)."""
+    """``datasource`` of type prometheus: every panel uses ``${datasource}`` (grafana/grafana#10786)."""
     return db.DatasourceVariable("datasource").label("Data source").type("prometheus")
 
 

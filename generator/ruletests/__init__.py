@@ -4,7 +4,7 @@ should and stays quiet when it should not (issue 5).
 :func:`files` is a renderer (``generator.render.RENDERERS``): spec -> ``tests/<spec
 name>.<topic>.test.yaml`` files that load the plain rule file ``rules/<spec name>.rules.yaml``
 by a relative path, so ``promtool test rules output/tests/*.test.yaml`` runs them. Scenarios
-follow FIELD-CASES C03, C05-C08, C16, C17, C29 and C34; see docs/ruletests.md.
+follow the failure modes listed, with their public sources, in docs/ruletests.md.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""Scenarios for the exporter-target alerts: target missing, down, flapping (C17), empty
-scrapes and slow scrapes (C16)."""
+"""Scenarios for the exporter-target alerts: target missing, down, flapping, empty scrapes and
+slow scrapes (both in NVIDIA/dcgm-exporter#607)."""
 
 from __future__ import annotations
 
@@ -44,7 +44,7 @@ def down(spec: Spec, step: float) -> list[Scenario]:
 
 
 def flapping(spec: Spec, step: float) -> list[Scenario]:
-    """C17: ``up`` alternating 1 0 1 0 keeps resetting ``for`` of the down alert; the flapping
+    """NVIDIA/dcgm-exporter#607, ``up`` alternating 1 0 1 0 keeps resetting ``for`` of the down alert; the flapping
     alert fires. One clean outage is not flapping."""
     rule, down_rule = exporter.flapping(spec), exporter.down(spec)
     window = steps(spec.alerts.flapping_window, step)
@@ -85,7 +85,7 @@ def empty(spec: Spec, step: float) -> list[Scenario]:
 
 
 def scrape_slow(spec: Spec, step: float) -> list[Scenario]:
-    """C16: scrape duration above the spec's share of the timeout for ``for``; one slow scrape
+    """NVIDIA/dcgm-exporter#607, scrape duration above the spec's share of the timeout for ``for``; one slow scrape
     does not fire."""
     rule = exporter.scrape_slow(spec)
     hold = steps(rule.for_, step)

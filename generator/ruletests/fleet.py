@@ -157,7 +157,7 @@ def firing_value(m: Metric, t: Threshold) -> float:
     if bound is not None and abs(bound - t.value) < 1:
         delta = abs(bound - t.value) or 1.0
     if m.alert_labels and up and holds(79.0, t) and (bound is None or 79.0 <= bound):
-        return 79.0                     # XID 79, "GPU has fallen off the bus" (C03)
+        return 79.0                     # XID 79, "GPU has fallen off the bus" (NVIDIA/DCGM#227)
     return t.value + delta if up else t.value - delta
 
 
@@ -177,7 +177,7 @@ def below_range(m: Metric) -> float | None:
 
 def counter_increment(m: Metric, step: float) -> float:
     """Per-step increase of a healthy counter: ENERGY_WATTS for energy in millijoules
-    (300 W x 60 s = 18,000,000 mJ per minute, FIELD-CASES C08), else 0 (error counters stay
+    (300 W x 60 s = 18,000,000 mJ per minute, aitra-ai/aitra-meter#59), else 0 (error counters stay
     flat on a healthy GPU) or 1 when the spec checks the counter for freezing."""
     if m.unit == "millijoules":
         return ENERGY_WATTS * step * 1000

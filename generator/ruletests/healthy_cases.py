@@ -1,5 +1,5 @@
 """A healthy fleet: every alert stays quiet, through the longest window in the spec. The sparse
-XID field is absent on every GPU (C03: it only exists after an event) and nothing fires."""
+XID field is absent on every GPU (NVIDIA/DCGM#227, it only exists after an event) and nothing fires."""
 
 from __future__ import annotations
 
@@ -133,7 +133,7 @@ def _workload(name: str | None, honor: bool, node: int) -> dict[str, str]:
     """The workload labels one GPU's series carry while pod ``name`` (None: no pod) uses it.
     dcgm-exporter exposes ``pod``/``namespace``/``container``; with ``honor_labels: false``
     Prometheus renames them ``exported_*`` and keeps the exporter pod's target labels; with
-    ``honor_labels: true`` the exposed values replace the target labels (FIELD-CASES C34 note 9)."""
+    ``honor_labels: true`` the exposed values replace the target labels (prometheus/prometheus#7887)."""
     target = _exporter_pod(node)
     if name is None:
         return target

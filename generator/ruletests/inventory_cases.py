@@ -1,6 +1,6 @@
 """Scenarios for the recording rules: MIG-aware node power (4 instances x 100 W of one GPU read
 100 W), sentinels kept out of node sums, GPU counts, field coverage, and the energy-derived
-power that never goes negative across a counter reset (C08)."""
+power that never goes negative across a counter reset (aitra-ai/aitra-meter#59)."""
 
 from __future__ import annotations
 
@@ -75,7 +75,7 @@ def counts(spec: Spec, step: float) -> list[Scenario]:
 
 
 def energy(spec: Spec, step: float) -> list[Scenario]:
-    """C08: 300 W from the energy counter, a reset at step 6; power recording rules never go
+    """aitra-ai/aitra-meter#59, 300 W from the energy counter, a reset at step 6; power recording rules never go
     negative (nor NaN) and read exactly 300 W once the window is past the reset."""
     recs = _records(spec)
     gpu_rec = next((r for r in sorted(recs) if r.startswith(names.energy_watts("job_gpu", ""))), None)

@@ -5,7 +5,7 @@ Time is counted in *steps* of the test interval. Input samples sit on whole step
 evaluated every half step and every ``eval_time`` is a half step (``k + 0.5``), so no range
 window or lookback edge ever falls on a sample. This makes results identical on Prometheus 2.x
 (closed ranges) and 3.x (left-open ranges; source: prometheus ``docs/migration.md``) and keeps
-the FIELD-CASES C34 trap (a sample exactly at the window edge) out of every test.
+the trap of prometheus/prometheus#7887 (a sample exactly at the window edge) out of every test.
 """
 
 from __future__ import annotations

@@ -56,7 +56,7 @@ def node_field_lost(spec: Spec, m: Metric, step: float) -> Scenario:
 
 
 def fleet_field_lost(spec: Spec, m: Metric, step: float) -> Scenario:
-    """Field ``m`` goes stale everywhere while targets stay up (C01): one GpuMetricAbsent ``{job}``
+    """Field ``m`` goes stale everywhere while targets stay up (NVIDIA/dcgm-exporter#571): one GpuMetricAbsent ``{job}``
     (and the cluster label when the spec names one) after the absent window + ``for``; node and
     GPU tiers quiet."""
     absent, node, gpu = _tiers(spec, m)
@@ -102,7 +102,7 @@ def cluster_field_lost(spec: Spec, m: Metric, step: float) -> Scenario:
 
 def target_down(spec: Spec, step: float) -> Scenario:
     """The exporter of node 2 fails every scrape: Prometheus marks all its series stale. Only
-    the exporter-down alert may fire, not one alert per GPU or field (C16)."""
+    the exporter-down alert may fire, not one alert per GPU or field (NVIDIA/dcgm-exporter#607)."""
     down = exporter.down(spec)
     hold = steps(down.for_, step)
     sc = Scenario("target down: only the exporter-down alert fires, no per-GPU or per-field alerts",

@@ -1,6 +1,7 @@
 """Scenarios for the value alerts: implausible readings (DCGM blank sentinel, NaN, outside the
-spec range; C05, C07), spec thresholds (firing, single spike C06, sentinel/NaN quiet), the XID
-identity change (C03), and frozen or reset counters (C29, C08)."""
+spec range; NVIDIA/dcgm-exporter#460, grafana/grafana#13055), spec thresholds (firing, a single
+spike as in intel/xpumanager#130, sentinel/NaN quiet), the XID identity change (NVIDIA/DCGM#227),
+and frozen or reset counters (NVIDIA/dcgm-exporter#164, aitra-ai/aitra-meter#59)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from .series import NAN, STALE
 
 #: a DCGM INT64 "not supported" code (0x7ffffffffffffff0 + 2; dcgm_structs.h) as exported
 SENTINEL = 9223372036854775794
-#: the one-scrape power spike of FIELD-CASES C06 (intel/xpumanager#130), watts
+#: the one-scrape power spike of intel/xpumanager#130, watts
 ABSURD_SPIKE = 3689342859416.54
 #: ``reason`` label values of GpuTelemetryImplausible (generator/rules/values.py)
 REASONS = ("dcgm_blank", "nan", "above_range", "below_range")
@@ -29,7 +30,7 @@ def _by_alert(m: Metric) -> dict[str, list[Threshold]]:
 
 
 def _alert_label_values(m: Metric, value: float, healthy: bool) -> dict[str, str]:
-    """Values for the metric's extra alert labels (``err_code``/``err_msg`` on XID; C03)."""
+    """Values for the metric's extra alert labels (``err_code``/``err_msg`` on XID; NVIDIA/DCGM#227)."""
     out = {}
     for name in m.alert_labels:
         if name == "err_code":
@@ -88,7 +89,7 @@ def threshold_fires(spec: Spec, m: Metric, t: Threshold, step: float) -> Scenari
     add_target(sc, spec, gpu.instance)
     base = fleet.baseline(m)
     if m.alert_labels:
-        # C03: a new XID changes the series identity (err_code "0" -> "79"); the old series goes stale.
+        # NVIDIA/DCGM#227, a new XID changes the series identity (err_code "0" -> "79"); the old series goes stale.
         sc.add(m.name, _series(spec, gpu, m, _alert_label_values(m, base, True)), [base] * start + [STALE])
         sc.add(m.name, _series(spec, gpu, m, _alert_label_values(m, value, False)),
                ["_"] * start + [value] * (sc.length - start))
@@ -108,7 +109,7 @@ def threshold_fires(spec: Spec, m: Metric, t: Threshold, step: float) -> Scenari
 
 
 def threshold_spike(spec: Spec, m: Metric, t: Threshold, step: float) -> Scenario | None:
-    """C06: one absurd (or merely high) sample does not fire a threshold with ``for``; an absurd
+    """intel/xpumanager#130, one absurd (or merely high) sample does not fire a threshold with ``for``; an absurd
     one is reported as implausible at that step only. None when ``for`` is under two steps."""
     hold = steps(t.for_, step)
     if hold < 2:
@@ -135,8 +136,8 @@ def threshold_spike(spec: Spec, m: Metric, t: Threshold, step: float) -> Scenari
 
 
 def frozen(spec: Spec, m: Metric, step: float) -> list[Scenario]:
-    """C29: the counter stops increasing while the target is up -> frozen alert after window +
-    ``for``; C08: a counter reset (driver reload) is not frozen."""
+    """NVIDIA/dcgm-exporter#164, the counter stops increasing while the target is up -> frozen alert after window +
+    ``for``; aitra-ai/aitra-meter#59, a counter reset (driver reload) is not frozen."""
     rule = values.frozen(spec, m)
     window = steps(max(spec.alerts.frozen_window, 10 * spec.exporter.collect_interval), step)
     hold = steps(rule.for_, step)
@@ -164,7 +165,7 @@ def frozen(spec: Spec, m: Metric, step: float) -> list[Scenario]:
 
 
 def profiling_stuck(spec: Spec, step: float) -> list[Scenario]:
-    """C29: a GPU busy by GPU_UTIL while PROF_GR_ENGINE_ACTIVE reads 0 fires after ``for``; the
+    """NVIDIA/dcgm-exporter#164, a GPU busy by GPU_UTIL while PROF_GR_ENGINE_ACTIVE reads 0 fires after ``for``; the
     same utilisation with engine activity above 0 stays quiet."""
     rule = values.profiling_stuck(spec)
     if rule is None:

@@ -1,4 +1,4 @@
-"""Check: spec'd counters that go down (FIELD-CASES C09). A counter whose ``resets()`` over the
+"""Check: spec'd counters that go down (NVIDIA/dcgm-exporter#417). A counter whose ``resets()`` over the
 lookback is above 2 while the exporter process did not restart is not a counter: ``rate()`` reads
 every drop as a reset and spikes (DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL, dcgm-exporter#417). One
 query per counter of the spec, returning only the offending GPUs::
@@ -29,7 +29,7 @@ WHY = ("A spec'd counter that goes down without an exporter restart is not a cou
        'increase() read every drop as a reset and report increases that never happened.')
 SILENCE = ("Set the metric's `kind: gauge` in the spec (a warning: it never fails a run), or leave the check "
            'out with --checks.')
-#: resets over the lookback tolerated: a GPU reset or driver reload resets a real counter (C08)
+#: resets over the lookback tolerated: a GPU reset or driver reload resets a real counter (aitra-ai/aitra-meter#59)
 MAX_RESETS = 2
 
 

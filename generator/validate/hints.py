@@ -89,5 +89,5 @@ OPTIONAL_ABSENT = ("no GPU reports these optional fields: they are not in the ex
                    "or remove them from the spec")
 COUNTER_DECREASES = ("a counter that goes down is not a counter: rate()/increase() read every drop as a reset and "
                      "spike (dcgm-exporter#417). If the field is really a gauge, set `kind: gauge` in the spec and "
-                     "re-render; a GPU reset or driver reload resets real counters too (FIELD-CASES C08), but not "
-                     "this often")
+                     "re-render; a GPU reset or driver reload resets real counters too (aitra-ai/aitra-meter#59), "
+                     "but not this often")

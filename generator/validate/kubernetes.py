@@ -9,7 +9,7 @@ device-plugin facts are read from kube-state-metrics directly. A fixed set of ab
 queries: nothing grows with GPUs or nodes (the missing UUIDs come from one query over the
 recorded inventory, limited to nodes with missing GPUs). Without the recorded series (rule groups
 not loaded) the count findings are ``inconclusive``, never "ok". Finding ids and order follow
-docs/kubernetes.md ("wiring validate").
+docs/kubernetes.md ("What reads this section").
 """
 
 from __future__ import annotations

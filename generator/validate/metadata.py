@@ -2,10 +2,10 @@
 
 ``type-mismatch`` (info): the ``# TYPE`` the exporter declares (``/api/v1/metadata``) differs from
 the spec's kind, e.g. DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL typed counter although it goes down
-(dcgm-exporter#417): rate() on it reads every drop as a reset (FIELD-CASES C09).
+(dcgm-exporter#417): rate() on it reads every drop as a reset.
 ``label-limit`` (warning, when a limit is set — ``--backend mimir`` sets Mimir's default 30):
 series of the first required metric with more label names than the limit; Mimir rejects those
-samples (dcgm-exporter#585: pod labels copied onto GPU series, FIELD-CASES C33). One metadata
+samples (dcgm-exporter#585: pod labels copied onto GPU series). One metadata
 request per metric and one series request in all: nothing grows with the number of GPUs but
 the size of that one series answer.
 """

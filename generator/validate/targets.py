@@ -24,7 +24,8 @@ SILENCE = ("Fix the scrape (the finding carries Prometheus' lastError), or leave
 
 def _classify(target: dict) -> tuple[str, str]:
     """(check id, hint) for a target whose health is not ``up``; message shapes verified against
-    Prometheus 2.42 (FIELD-CASES C16, C22, C23)."""
+    Prometheus 2.42 (NVIDIA/dcgm-exporter#607, utkuozdemir/nvidia_gpu_exporter#389,
+    nginx/nginx-prometheus-exporter#917)."""
     err = target.get("lastError", "") or ""
     if "deadline exceeded" in err or "Client.Timeout" in err:
         return "scrape-timeout", hints.SCRAPE_TIMEOUT

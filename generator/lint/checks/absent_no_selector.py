@@ -6,7 +6,7 @@ matcher, or absent wraps something other than a selector (``absent(sum(x))``).
 Why: absent() returns nothing while *any* matching series exists anywhere, so an unfiltered
 absent never fires when one node or one GPU goes missing (prometheus/prometheus#9407); and its
 result carries only the equality-matched labels, so without them the alert cannot say what is
-missing (field case C12, verified with promtool). Use one absent per job/entity, or gpumon's
+missing (prometheus/prometheus#9407, verified with promtool). Use one absent per job/entity, or gpumon's
 per-GPU lost-series rules.
 Silence: ``# gpumon-lint: ignore absent-no-selector`` on the rule, or ``--disable absent-no-selector``.
 """

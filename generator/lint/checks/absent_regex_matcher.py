@@ -3,7 +3,7 @@
 
 What: e.g. ``absent_over_time(DCGM_FI_DEV_GPU_TEMP{job="dcgm-exporter",Hostname=~"gpu-1|gpu-2"}[5m])``.
 Why: absent() keeps only equality-matched labels: the alert fires only when *all* matched
-entities are gone, and then without the label that says which (field case C12;
+entities are gone, and then without the label that says which (prometheus/prometheus#9407;
 VictoriaMetrics/VictoriaMetrics#3732). Write one absent per entity with ``=``.
 Silence: ``# gpumon-lint: ignore absent-regex-matcher`` on the rule, or ``--disable absent-regex-matcher``.
 """

@@ -8,7 +8,7 @@ is the code of the last XID rather than a count (NVIDIA/DCGM#227), ``rate()`` is
 gauge that goes down it produces spikes. Use ``max_over_time``, ``changes`` or the value itself.
 ``delta``/``idelta``/``deriv``/``predict_linear`` are reported too on fields whose spec unit is
 ``code`` or ``state`` (the XID code, row-remap failure flag, vGPU licence status): their change
-over time is meaningless (field case C03).
+over time is meaningless (NVIDIA/DCGM#227).
 Silence: ``# gpumon-lint: ignore counter-fn-on-gauge`` on the rule, or ``--disable counter-fn-on-gauge``.
 """
 

@@ -5,7 +5,7 @@ What: a non-empty ``__inputs`` list, or any datasource reference of the form ``$
 Why: only the Grafana UI import dialog fills those placeholders; a dashboard provisioned from a
 file, a ConfigMap (sidecar) or the API keeps the literal ``${DS_PROMETHEUS}`` and every panel
 says "Datasource ${DS_PROMETHEUS} was not found" (stefanprodan/dockprom#200,
-grafana/grafana#10786; field case C25). Use a ``datasource``-type template variable and
+grafana/grafana#10786). Use a ``datasource``-type template variable and
 ``{"type": "prometheus", "uid": "${datasource}"}``.
 Silence: ``--disable dashboard-datasource-placeholder`` (when the file is only imported by hand).
 """

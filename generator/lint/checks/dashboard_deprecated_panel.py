@@ -5,7 +5,7 @@ plugin panels (``grafana-piechart-panel``, ``grafana-worldmap-panel``, ``natel-d
 ``grafana-polystat-panel``, ``briangann-gauge-panel``, ``michaeldmoore-multistat-panel``).
 Why: Angular support is removed in Grafana 12: such panels are auto-migrated at best (with
 changed units, legends and thresholds) or show "Panel plugin not found"
-(grafana/grafana#100589, NVIDIA/dcgm-exporter#598; field case C27). Use ``timeseries``,
+(grafana/grafana#100589, NVIDIA/dcgm-exporter#598). Use ``timeseries``,
 ``stat``, ``gauge``, ``table``.
 Silence: ``--disable dashboard-deprecated-panel``.
 """

@@ -6,7 +6,7 @@ What: a ``datasource`` reference whose uid or name is neither a template variabl
 spec pins (``dashboards.datasource_uid``, when set).
 Why: datasource uids differ between Grafana instances; a dashboard moved to another server (or
 provisioned into a fresh one) shows "No data" or "datasource not found"
-(natrontech/pbs-exporter#75, grafana/grafana#53041; field case C25).
+(natrontech/pbs-exporter#75, grafana/grafana#53041; grafana/grafana#10786).
 Silence: pin the uid in the spec, or ``--disable dashboard-hardcoded-datasource``.
 """
 

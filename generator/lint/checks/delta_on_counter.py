@@ -4,7 +4,7 @@ What: gauge functions, or a raw subtraction of an offset copy of the same series
 metric whose kind (spec first, else dcgm-exporter's field list) is ``counter``, e.g.
 ``DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION`` (mJ since boot).
 Why: counters reset when the driver reloads or the GPU resets; ``delta`` then goes hugely
-negative (-17,999,000 mJ in field case C08) while ``rate``/``increase`` compensate the reset.
+negative (-17,999,000 mJ in aitra-ai/aitra-meter#59) while ``rate``/``increase`` compensate the reset.
 Silence: ``# gpumon-lint: ignore delta-on-counter`` on the rule, or ``--disable delta-on-counter``.
 """
 

@@ -3,7 +3,7 @@
 What: an alerting rule whose expression compares series with a number (``x > 700``) and that
 has no ``for`` key. An explicit ``for: 0s`` is taken as deliberate (event alerts such as an XID
 or a row-remap failure, gpumon's implausible-value alert) and is not reported.
-Why: one odd sample pages someone: a one-scrape 3.7e12 W spike (field case C06,
+Why: one odd sample pages someone: a one-scrape 3.7e12 W spike (intel/xpumanager#130,
 intel/xpumanager#130) or a flapping target. ``for`` makes the condition hold for a while.
 Silence: write ``for: 0s`` to say it is deliberate, ``# gpumon-lint: ignore for-missing`` on the
 rule, or ``--disable for-missing``.

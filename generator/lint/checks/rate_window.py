@@ -3,7 +3,7 @@ than 2 x max(scrape interval, collect interval).
 
 What: range windows on dcgm-exporter series, against the spec's ``exporter.scrape_interval`` and
 ``exporter.collect_interval`` (DCGM_EXPORTER_INTERVAL, default 30 s). Error below 2x, warning
-below 4x (field case C28). Grafana's ``$__rate_interval``/``$__interval`` and interval variables
+below 4x (prometheus/prometheus#1428). Grafana's ``$__rate_interval``/``$__interval`` and interval variables
 are chosen at query time and not checked.
 Why: these functions need two distinct samples in the window; dcgm-exporter repeats the same
 reading until its next collection, so with a 30 s collect interval ``rate(x[1m])`` is often empty

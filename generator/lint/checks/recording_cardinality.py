@@ -7,7 +7,7 @@ arithmetic on raw series, or ``max without (...)``), as worked out from the AST.
 Why: dcgm-exporter series carry pod, namespace and container labels (``--kubernetes`` mode), pod
 labels (``enablePodLabels``, dcgm-exporter#585: over Mimir's 30-label limit), ``err_msg`` texts
 and driver versions; a copy multiplies every such series and each pod restart creates new ones
-(field case C33). Aggregate ``by`` the identity labels (job, node, UUID, gpu, GPU_I_ID, cluster).
+(NVIDIA/dcgm-exporter#585). Aggregate ``by`` the identity labels (job, node, UUID, gpu, GPU_I_ID, cluster).
 Silence: ``# gpumon-lint: ignore recording-rule-high-cardinality`` on the rule, or
 ``--disable recording-rule-high-cardinality``.
 """

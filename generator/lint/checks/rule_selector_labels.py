@@ -5,7 +5,7 @@ What: every ``prometheus_rule.labels`` pair of the spec (what the Prometheus ``r
 matches, e.g. ``release: kube-prometheus-stack``) must be in the object's ``metadata.labels``.
 Why: the Prometheus Operator loads only PrometheusRule objects whose metadata labels match the
 selector — all of them. A missing label means the object is applied, ``kubectl get`` shows it,
-and no rule is ever evaluated (prometheus-operator#3767, #2878; helm-charts#3648; field case C15).
+and no rule is ever evaluated (prometheus-operator#3767, #2878; helm-charts#3648).
 Silence: ``# gpumon-lint: ignore-file prometheusrule-selector-labels`` in the file, or
 ``--disable prometheusrule-selector-labels``.
 """

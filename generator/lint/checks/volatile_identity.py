@@ -8,7 +8,7 @@ target-level series (``up``, ``scrape_*``), which really are per target, are fin
 legend such as ``{{Hostname}} {{instance}}``.
 Why: ``instance`` is the exporter pod's address: it changes when the DaemonSet pod restarts, so
 alerts resolve and re-fire, ``for`` restarts, and history splits; with ``honor_labels`` the pod
-labels become ``exported_*`` (field case, Prometheus honor_labels). Identify GPUs by
+labels become ``exported_*`` (Prometheus honor_labels). Identify GPUs by
 ``UUID`` and nodes by the node label (``Hostname``/``hostname``).
 Silence: ``# gpumon-lint: ignore volatile-identity`` on the rule, or ``--disable volatile-identity``.
 """

@@ -14,11 +14,13 @@ $(BIN)/gpumon: pyproject.toml
 	$(BIN)/pip install --quiet -e '.[test]'
 	@touch $@
 
-render: $(BIN)/gpumon            ## render rules, dashboards, rule tests and runbooks into output/
+render: $(BIN)/gpumon            ## render rules, dashboards, rule tests and runbooks into output/ (and the golden examples)
 	$(BIN)/gpumon render $(SPEC) -o $(OUT)
+	for example in examples/*.yaml; do $(BIN)/gpumon render $$example -o tests/golden/$$(basename $$example .yaml) || exit; done
 
-check: $(BIN)/gpumon             ## fail when output/ is stale (the PR drift check)
+check: $(BIN)/gpumon             ## fail when output/ (or a golden example) is stale (the PR drift check)
 	$(BIN)/gpumon render $(SPEC) -o $(OUT) --check
+	for example in examples/*.yaml; do $(BIN)/gpumon render $$example -o tests/golden/$$(basename $$example .yaml) --check || exit; done
 
 docs: $(BIN)/gpumon              ## regenerate docs/checks/ (one page per lint and validate check)
 	$(BIN)/python -m generator.checkdocs
@@ -36,6 +38,9 @@ demo: $(BIN)/gpumon prometheus-installed   ## simulator + real Prometheus + rend
 
 test: $(BIN)/gpumon prometheus-installed   ## run the whole test suite (real Prometheus and promtool)
 	$(BIN)/python -m pytest -q
+
+test-fast: $(BIN)/gpumon         ## the fast tier: no servers, no promtool (well under a minute on 2 cores)
+	$(BIN)/python -m pytest -q -m "not slow"
 
 clean:
 	rm -rf $(VENV) .pytest_cache

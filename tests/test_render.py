@@ -174,3 +174,37 @@ def test_spec_changes_flow_into_rules(tmp_path):
     assert "Hostname" not in joined and "by (job, cluster, hostname, UUID, gpu, GPU_I_ID)" in joined
     summaries = "\n".join(dict(r.annotations).get("summary", "") for r in rules)
     assert "$labels.hostname" in summaries and "$labels.Hostname" not in summaries
+
+
+EXAMPLES = sorted((ROOT / "examples").glob("*.yaml"))
+
+
+def test_examples_render_their_golden_output():
+    """Each ``examples/<name>.yaml`` renders exactly ``tests/golden/<name>/`` (`make render` rewrites them)."""
+    assert EXAMPLES
+    for example in EXAMPLES:
+        golden = ROOT / "tests" / "golden" / example.stem
+        drift = writer.diff(render(load_spec(example)), golden)
+        assert not drift.any, f"{golden} is stale, run `make render`:\n" + "\n".join(drift.lines())
+
+
+def test_yaml_text_does_not_depend_on_libyaml(monkeypatch, default_spec):
+    """Output is written with libyaml's emitter when PyYAML has it; PyYAML's pure-Python emitter
+    (installs without libyaml) must write the same bytes."""
+    from generator import yamlout
+
+    specs = [default_spec] + [load_spec(e) for e in EXAMPLES]
+    fast = [render(s) for s in specs]
+
+    class PureDumper(yaml.SafeDumper):
+        def ignore_aliases(self, data):
+            return True
+
+    PureDumper.add_representer(str, yamlout._str)
+    monkeypatch.setattr(yamlout, "_Dumper", PureDumper)
+    assert yamlout._Base is not yaml.SafeDumper or not yaml.__with_libyaml__
+    for files, spec in zip(fast, specs):
+        slow = render(spec)
+        assert slow.keys() == files.keys()
+        for path, text in files.items():
+            assert slow[path] == text, (spec.path, path)

@@ -333,7 +333,7 @@ def test_annotations_only_use_labels_the_alert_has(which, request):
 
 def test_kubernetes_spec_healthy_fleet_stays_quiet(tmp_path):
     """With a ``kubernetes`` section the rule file has a kubernetes group; the rendered tests
-    still load it and the healthy-fleet scenarios pass (kubernetes alerts are not asserted)."""
+    still load it and the healthy-fleet scenarios pass (the kubernetes alerts have their own file)."""
     example = default_spec_path().parent / "examples" / "kubernetes.yaml"
     out = _render_to(example, tmp_path)
     assert any(r["alert"] == "GpuNodeExporterMissing" for r in _alert_rules(out))
@@ -342,3 +342,46 @@ def test_kubernetes_spec_healthy_fleet_stays_quiet(tmp_path):
     for rule in _alert_rules(out):
         text = (out / "runbooks" / f"{rule['alert']}.md").read_text("utf-8")
         assert not PLACEHOLDER.search(text) and "without a dedicated runbook" not in text, rule["alert"]
+
+
+STATIC_SECTION = """
+kubernetes:
+  static:
+    nodes: [{name: dgx-a1, gpus: 8}]
+    patterns: [{match: "l4-.*", gpus: 4}]
+    default: 8
+"""
+
+
+@pytest.mark.parametrize("variant", ["capacity", "static"])
+def test_kubernetes_alerts_have_generated_tests_that_pass(tmp_path, variant):
+    """Every kubernetes alert gets a generated firing case (and the healthy cluster a quiet one for
+    each); promtool runs them on the rendered rules."""
+    example = default_spec_path().parent / "examples" / "kubernetes.yaml"
+    if variant == "static":
+        example = tmp_path / "static.yaml"
+        example.write_text(default_spec_path().read_text("utf-8") + STATIC_SECTION, "utf-8")
+    out = _render_to(example, tmp_path)
+    path = out / "tests" / f"{load_spec(example).name}.kubernetes.test.yaml"
+    result = _promtool(path)
+    assert result.returncode == 0, result.stderr + result.stdout
+    fired = {t["alertname"] for t in yaml.safe_load(path.read_text("utf-8"))["tests"]
+             for t in t.get("alert_rule_test", []) if t["exp_alerts"]}
+    from generator.rules import kubernetes as krules
+    kube_alerts = {r.alert for r in krules.rules(load_spec(example)) if r.alert}
+    if variant == "capacity":
+        assert fired == kube_alerts
+    else:
+        assert fired == {"GpuNodeExporterMissing"}
+
+
+def test_a_wrong_kubernetes_rule_fails_its_generated_test(tmp_path):
+    example = default_spec_path().parent / "examples" / "kubernetes.yaml"
+    out = _render_to(example, tmp_path)
+    rules = _rule_file(out)
+    text = rules.read_text("utf-8")
+    broken = text.replace("kube_node_status_allocatable", "kube_node_status_capacity", 1)
+    assert broken != text
+    rules.write_text(broken, "utf-8")
+    result = _promtool(out / "tests" / f"{load_spec(example).name}.kubernetes.test.yaml")
+    assert result.returncode != 0 and "GpuDevicePluginUnhealthy" in result.stdout + result.stderr

@@ -15,7 +15,8 @@ from ..durations import format_duration
 from ..rules.output import PLAIN_PATH
 from ..spec import Spec
 from ..yamlout import dump
-from . import exporter_cases, gaps_cases, healthy_cases, inventory_cases, presence_cases, values_cases
+from . import (exporter_cases, gaps_cases, healthy_cases, inventory_cases, kubernetes_cases, presence_cases,
+               values_cases)
 from .model import Scenario
 
 TEST_PATH = "tests/{name}.{topic}.test.yaml"
@@ -28,6 +29,7 @@ TOPICS = (
     ("gaps", gaps_cases.scenarios),
     ("inventory", inventory_cases.scenarios),
     ("healthy", healthy_cases.scenarios),
+    ("kubernetes", kubernetes_cases.scenarios),     # only with the spec's kubernetes section
 )
 
 

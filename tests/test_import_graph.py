@@ -107,3 +107,21 @@ def test_the_reader_resolves_relative_imports():
 def test_generator_imports_form_no_cycle(package):
     cycle = find_cycle(edges(modules()))
     assert cycle is None, "import cycle: " + " -> ".join(cycle)
+
+
+def test_help_imports_no_heavy_library():
+    """`gpumon --help` (and every command's --help) loads click and gpumon's command modules only:
+    the dashboard SDK, the HTTP client, JSON Schema and rich load when a command runs."""
+    import subprocess
+    import sys
+
+    code = ("import sys\nfrom click.testing import CliRunner\nfrom generator.cli import cli\n"
+            "for args in (['--help'], ['render', '--help'], ['validate', '--help'], ['lint', '--help'], "
+            "['diff', '--help'], ['init', '--help']):\n"
+            "    assert CliRunner().invoke(cli, args).exit_code == 0, args\n"
+            "print(' '.join(sorted(m for m in sys.modules)))")
+    loaded = set(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                                cwd=PACKAGE.parent).stdout.split())
+    heavy = {"grafana_foundation_sdk", "httpx", "jsonschema", "rich", "ruamel", "jinja2", "promql_parser", "yaml"}
+    assert not {m.split(".")[0] for m in loaded} & heavy
+    assert "generator.cli" in loaded

@@ -6,7 +6,7 @@ BIN    := $(VENV)/bin
 SPEC   ?= gpumon.yaml
 OUT    ?= output
 
-.PHONY: render check test test-fast docs lint demo clean
+.PHONY: render check test test-fast docs lint demo clean tools
 
 $(BIN)/gpumon: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -26,17 +26,20 @@ docs: $(BIN)/gpumon              ## regenerate docs/checks/ (one page per lint a
 	$(BIN)/python -m generator.checkdocs
 
 prometheus-installed:
-	@command -v promtool >/dev/null 2>&1 && command -v prometheus >/dev/null 2>&1 && command -v victoria-metrics >/dev/null 2>&1 || { \
-	  echo "installing Debian's prometheus (prometheus + promtool) and victoria-metrics packages"; \
+	@command -v promtool >/dev/null 2>&1 && command -v prometheus >/dev/null 2>&1 && command -v victoria-metrics >/dev/null 2>&1 && command -v amtool >/dev/null 2>&1 || { \
+	  echo "installing Debian's prometheus (prometheus + promtool), prometheus-alertmanager and victoria-metrics packages"; \
 	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 	  $$SUDO apt-get update -qq && \
-	  DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends prometheus victoria-metrics >/dev/null; }
+	  DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends prometheus prometheus-alertmanager victoria-metrics >/dev/null; }
 .PHONY: prometheus-installed
+
+tools:                           ## build Prometheus 3.x and Thanos from their Go modules into ~/.cache/gpumon-tools (pinned in tools/versions.env)
+	bash scripts/build-tools.sh
 
 demo: $(BIN)/gpumon prometheus-installed   ## simulator + real Prometheus + rendered rules + gpumon validate
 	$(BIN)/python scripts/demo.py
 
-test: $(BIN)/gpumon prometheus-installed   ## run the whole test suite (real Prometheus and promtool)
+test: $(BIN)/gpumon prometheus-installed tools   ## run the whole test suite (Prometheus 2.42 and 3.x, Thanos, promtool)
 	$(BIN)/python -m pytest -q
 
 test-fast: $(BIN)/gpumon         ## the fast tier: no servers, no promtool (well under a minute on 2 cores)

@@ -97,12 +97,16 @@ class LocalPrometheus:
         scrape_interval / evaluation_interval: durations such as ``"1s"``.
         scrape_timeout: defaults to the scrape interval.
         extra_args: more command-line flags.
+        binary: the prometheus binary (default :func:`prometheus_binary`): tests run 2.x and 3.x.
+        external_labels: ``global.external_labels`` (e.g. cluster and replica of an HA pair).
     Use as a context manager; ``url`` is the base URL once started.
     """
 
     def __init__(self, targets: dict[str, list[str]], rule_files: list[str | Path] = (),
                  scrape_interval: str = "1s", evaluation_interval: str = "1s",
-                 scrape_timeout: str | None = None, extra_args: list[str] = (), startup_timeout: float = 60):
+                 scrape_timeout: str | None = None, extra_args: list[str] = (), startup_timeout: float = 60,
+                 binary: str | None = None, external_labels: dict[str, str] | None = None):
+        self.binary, self.external_labels = binary, dict(external_labels or {})
         self.targets, self.rule_files = targets, [Path(p) for p in rule_files]
         self.scrape_interval, self.evaluation_interval = scrape_interval, evaluation_interval
         self.scrape_timeout = scrape_timeout or scrape_interval
@@ -120,7 +124,8 @@ class LocalPrometheus:
             rules.append(str(dst))
         cfg = {
             "global": {"scrape_interval": self.scrape_interval, "evaluation_interval": self.evaluation_interval,
-                       "scrape_timeout": self.scrape_timeout},
+                       "scrape_timeout": self.scrape_timeout,
+                       **({"external_labels": self.external_labels} if self.external_labels else {})},
             "rule_files": rules,
             "scrape_configs": [{"job_name": job, "static_configs": [{"targets": list(addrs)}]}
                                for job, addrs in self.targets.items()],
@@ -140,7 +145,7 @@ class LocalPrometheus:
         config = self._config(folder)
         self.log = open(folder / "prometheus.log", "wb")
         self.proc = subprocess.Popen(
-            [prometheus_binary(), f"--config.file={config}", f"--storage.tsdb.path={folder / 'data'}",
+            [self.binary or prometheus_binary(), f"--config.file={config}", f"--storage.tsdb.path={folder / 'data'}",
              f"--web.listen-address=127.0.0.1:{self.port}", "--web.enable-lifecycle",
              "--storage.tsdb.retention.time=1d", *self.extra_args],
             stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True)

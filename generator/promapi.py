@@ -81,6 +81,16 @@ def strip_userinfo(url: str) -> str:
     return url
 
 
+#: Query parameters each backend needs on every query. Thanos Query: ``dedup`` merges the
+#: replicas of an HA pair (``--query.replica-label``) so a GPU is one series, not two;
+#: ``partial_response=true`` answers with ``warnings`` when a store (sidecar, store gateway) is
+#: down, which validate turns into "inconclusive" (exit 3) instead of failing the query
+#: (Thanos docs, "Query: Partial Response").
+BACKEND_QUERY_PARAMS: dict[str, dict[str, str]] = {
+    "thanos": {"dedup": "true", "partial_response": "true"},
+}
+
+
 class PromClient:
     """A Prometheus-compatible HTTP API client.
 
@@ -93,6 +103,9 @@ class PromClient:
         basic_auth_file: file with ``user:password`` on one line.
         ca_file: PEM bundle to verify the server with; ``insecure`` skips verification.
         timeout: seconds per request (connect, read and write).
+        query_params: sent with every query (Thanos Query: ``dedup=true`` so HA replicas count
+            once, ``partial_response=true`` so a missing store is a warning, hence inconclusive,
+            instead of an error; see :data:`BACKEND_QUERY_PARAMS`).
         transport: an httpx transport (tests use ``httpx.MockTransport``).
     Raises:
         PromError(kind="config"): unreadable secret file or bad URL.
@@ -101,7 +114,9 @@ class PromClient:
     def __init__(self, url: str, *, path_prefix: str = "", tenant: str | None = None,
                  headers: dict[str, str] | None = None, bearer_token_file: str | None = None,
                  basic_auth_file: str | None = None, ca_file: str | None = None, insecure: bool = False,
-                 timeout: float = 30.0, transport: httpx.BaseTransport | None = None):
+                 timeout: float = 30.0, query_params: dict[str, str] | None = None,
+                 transport: httpx.BaseTransport | None = None):
+        self.query_params = dict(query_params or {})
         parts = urlsplit(url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise PromError("config", strip_userinfo(url), "not an http(s) URL (e.g. http://prometheus:9090)")
@@ -217,7 +232,7 @@ class PromClient:
 
     def query(self, expr: str, time: float | None = None) -> Answer:
         """Instant query; ``data`` becomes the ``result`` list (each ``{"metric", "value"}``)."""
-        params = {"query": expr}
+        params = {"query": expr, **self.query_params}
         if time is not None:
             params["time"] = f"{time:.3f}"
         ans = self.get("/api/v1/query", params)

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import inspect
-import shutil
 from pathlib import Path
 
 import pytest
 
 from generator.spec import load_spec
+
+from .engines import Engine, describe, prometheus_engines
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = Path(__file__).resolve().parent / "data"
@@ -19,7 +20,7 @@ DATA = Path(__file__).resolve().parent / "data"
 _SLOW_MODULES = {"test_rules_e2e", "test_validate_e2e", "test_validate_kubernetes", "test_validate_vm", "test_package",
                  "test_ruletests"}
 #: fixtures that start a server or need promtool
-_SLOW_FIXTURES = {"promtool", "prom", "env", "cluster", "installed"}
+_SLOW_FIXTURES = {"promtool", "engine", "prom", "env", "cluster", "installed"}
 #: what a test body calls when it runs a real binary or server itself
 _SLOW_CALLS = ("promtool", "LocalPrometheus", "Simulator(", "ExpositionServer", "serve_forever")
 
@@ -50,8 +51,30 @@ def default_spec():
     return load_spec(ROOT / "gpumon.yaml")
 
 
-@pytest.fixture(scope="session")
-def promtool() -> str:
-    path = shutil.which("promtool")
-    assert path, "promtool not found: run `make test` (it installs Debian's prometheus package)"
-    return path
+def _engine_params():
+    """One param per Prometheus build (tests/engines.py); a missing build is one param that fails
+    when used, so the fast tier collects without the tools and the slow tier fails loudly."""
+    try:
+        return [pytest.param(e, id=e.id) for e in prometheus_engines()]
+    except FileNotFoundError as exc:
+        return [pytest.param(exc, id="prometheus-missing")]
+
+
+def pytest_report_header(config):
+    """The servers this run tests against, first thing in the output."""
+    return ["servers under test:"] + ["  " + line for line in describe()]
+
+
+@pytest.fixture(scope="module", params=_engine_params())
+def engine(request) -> Engine:
+    """Each Prometheus build in turn (2.42 and the pinned 3.x): module-scoped, so a module's
+    server fixtures start once per build and every test in it runs against both."""
+    if isinstance(request.param, Exception):
+        pytest.fail(str(request.param))
+    return request.param
+
+
+@pytest.fixture
+def promtool(engine) -> str:
+    """promtool of each Prometheus build in turn."""
+    return engine.promtool

@@ -483,7 +483,7 @@ def _exposition(spec, missing: str) -> str:
 
 
 @pytest.fixture(scope="module")
-def prom(spec, tmp_path_factory):
+def prom(spec, tmp_path_factory, engine):
     """A real Prometheus scraping the exposition above every second, with gpumon's rules loaded;
     yields once the inventory recording rule has all four GPU entities."""
     from generator.localprom import ExpositionServer, LocalPrometheus
@@ -495,7 +495,8 @@ def prom(spec, tmp_path_factory):
     # the field the official dashboard anchors its pickers on (NVIDIA/dcgm-exporter#236)
     missing = "DCGM_FI_DEV_GPU_TEMP" if spec.metric("DCGM_FI_DEV_GPU_TEMP") else spec.required_metrics[0].name
     with ExpositionServer(lambda: _exposition(spec, missing)) as exporter, \
-            LocalPrometheus({spec.exporter.job: [exporter.address]}, rule_files=[rules]) as server:
+            LocalPrometheus({spec.exporter.job: [exporter.address]}, rule_files=[rules],
+                            binary=engine.prometheus) as server:
         ready = server.wait_for(lambda: len(server.query(names.INVENTORY)) == 4, timeout=60)
         assert ready, server.logs()
         # the energy-derived and node rules need a few evaluations after the inventory

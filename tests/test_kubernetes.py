@@ -182,8 +182,8 @@ class LabelledPrometheus(LocalPrometheus):
     """LocalPrometheus whose targets carry the namespace/pod target labels a ServiceMonitor adds
     (``labels``: {address: {label: value}})."""
 
-    def __init__(self, targets, rule_files, labels: dict[str, dict[str, str]]):
-        super().__init__(targets, rule_files)
+    def __init__(self, targets, rule_files, labels: dict[str, dict[str, str]], **kw):
+        super().__init__(targets, rule_files, **kw)
         self.labels = labels
 
     def _config(self, folder):
@@ -197,7 +197,7 @@ class LabelledPrometheus(LocalPrometheus):
 
 
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory):
+def cluster(tmp_path_factory, engine):
     """Nodes a and b (8 GPUs each, exporter pods scraped) plus a CPU node: healthy. Tests then
     add faults to ``state``."""
     folder = tmp_path_factory.mktemp("k8s")
@@ -218,7 +218,7 @@ def cluster(tmp_path_factory):
         labels = {a.address: {"namespace": NS, "pod": ksm.pods[0].name, "service": "nvidia-dcgm-exporter"},
                   b.address: {"namespace": NS, "pod": ksm.pods[1].name, "service": "nvidia-dcgm-exporter"}}
         with LabelledPrometheus({"dcgm-exporter": [a.address, b.address], "kube-state-metrics": [k.address]},
-                                [folder / "out/rules/gpumon.rules.yaml"], labels) as prom:
+                                [folder / "out/rules/gpumon.rules.yaml"], labels, binary=engine.prometheus) as prom:
             yield prom, state
 
 

@@ -26,7 +26,7 @@ FAST = {  # the bundled spec with second-scale intervals, so the test runs in se
 
 
 @pytest.fixture(scope="module")
-def fleet(tmp_path_factory):
+def fleet(tmp_path_factory, engine):
     folder = tmp_path_factory.mktemp("e2e")
     text = (ROOT / "gpumon.yaml").read_text()
     for old, new in FAST.items():
@@ -43,7 +43,8 @@ def fleet(tmp_path_factory):
         return (500, "error\n") if state["down"] else exposition("gpu-node-b", 2, 4, state["drop"])
 
     with ExpositionServer(node_a) as a, ExpositionServer(node_b) as b, LocalPrometheus(
-            {"dcgm-exporter": [a.address, b.address]}, [folder / "out/rules/gpumon.rules.yaml"]) as prom:
+            {"dcgm-exporter": [a.address, b.address]}, [folder / "out/rules/gpumon.rules.yaml"],
+            binary=engine.prometheus) as prom:
         yield prom, state, b
 
 

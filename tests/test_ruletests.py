@@ -18,8 +18,6 @@ from generator.ruletests import series
 from generator.ruletests.gotemplate import TemplateError, expand, go_float, humanize_duration, humanize_percentage
 from generator.spec import default_spec_path, load_spec
 
-PROMTOOL = shutil.which("promtool") or "/usr/bin/promtool"
-
 MODIFIED_SPEC_EDITS = {
     # another job name and label names, a cluster label, extra alert labels, another runbook base,
     # a slower scrape and shorter windows: the rendered tests must follow all of it
@@ -93,16 +91,15 @@ def _test_files(out: Path) -> list[Path]:
     return files
 
 
-def _promtool(path: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([PROMTOOL, "test", "rules", path.name], cwd=path.parent,
+def _promtool(promtool: str, path: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([promtool, "test", "rules", path.name], cwd=path.parent,
                           capture_output=True, text=True, timeout=600)
 
 
-def _assert_promtool_passes(out: Path) -> None:
-    assert Path(PROMTOOL).exists(), "promtool not found: `make test` installs Debian's prometheus package"
+def _assert_promtool_passes(promtool: str, out: Path) -> None:
     files = _test_files(out)
     with ThreadPoolExecutor(max_workers=2) as pool:
-        results = list(pool.map(_promtool, files))
+        results = list(pool.map(lambda f: _promtool(promtool, f), files))
     failed = [(f, r) for f, r in zip(files, results) if r.returncode != 0]
     report = "\n".join(f"--- {f.name} (exit {r.returncode})\nstderr:\n{r.stderr[-6000:]}\nstdout:\n{r.stdout[-6000:]}"
                        for f, r in failed)
@@ -132,12 +129,12 @@ def _alert_tests(out: Path) -> list[dict]:
 # --------------------------------------------------------------------------- promtool
 
 
-def test_promtool_passes_on_rendered_tests(default_out):
-    _assert_promtool_passes(default_out)
+def test_promtool_passes_on_rendered_tests(default_out, promtool):
+    _assert_promtool_passes(promtool, default_out)
 
 
-def test_promtool_passes_for_a_modified_spec(modified_out):
-    _assert_promtool_passes(modified_out)
+def test_promtool_passes_for_a_modified_spec(modified_out, promtool):
+    _assert_promtool_passes(promtool, modified_out)
     firing = [a["exp_labels"] for t in _alert_tests(modified_out) for a in t["exp_alerts"]]
     assert all(lab["team"] == "gpu-infra" for lab in firing)
     assert all(lab.get("job") == "nvidia-dcgm-exporter" for lab in firing)
@@ -152,15 +149,15 @@ def test_promtool_passes_for_a_modified_spec(modified_out):
     assert intervals == {"1m"}
 
 
-def test_promtool_passes_for_a_minimal_spec(minimal_out):
-    _assert_promtool_passes(minimal_out)
+def test_promtool_passes_for_a_minimal_spec(minimal_out, promtool):
+    _assert_promtool_passes(promtool, minimal_out)
     names = {r["alert"] for r in _alert_rules(minimal_out)}
     assert "GpuMetricMissing" not in names and "GpuMetricAbsent" in names
     intervals = {g["interval"] for g in _groups(minimal_out)}
     assert intervals == {"2m"}
 
 
-def test_a_wrong_rule_fails_its_generated_test(default_out, tmp_path):
+def test_a_wrong_rule_fails_its_generated_test(default_out, tmp_path, promtool):
     """The generated tests can fail: loosen the flapping rule so it also fires on a clean
     outage, and the flapping scenario's quiet case must fail in promtool."""
     shutil.copytree(default_out, tmp_path / "out")
@@ -169,7 +166,7 @@ def test_a_wrong_rule_fails_its_generated_test(default_out, tmp_path):
     broken = text.replace("changes(up{job=\"dcgm-exporter\"}[10m]) > 2", "changes(up{job=\"dcgm-exporter\"}[10m]) > 0")
     assert broken != text
     rules.write_text(broken, "utf-8")
-    result = _promtool(tmp_path / "out" / "tests" / "gpumon.exporter.test.yaml")
+    result = _promtool(promtool, tmp_path / "out" / "tests" / "gpumon.exporter.test.yaml")
     assert result.returncode != 0
     assert "GpuExporterFlapping" in result.stdout + result.stderr
 
@@ -331,13 +328,13 @@ def test_annotations_only_use_labels_the_alert_has(which, request):
     assert not problems, sorted(problems)
 
 
-def test_kubernetes_spec_healthy_fleet_stays_quiet(tmp_path):
+def test_kubernetes_spec_healthy_fleet_stays_quiet(tmp_path, promtool):
     """With a ``kubernetes`` section the rule file has a kubernetes group; the rendered tests
     still load it and the healthy-fleet scenarios pass (the kubernetes alerts have their own file)."""
     example = default_spec_path().parent / "examples" / "kubernetes.yaml"
     out = _render_to(example, tmp_path)
     assert any(r["alert"] == "GpuNodeExporterMissing" for r in _alert_rules(out))
-    result = _promtool(out / "tests" / f"{load_spec(example).name}.healthy.test.yaml")
+    result = _promtool(promtool, out / "tests" / f"{load_spec(example).name}.healthy.test.yaml")
     assert result.returncode == 0, result.stderr + result.stdout
     for rule in _alert_rules(out):
         text = (out / "runbooks" / f"{rule['alert']}.md").read_text("utf-8")
@@ -354,7 +351,7 @@ kubernetes:
 
 
 @pytest.mark.parametrize("variant", ["capacity", "static"])
-def test_kubernetes_alerts_have_generated_tests_that_pass(tmp_path, variant):
+def test_kubernetes_alerts_have_generated_tests_that_pass(tmp_path, variant, promtool):
     """Every kubernetes alert gets a generated firing case (and the healthy cluster a quiet one for
     each); promtool runs them on the rendered rules."""
     example = default_spec_path().parent / "examples" / "kubernetes.yaml"
@@ -363,7 +360,7 @@ def test_kubernetes_alerts_have_generated_tests_that_pass(tmp_path, variant):
         example.write_text(default_spec_path().read_text("utf-8") + STATIC_SECTION, "utf-8")
     out = _render_to(example, tmp_path)
     path = out / "tests" / f"{load_spec(example).name}.kubernetes.test.yaml"
-    result = _promtool(path)
+    result = _promtool(promtool, path)
     assert result.returncode == 0, result.stderr + result.stdout
     fired = {t["alertname"] for t in yaml.safe_load(path.read_text("utf-8"))["tests"]
              for t in t.get("alert_rule_test", []) if t["exp_alerts"]}
@@ -375,7 +372,7 @@ def test_kubernetes_alerts_have_generated_tests_that_pass(tmp_path, variant):
         assert fired == {"GpuNodeExporterMissing"}
 
 
-def test_a_wrong_kubernetes_rule_fails_its_generated_test(tmp_path):
+def test_a_wrong_kubernetes_rule_fails_its_generated_test(tmp_path, promtool):
     example = default_spec_path().parent / "examples" / "kubernetes.yaml"
     out = _render_to(example, tmp_path)
     rules = _rule_file(out)
@@ -383,5 +380,5 @@ def test_a_wrong_kubernetes_rule_fails_its_generated_test(tmp_path):
     broken = text.replace("kube_node_status_allocatable", "kube_node_status_capacity", 1)
     assert broken != text
     rules.write_text(broken, "utf-8")
-    result = _promtool(out / "tests" / f"{load_spec(example).name}.kubernetes.test.yaml")
+    result = _promtool(promtool, out / "tests" / f"{load_spec(example).name}.kubernetes.test.yaml")
     assert result.returncode != 0 and "GpuDevicePluginUnhealthy" in result.stdout + result.stderr

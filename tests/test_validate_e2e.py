@@ -59,7 +59,7 @@ def spec_for(job: str, name: str = "gpumon", edit=None):
 
 
 @pytest.fixture(scope="module")
-def env(tmp_path_factory):
+def env(tmp_path_factory, engine):
     tmp = tmp_path_factory.mktemp("validate")
     rules = tmp / "gpumon.rules.yaml"
     rules.write_text(render.render(spec_for("dcgm-exporter"))["rules/gpumon.rules.yaml"])
@@ -69,7 +69,8 @@ def env(tmp_path_factory):
         # dcgm-dup scrapes gpu-node-2 a second time: a second exporter / scrape config for one node
         targets = {"dcgm-healthy": list(hs.targets.values()), "dcgm-exporter": list(fs.targets.values()),
                    "dcgm-dup": [fs.targets["gpu-node-2"]]}
-        with LocalPrometheus(targets, rule_files=[rules], scrape_interval="1s", scrape_timeout="1s") as prom:
+        with LocalPrometheus(targets, rule_files=[rules], scrape_interval="1s", scrape_timeout="1s",
+                             binary=engine.prometheus) as prom:
             ok = prom.wait_for(lambda: len(prom.query('count_over_time(up{job="dcgm-exporter"}[1m]) >= 5')) == 12
                                and len(prom.query('count_over_time(up{job="dcgm-healthy"}[1m]) >= 5')) == 2, 90)
             assert ok, prom.logs()

@@ -51,7 +51,7 @@ def _static_text() -> str:
 
 
 @pytest.fixture(scope="module")
-def env(tmp_path_factory):
+def env(tmp_path_factory, engine):
     folder = tmp_path_factory.mktemp("valk8s")
     k8s, static = parse_spec(_k8s_text(), "k8s.yaml"), parse_spec(_static_text(), "bare.yaml")
     write(render(k8s), folder / "k8s")
@@ -71,7 +71,7 @@ def env(tmp_path_factory):
         targets = {"dcgm-exporter": [a.address, b.address], "kube-state-metrics": [k.address],
                    "dcgm-bare": [d1.address, d2.address]}
         rules = [folder / "k8s/rules/gpumon.rules.yaml", folder / "bare/rules/bare.rules.yaml"]
-        with LabelledPrometheus(targets, rules, labels) as prom:
+        with LabelledPrometheus(targets, rules, labels, binary=engine.prometheus) as prom:
             yield {"prom": prom, "state": state, "k8s": k8s, "static": static}
 
 

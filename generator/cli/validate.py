@@ -49,7 +49,7 @@ def validate(spec, url, backend, path_prefix, tenant, headers, bearer_token_file
     gaps, loaded rules, driver versions. Says what is missing, where, since when and why."""
     from .. import reporters, writer
     from ..durations import parse_duration
-    from ..promapi import PromClient, PromError
+    from ..promapi import BACKEND_QUERY_PARAMS, PromClient, PromError
     from ..validate import CHECKS
     from ..validate import validate as run_validate
 
@@ -76,7 +76,7 @@ def validate(spec, url, backend, path_prefix, tenant, headers, bearer_token_file
         client = PromClient(url, path_prefix=_BACKEND_PREFIX[backend] if path_prefix is None else path_prefix,
                             tenant=tenant, headers=extra, bearer_token_file=bearer_token_file,
                             basic_auth_file=basic_auth_file, ca_file=ca_file, insecure=insecure_skip_verify,
-                            timeout=timeout)
+                            timeout=timeout, query_params=BACKEND_QUERY_PARAMS.get(backend))
     except PromError as exc:
         click.echo(f"gpumon validate: {exc}", err=True)
         sys.exit(EXIT_ERROR)

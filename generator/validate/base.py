@@ -22,6 +22,9 @@ class Gpu:
 
     ``node`` is the value of the spec's node label, or of its other spelling (``hostname`` /
     ``Hostname``) when the series carry that one; ``node_label`` says which was found.
+    ``cluster`` is the value of the spec's cluster label (empty when the spec names none): under
+    a global view (Thanos Query, Mimir) one node name may exist in two clusters, so a node is
+    always (cluster, node) and reads ``cluster/node``.
     """
 
     job: str
@@ -29,16 +32,28 @@ class Gpu:
     uuid: str
     index: str
     mig: str = ""
+    cluster: str = ""
     node_label: str = ""
     uuid_label: str = ""
 
     @property
-    def key(self) -> tuple[str, str, str, str, str]:
-        return (self.job, self.node, self.uuid, self.index, self.mig)
+    def key(self) -> tuple[str, str, str, str, str, str]:
+        """(job, node, UUID, index, MIG instance, cluster): positions 0-4 are what they always were."""
+        return (self.job, self.node, self.uuid, self.index, self.mig, self.cluster)
+
+    @property
+    def where(self) -> str:
+        """The node as people read it: ``gpu-node-1``, or ``b/gpu-node-1`` with a cluster label."""
+        return f"{self.cluster}/{self.node or '?'}" if self.cluster else self.node
+
+    def node_labels(self, lab) -> tuple[tuple[str, str], ...]:
+        """``((cluster label, cluster), (node label, node))`` for a finding's labels (``lab``:
+        the spec's exporter labels); without a cluster label only the node."""
+        return (((lab.cluster, self.cluster),) if lab.cluster else ()) + ((lab.node, self.node),)
 
     def __str__(self) -> str:
         mig = f" MIG {self.mig}" if self.mig else ""
-        return f"{self.node or '?'} gpu {self.index or '?'} ({self.uuid or 'no UUID'}{mig})"
+        return f"{self.where or '?'} gpu {self.index or '?'} ({self.uuid or 'no UUID'}{mig})"
 
 
 def other_spelling(label: str) -> str:
@@ -129,7 +144,8 @@ class Context:
         node_label = lab.node if metric.get(lab.node) else other_spelling(lab.node) if metric.get(other_spelling(lab.node)) else ""
         uuid_label = lab.gpu if metric.get(lab.gpu) else other_spelling(lab.gpu) if metric.get(other_spelling(lab.gpu)) else ""
         return Gpu(metric.get("job", self.job), metric.get(node_label, ""), metric.get(uuid_label, ""),
-                   metric.get(lab.gpu_index, ""), metric.get(lab.mig_instance, ""), node_label, uuid_label)
+                   metric.get(lab.gpu_index, ""), metric.get(lab.mig_instance, ""),
+                   metric.get(lab.cluster, "") if lab.cluster else "", node_label, uuid_label)
 
     def sel(self, metric: str, **matchers: str) -> str:
         """``metric{job="<job>",...}`` (equality matchers only)."""
@@ -229,6 +245,6 @@ def utc(ts: float) -> str:
 
 def gpu_list(gpus, limit: int = 8) -> str:
     """``gpu-node-1 gpu 0 (GPU-..), ...`` with ``(+N more)`` past ``limit``."""
-    items = sorted(gpus, key=lambda g: (g.job, g.node, int(g.index) if g.index.isdigit() else -1, g.index, g.mig))
+    items = sorted(gpus, key=lambda g: (g.job, g.cluster, g.node, int(g.index) if g.index.isdigit() else -1, g.index, g.mig))
     text = ", ".join(str(g) for g in items[:limit])
     return text + (f" (+{len(items) - limit} more)" if len(items) > limit else "")

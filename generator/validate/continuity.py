@@ -57,7 +57,7 @@ def run(ctx: Context) -> CheckResult:
             shown = ", ".join(f"{g} {r:.0%}" for r, g, _ in bad[:8]) + (f" (+{len(bad) - 8} more)" if len(bad) > 8 else "")
             labels = [(FIELD_LABEL, m.name), ("job", ctx.job)]
             if len(bad) == 1:
-                labels += [(ctx.labels.node, bad[0][1].node), (ctx.labels.gpu, bad[0][1].uuid), ("instance", bad[0][2])]
+                labels += [*bad[0][1].node_labels(ctx.labels), (ctx.labels.gpu, bad[0][1].uuid), ("instance", bad[0][2])]
             out.append(Finding("series-intermittent", "error", m.name,
                                f"{m.name} was missing from some successful scrapes over the last "
                                f"{format_duration(ctx.lookback)} on {len(bad)} GPU(s) (share of scrapes that carried it, "

@@ -51,17 +51,17 @@ def run(ctx: Context) -> CheckResult:
     window = format_duration(ctx.lookback)
     findings: list[Finding] = []
     for m, case, ans in answered(CHECK, metrics, answers, findings):
-        by_node: dict[str, list] = defaultdict(list)
+        by_node: dict[str, list] = defaultdict(list)  # cluster/node -> [(gpu, decreases)]
         for item in ans.data:
             if ctx.target_down(item["metric"].get("instance", "")):
                 continue
             gpu = ctx.gpu(item["metric"])
-            by_node[gpu.node].append((gpu, int(float(item["value"][1]))))
+            by_node[gpu.where].append((gpu, int(float(item["value"][1]))))
         out = []
         for node, items in sorted(by_node.items()):
             items.sort(key=lambda x: x[0].key)
             shown = ", ".join(f"{g}: {n} times" for g, n in items[:8])
-            labels = [(FIELD_LABEL, m.name), ("job", ctx.job), (ctx.labels.node, node)]
+            labels = [(FIELD_LABEL, m.name), ("job", ctx.job), *items[0][0].node_labels(ctx.labels)]
             if len(items) == 1:
                 labels.append((ctx.labels.gpu, items[0][0].uuid))
             out.append(Finding("counter-decreases", "warning", f"{m.name} on {node or '?'}",

@@ -24,14 +24,30 @@ SILENCE = ('Set `exporter.driver_version` to the version you run, or leave the c
 
 def matrix(ctx: Context) -> dict[str, dict[tuple[str, str], int]]:
     """``{node: {(model, driver): GPU count}}`` for GPUs reporting now (MIG instances counted once
-    per physical GPU)."""
+    per physical GPU; ``node`` reads ``cluster/node`` when the spec names a cluster label)."""
     inv = ctx.inventory
     lab = ctx.labels
     seen: dict[str, dict[tuple[str, str], set]] = defaultdict(lambda: defaultdict(set))
     for key in inv.reporting:
         attrs = inv.attrs.get(key, {})
-        seen[key[1]][(attrs.get(lab.model, ""), attrs.get(lab.driver_version, ""))].add(key[2])
+        node = f"{key[5]}/{key[1]}" if key[5] else key[1]  # cluster/node under a global view
+        seen[node][(attrs.get(lab.model, ""), attrs.get(lab.driver_version, ""))].add(key[2])
     return {node: {combo: len(uuids) for combo, uuids in combos.items()} for node, combos in seen.items()}
+
+
+def _summary(ctx: Context, table: dict[str, dict[tuple[str, str], int]]) -> str:
+    """``8 GPUs on 4 nodes``, and per cluster when the spec names a cluster label
+    (``8 GPUs on 4 nodes in 2 clusters (a: 4 GPUs on 2 nodes; b: ...)``)."""
+    def count(nodes) -> str:
+        return f"{sum(sum(table[n].values()) for n in nodes)} GPUs on {len(nodes)} nodes"
+    text = count(list(table))
+    if not ctx.labels.cluster:
+        return text
+    clusters: dict[str, list[str]] = defaultdict(list)
+    for node in table:
+        clusters[node.rpartition("/")[0]].append(node)
+    parts = "; ".join(f"{c or '(no ' + ctx.labels.cluster + ')'}: {count(ns)}" for c, ns in sorted(clusters.items()))
+    return f"{text} in {len(clusters)} cluster(s) ({parts})"
 
 
 def run(ctx: Context) -> CheckResult:
@@ -51,9 +67,7 @@ def run(ctx: Context) -> CheckResult:
             lines.append(f"{node}: {count} x {model or 'unknown model'}, driver {driver or 'unknown'}")
             if driver:
                 drivers[node].add(driver)
-    findings = [Finding("gpu-inventory", "info", ctx.job,
-                        f"{sum(sum(c.values()) for c in table.values())} GPUs on {len(table)} nodes: " + "; ".join(lines),
-                        case=case)]
+    findings = [Finding("gpu-inventory", "info", ctx.job, _summary(ctx, table) + ": " + "; ".join(lines), case=case)]
     pinned = ctx.spec.exporter.driver_version
     votes = Counter(d for ds in drivers.values() for d in ds)
     if not votes:
@@ -64,7 +78,9 @@ def run(ctx: Context) -> CheckResult:
         return CheckResult(findings, cases)
     majority = votes.most_common(1)[0][0]
     for node, ds in sorted(drivers.items()):
-        labels = (("job", ctx.job), (ctx.labels.node, node))
+        cluster, _, name = node.rpartition("/") if ctx.labels.cluster else ("", "", node)
+        labels = (("job", ctx.job),) + (((ctx.labels.cluster, cluster),) if ctx.labels.cluster else ()) + \
+            ((ctx.labels.node, name),)
         if pinned and ds != {pinned}:
             findings.append(Finding("driver-not-pinned-version", "error", node,
                                     f"node {node} runs driver {', '.join(sorted(ds))}; the spec pins {pinned}",

@@ -75,6 +75,11 @@ def _gpu(inv: Inventory, key: tuple) -> Gpu:
     return inv.gpus.get(key) or Gpu(*key)
 
 
+def _node(key: tuple) -> tuple[str, str]:
+    """(cluster, node) of a GPU key: node names repeat across clusters under a global view."""
+    return (key[5], key[1])
+
+
 def _evidence(ctx: Context, inv: Inventory, m: Metric, keys: set[tuple]) -> str:
     seen = keys & inv.seen[m.name]
     times = [inv.last_seen[m.name][k] for k in seen if k in inv.last_seen[m.name]]
@@ -119,14 +124,16 @@ def _metric(ctx: Context, inv: Inventory, m: Metric, case: str) -> list[Finding]
                            hints.METRIC_ABSENT + (f"; {hints.DISAPPEARED}" if rest & inv.seen[m.name] else ""),
                            labels=labels + ((("instance", targets[0]),) if len(targets) == 1 else ()), case=case))
         return out
-    by_node: dict[str, set[tuple]] = defaultdict(set)
+    by_node: dict[tuple[str, str], set[tuple]] = defaultdict(set)
     for k in rest:
-        by_node[k[1]].add(k)
-    for node, keys in sorted(by_node.items()):
-        node_gpus = {k for k in expected if k[1] == node}
+        by_node[_node(k)].add(k)
+    for (_, name), keys in sorted(by_node.items()):
+        node_gpus = {k for k in expected if _node(k) == _node(next(iter(keys)))}
+        one = _gpu(inv, next(iter(keys)))
+        node = one.where
         targets = sorted({inv.instance.get(k, "") for k in keys})
         where = f"node {node or '?'} (target {', '.join(targets)})"
-        node_labels = labels + ((ctx.labels.node, node),) + ((("instance", targets[0]),) if len(targets) == 1 else ())
+        node_labels = labels + one.node_labels(ctx.labels) + ((("instance", targets[0]),) if len(targets) == 1 else ())
         listed = f"{gpu_list([_gpu(inv, k) for k in keys])}; {_evidence(ctx, inv, m, keys)}"
         if keys == node_gpus and len(keys) > 1:
             msg = f"{m.name} is missing on all {len(keys)} GPUs of {where}; other nodes report it. Missing on: {listed}"
@@ -149,23 +156,24 @@ def _lost(ctx: Context, inv: Inventory) -> list[Finding]:
     reporting = inv.reporting | {k for v in inv.legacy.values() for k in v}
     lost = [k for k in inv.gpus if k not in reporting and not ctx.target_down(inv.instance.get(k, ""))]
     out = []
-    nodes_now = {k[1] for k in reporting}
-    by_node: dict[str, list[tuple]] = defaultdict(list)
+    nodes_now = {_node(k) for k in reporting}
+    by_node: dict[tuple[str, str], list[tuple]] = defaultdict(list)
     for k in lost:
-        by_node[k[1]].append(k)
-    for node, keys in sorted(by_node.items()):
+        by_node[_node(k)].append(k)
+    for pair, keys in sorted(by_node.items()):
         last = max((t for m in inv.last_seen.values() for k, t in m.items() if k in keys), default=None)
         when = f"last seen {utc(last)} ({ago(ctx.now - last)})" if last else "seen earlier"
         gpus = [_gpu(inv, k) for k in keys]
-        if node in nodes_now:
+        node, node_labels = gpus[0].where, gpus[0].node_labels(ctx.labels)
+        if pair in nodes_now:
             out.append(Finding("gpu-lost", "error", f"{node}", f"{len(keys)} GPU(s) of node {node} report nothing now "
                                f"while the node reports other GPUs; {when}: {gpu_list(gpus)}", hints.GPU_LOST,
-                               labels=(("job", ctx.job), (ctx.labels.node, node)), case=case))
+                               labels=(("job", ctx.job),) + node_labels, case=case))
         else:
             out.append(Finding("node-lost", "warning", f"{node}", f"node {node} ({len(keys)} GPUs) reports nothing now "
                                f"and its target is not listed as down; {when}", "a node removed on purpose is fine; "
                                "otherwise check that the exporter pod still runs there (DaemonSet tolerations, node "
-                               "labels)", labels=(("job", ctx.job), (ctx.labels.node, node)), case=case))
+                               "labels)", labels=(("job", ctx.job),) + node_labels, case=case))
     return out
 
 

@@ -70,7 +70,7 @@ def run(ctx: Context) -> CheckResult:
             if ctx.target_down(item["metric"].get("instance", "")):
                 continue
             gpu = ctx.gpu(item["metric"])
-            groups[(item["metric"].get("reason", ""), gpu.node)].append((gpu, item["value"][1]))
+            groups[(item["metric"].get("reason", ""), gpu.where)].append((gpu, item["value"][1]))
         out = []
         for (reason, node), items in sorted(groups.items()):
             check, what, hint = _REASONS.get(reason, ("value-out-of-range", reason, ""))
@@ -78,7 +78,7 @@ def run(ctx: Context) -> CheckResult:
             hi = "+inf" if m.range_max is None else _num(m.range_max)
             shown = ", ".join(f"{g} = {v}" for g, v in sorted(items, key=lambda x: x[0].key)[:8])
             rng = f" (plausible {lo}..{hi} {m.unit})" if check == "value-out-of-range" else ""
-            labels = [(FIELD_LABEL, m.name), ("job", ctx.job), ("reason", reason), (ctx.labels.node, node)]
+            labels = [(FIELD_LABEL, m.name), ("job", ctx.job), ("reason", reason), *items[0][0].node_labels(ctx.labels)]
             if len(items) == 1:
                 labels.append((ctx.labels.gpu, items[0][0].uuid))
             out.append(Finding(check, "error", f"{m.name} on {node or '?'}",

@@ -47,6 +47,10 @@ class PromError(Exception):
         super().__init__(f"{where}: {message}")
 
 
+#: How Prometheus 3 starts PromQL annotations (promql/annotations: "PromQL info: ", "PromQL warning: ")
+ANNOTATION_PREFIXES = ("PromQL info:", "PromQL warning:")
+
+
 @dataclass
 class Answer:
     """A successful API answer: ``data`` as decoded JSON, plus ``warnings``/``infos`` (a partial
@@ -58,7 +62,12 @@ class Answer:
 
     @property
     def partial(self) -> bool:
-        return bool(self.warnings)
+        """True when a warning says data may be missing. PromQL annotations (``PromQL info: metric
+        might not be a counter ...``, ``PromQL warning: ...``) are not: Prometheus 3 returns them
+        in ``infos``/``warnings`` and Thanos Query relays both as ``warnings`` (seen with Thanos
+        0.42.4 on ``rate()`` of ``DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION``, a counter without
+        ``_total``), while its partial responses read ``fetch series for {...}: rpc error``."""
+        return any(not str(w).startswith(ANNOTATION_PREFIXES) for w in self.warnings)
 
 
 def _read_secret(path: str, what: str) -> str:

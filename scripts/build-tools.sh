@@ -20,20 +20,42 @@ module_dir() {
   go mod download -json "$1@$2" | python3 -c 'import json,sys; print(json.load(sys.stdin)["Dir"])'
 }
 
+# promu_tags DIR: the build tags of the project's own release build (`build.tags.all` in its
+# .promu.yml), e.g. Thanos' `slicelabels`: without it Thanos Query panics decoding labels.
+promu_tags() {
+  python3 - "$1/.promu.yml" <<'PY'
+import re, sys
+try:
+    text = open(sys.argv[1]).read()
+except OSError:
+    sys.exit(0)
+block = re.search(r"\n\s+tags:\s*\n\s+all:\s*\n((?:\s+-\s*\S+\s*\n)+)", text)
+# builtinassets embeds the web UI, which needs an npm build first; gpumon only uses the API
+tags = [t for t in re.findall(r"-\s*(\S+)", block.group(1)) if t != "builtinassets"] if block else []
+print(",".join(tags))
+PY
+}
+
 # build NAME VERSION MODULE MODULE_VERSION PACKAGE...: go build inside the downloaded module, so its
-# own go.mod (replace directives included) decides every dependency version, as a release build does.
+# own go.mod (replace directives included) decides every dependency version, as a release build does,
+# with the build tags of its release build.
 build() {
   local name=$1 version=$2 module=$3 modver=$4; shift 4
-  local bin="$CACHE/$name-$version/bin" started=$SECONDS missing=0 pkg
+  local bin="$CACHE/$name-$version/bin" started=$SECONDS missing=0 pkg dir tags
+  dir=$(module_dir "$module" "$modver"); tags=$(promu_tags "$dir")
+  # the recipe (tags, flags) is part of what is cached: a binary built another way is rebuilt
+  local recipe="tags=$tags ldflags=$(stamp "$version" "$modver")"
   for pkg in "$@"; do [ -x "$bin/$(basename "$pkg")" ] || missing=1; done
+  [ "$(cat "$bin/.recipe" 2>/dev/null)" = "$recipe" ] || missing=1
   if [ "$missing" = 0 ]; then echo "build-tools: $name $version cached in $bin"; return; fi
-  echo "build-tools: building $name $version ($module@$modver) into $bin"
-  local dir; dir=$(module_dir "$module" "$modver")
-  mkdir -p "$bin.tmp"
+  echo "build-tools: building $name $version ($module@$modver, tags: ${tags:-none}) into $bin"
+  rm -rf "$bin.tmp" && mkdir -p "$bin.tmp"
   for pkg in "$@"; do
-    (cd "$dir" && go build -trimpath -ldflags "$(stamp "$version" "$modver")" -o "$bin.tmp/$(basename "$pkg")" "./$pkg")
+    (cd "$dir" && go build -trimpath -tags "$tags" -ldflags "$(stamp "$version" "$modver")" \
+      -o "$bin.tmp/$(basename "$pkg")" "./$pkg")
   done
-  mkdir -p "$bin" && mv "$bin.tmp"/* "$bin"/ && rmdir "$bin.tmp"
+  echo "$recipe" > "$bin.tmp/.recipe"
+  rm -rf "$bin" && mv "$bin.tmp" "$bin"
   echo "build-tools: $name $version built in $((SECONDS - started)) s"
 }
 

@@ -169,7 +169,9 @@ class ThanosTopology:
         """The Ruler's alerts (``/api/v1/alerts``): [{labels, state, ...}], optionally one state."""
         resp = httpx.get(f"{self.ruler_url}/api/v1/alerts", timeout=10)
         resp.raise_for_status()
-        found = resp.json()["data"]["alerts"]
+        data = resp.json()["data"]
+        # Thanos Ruler 0.42 answers {"Alerts": [...]} where Prometheus answers {"alerts": [...]}
+        found = data.get("alerts", data.get("Alerts")) or []
         return [a for a in found if state is None or a.get("state") == state]
 
     def logs(self) -> str:

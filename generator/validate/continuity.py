@@ -29,8 +29,10 @@ def query(ctx: Context, m: Metric) -> str:
     would make the division many-to-many."""
     w = format_duration(ctx.lookback)
     ids = ", ".join(ctx.id_labels)
+    # under a global view two clusters may reuse one target address: the cluster is part of it
+    target = ", ".join((ctx.labels.cluster,) * bool(ctx.labels.cluster) + ("job", "instance"))
     return (f"sum by ({ids}) (count_over_time({ctx.sel(m.name)}[{w}]))\n"
-            f"/ on (job, instance) group_left ()\nsum by (job, instance) (sum_over_time({ctx.sel('up')}[{w}]))\n"
+            f"/ on ({target}) group_left ()\nsum by ({target}) (sum_over_time({ctx.sel('up')}[{w}]))\n"
             f"< {ctx.spec.alerts.gap_min_ratio:g}")
 
 

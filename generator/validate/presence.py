@@ -114,11 +114,28 @@ def _metric(ctx: Context, inv: Inventory, m: Metric, case: str) -> list[Finding]
         return out
     if not rest:
         return out
-    labels = ((FIELD_LABEL, m.name), ("job", ctx.job))
+    # under a global view each cluster is a fleet of its own: a field gone from every GPU of
+    # cluster b is one finding for cluster b, as GpuMetricAbsent pages once per cluster
+    clusters = sorted({k[5] for k in expected})
+    for cluster in clusters:
+        in_cluster = {k for k in expected if k[5] == cluster}
+        out += _tiers(ctx, inv, m, in_cluster, rest & in_cluster, case, cluster)
+    return out
+
+
+def _tiers(ctx: Context, inv: Inventory, m: Metric, expected: set[tuple], rest: set[tuple], case: str,
+           cluster: str) -> list[Finding]:
+    """Missing GPUs of one fleet (one cluster, or all GPUs without a cluster label) as findings:
+    one for the whole fleet when none reports ``m``, else one per node."""
+    if not rest:
+        return []
+    out: list[Finding] = []
+    labels = ((FIELD_LABEL, m.name), ("job", ctx.job)) + (((ctx.labels.cluster, cluster),) if ctx.labels.cluster else ())
     if not (expected & inv.now[m.name]):
         targets = sorted({inv.instance.get(k, "") for k in rest})
-        out.append(Finding("series-missing", "error", m.name,
-                           f"{m.name} is absent on all {len(rest)} GPUs of {len(targets)} healthy target(s) "
+        scope = f" of cluster {cluster}" if ctx.labels.cluster else ""
+        out.append(Finding("series-missing", "error", f"{m.name} in {cluster}" if ctx.labels.cluster else m.name,
+                           f"{m.name} is absent on all {len(rest)} GPUs{scope} of {len(targets)} healthy target(s) "
                            f"({', '.join(targets[:5])}{' ...' if len(targets) > 5 else ''}); {_evidence(ctx, inv, m, rest)}. "
                            f"GPUs: {gpu_list([_gpu(inv, k) for k in rest])}",
                            hints.METRIC_ABSENT + (f"; {hints.DISAPPEARED}" if rest & inv.seen[m.name] else ""),

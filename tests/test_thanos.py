@@ -173,3 +173,8 @@ def test_a_cluster_whose_sidecars_stopped_is_inconclusive_not_healthy(topo):
     unseen = [f for f in report["findings"] if f["check"] == "store-unavailable"]
     assert code == 3, report
     assert len(unseen) == 2 and all('cluster="b"' in f["message"] for f in unseen), unseen
+    # docs/checks/validate/stores.md shows a finding recorded from this run
+    example = json.loads((ROOT / "tests/data/validate-examples.json").read_text())["stores"]
+    assert "tests/test_thanos.py" in example["source"]
+    assert any(f["check"] == example["check"] and f["severity"] == example["severity"]
+               and f["hint"] == example["hint"] for f in report["findings"])

@@ -40,6 +40,7 @@ demo: $(BIN)/gpumon prometheus-installed   ## simulator + real Prometheus + rend
 	$(BIN)/python scripts/demo.py
 
 test: $(BIN)/gpumon prometheus-installed tools   ## run the whole test suite (Prometheus 2.42 and 3.x, Thanos, promtool)
+	$(BIN)/python -m tests.engines
 	$(BIN)/python -m pytest -q
 
 test-fast: $(BIN)/gpumon         ## the fast tier: no servers, no promtool (well under a minute on 2 cores)

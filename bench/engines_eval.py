@@ -30,18 +30,8 @@ from generator.render import render  # noqa: E402
 from generator.spec import load_spec  # noqa: E402
 from tests.engines import prometheus_engines  # noqa: E402
 
-
-def exposition(spec, nodes: int) -> str:
-    """Every spec'd gauge/counter for NODES x 8 GPUs, dcgm-exporter 4.x labels."""
-    lines = []
-    for m in spec.metrics:
-        lines.append(f"# TYPE {m.name} {'counter' if m.kind == 'counter' else 'gauge'}")
-        for n in range(nodes):
-            for g in range(8):
-                lines.append(f'{m.name}{{gpu="{g}",UUID="GPU-{n:08d}-{g:04d}",pci_bus_id="00000000:{g:02X}:00.0",'
-                             f'device="nvidia{g}",modelName="NVIDIA H100 80GB HBM3",Hostname="node-{n:05d}",'
-                             f'DCGM_FI_DRIVER_VERSION="570.148.08"}} {40 + g}')
-    return "\n".join(lines) + "\n"
+sys.path.insert(0, str(ROOT / "bench"))
+from rule_eval import exposition  # noqa: E402  (one synthetic fleet for every bench)
 
 
 def durations(prom: LocalPrometheus) -> dict[str, float]:
@@ -56,7 +46,7 @@ def main(nodes: int = 125, seconds: float = 60) -> None:
     spec = load_spec(ROOT / "gpumon.yaml")
     text = render(spec)[f"rules/{spec.name}.rules.yaml"]
     text = re.sub(r"(?m)^(\s+interval:) \S+$", r"\1 2s", text)  # every group every 2 s
-    body = exposition(spec, nodes)
+    body = exposition(spec, nodes, spec.metrics)
     engines = prometheus_engines()
     with tempfile.TemporaryDirectory() as tmp, ExpositionServer(lambda: body) as exp:
         rules = Path(tmp) / "gpumon.rules.yaml"

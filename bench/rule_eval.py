@@ -37,10 +37,11 @@ from generator.spec import load_spec  # noqa: E402
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def exposition(spec, nodes: int) -> str:
+def exposition(spec, nodes: int, metrics=None) -> str:
+    """dcgm-exporter 4.x text for NODES x 8 GPUs: ``metrics`` (default the required ones)."""
     lines = []
-    for m in spec.required_metrics:
-        lines.append(f"# TYPE {m.name} {m.kind}")
+    for m in spec.required_metrics if metrics is None else metrics:
+        lines.append(f"# TYPE {m.name} {'counter' if m.kind == 'counter' else 'gauge'}")
         for n in range(nodes):
             for g in range(8):
                 lines.append(f'{m.name}{{gpu="{g}",UUID="GPU-{n:08d}-{g:04d}",pci_bus_id="00000000:{g:02X}:00.0",'

@@ -80,6 +80,28 @@ class ExpositionServer:
         self.httpd.server_close()
 
 
+def wait_for(predicate: Callable[[], bool], timeout: float = 60, step: float = 0.5) -> bool:
+    """Poll ``predicate`` until it is true or ``timeout`` seconds pass; returns the last result
+    (tests wait on a condition, never on a fixed sleep)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        ok = predicate()
+        if ok or time.monotonic() > deadline:
+            return bool(ok)
+        time.sleep(step)
+
+
+def stop_process(proc: subprocess.Popen, grace: float = 10) -> None:
+    """Stop a server we started, by its PID: SIGTERM, then SIGKILL after ``grace`` seconds."""
+    if proc.poll() is None:
+        os.kill(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(grace)
+        except subprocess.TimeoutExpired:
+            os.kill(proc.pid, signal.SIGKILL)
+            proc.wait(5)
+
+
 def prometheus_binary() -> str:
     """Path of the prometheus binary, or raise FileNotFoundError with the install hint."""
     path = os.environ.get("GPUMON_PROMETHEUS") or shutil.which("prometheus")
@@ -171,13 +193,8 @@ class LocalPrometheus:
 
     def stop(self) -> None:
         """Stop the server by PID (SIGTERM, then SIGKILL after 10 s) and remove its files."""
-        if self.proc and self.proc.poll() is None:
-            os.kill(self.proc.pid, signal.SIGTERM)
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                os.kill(self.proc.pid, signal.SIGKILL)
-                self.proc.wait(5)
+        if self.proc:
+            stop_process(self.proc)
         if getattr(self, "log", None):
             self.log.close()
         if self.tmp:
@@ -196,12 +213,7 @@ class LocalPrometheus:
 
     def wait_for(self, predicate: Callable[[], bool], timeout: float = 60, step: float = 0.5) -> bool:
         """Poll ``predicate`` until it is true or ``timeout`` seconds pass; returns the last result."""
-        deadline = time.monotonic() + timeout
-        while True:
-            ok = predicate()
-            if ok or time.monotonic() > deadline:
-                return bool(ok)
-            time.sleep(step)
+        return wait_for(predicate, timeout, step)
 
     def __enter__(self) -> "LocalPrometheus":
         return self.start()

@@ -108,3 +108,9 @@ def describe() -> list[str]:
         proc = subprocess.run(["dpkg-query", "-W", "-f=${Version}", package], capture_output=True, text=True)
         lines.append(f"{package} {proc.stdout.strip() or 'not installed'} (Debian)")
     return lines
+
+
+if __name__ == "__main__":  # `python -m tests.engines`: what `make test` prints before the suite
+    print("servers under test:")
+    for line in describe():
+        print("  " + line)

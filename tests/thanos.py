@@ -12,8 +12,6 @@ temporary folder and is stopped by its PID.
 
 from __future__ import annotations
 
-import os
-import signal
 import subprocess
 import tempfile
 import time
@@ -22,7 +20,7 @@ from pathlib import Path
 
 import httpx
 
-from generator.localprom import LocalPrometheus, free_port
+from generator.localprom import LocalPrometheus, free_port, stop_process, wait_for
 
 
 class Process:
@@ -55,13 +53,7 @@ class Process:
             return ""
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            os.kill(self.proc.pid, signal.SIGTERM)
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                os.kill(self.proc.pid, signal.SIGKILL)
-                self.proc.wait(5)
+        stop_process(self.proc)
         self.log.close()
 
 
@@ -181,9 +173,4 @@ class ThanosTopology:
         return "\n--- ruler\n".join(parts)
 
     def wait_for(self, predicate, timeout: float = 90, step: float = 0.5) -> bool:
-        deadline = time.monotonic() + timeout
-        while True:
-            ok = predicate()
-            if ok or time.monotonic() > deadline:
-                return bool(ok)
-            time.sleep(step)
+        return wait_for(predicate, timeout, step)

@@ -90,7 +90,7 @@ def sarif(report: Report) -> str:
             result["locations"] = [{"physicalLocation": {
                 "artifactLocation": {"uri": where.file},
                 "region": {"startLine": max(1, where.line), "startColumn": max(1, where.column)}}}]
-            if f.location.pointer:
+            if f.location and f.location.pointer:
                 result["properties"] = {"jsonPointer": f.location.pointer}
         results.append(result)
     log = {

@@ -15,6 +15,7 @@ Exit codes:
   1  a check failed (missing series, bad values, rules not loaded, ...)
   2  could not check: usage, bad spec, connection, auth, not a Prometheus API
   3  inconclusive: partial responses or failed queries, and nothing failed
+  4  internal error: a bug in gpumon (please report it; GPUMON_DEBUG=1 shows the traceback)
 """
 _BACKEND_PREFIX = {"prometheus": "", "thanos": "", "victoriametrics": "", "mimir": "/prometheus"}
 

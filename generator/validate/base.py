@@ -3,6 +3,7 @@ progress) and the GPU identity read from a series' labels."""
 
 from __future__ import annotations
 
+from .. import promqltext
 import sys
 import threading
 import time
@@ -133,7 +134,7 @@ class Context:
 
     def sel(self, metric: str, **matchers: str) -> str:
         """``metric{job="<job>",...}`` (equality matchers only)."""
-        inner = ",".join(f'{k}="{v}"' for k, v in {"job": self.job, **matchers}.items())
+        inner = promqltext.matchers({"job": self.job, **matchers})
         return f"{metric}{{{inner}}}"
 
     # ------------------------------------------------------------------ queries

@@ -3,7 +3,6 @@ progress) and the GPU identity read from a series' labels."""
 
 from __future__ import annotations
 
-from .. import promqltext
 import sys
 import threading
 import time
@@ -11,6 +10,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 
+from .. import promqltext
 from ..findings import Finding
 from ..promapi import Answer, PromClient, PromError
 from ..spec import Spec
@@ -82,6 +82,9 @@ class Context:
         self._started = time.monotonic()
         self._show = progress and sys.stderr.isatty()
         self._shown = False
+        #: warnings of every partial answer of the run (Thanos/Mimir): what was not seen cannot be
+        #: called missing, so :func:`generator.validate.validate` makes the run's errors inconclusive
+        self.partial_warnings: list[str] = []
 
     # ------------------------------------------------------------------ shared facts
     @cached_property
@@ -158,11 +161,15 @@ class Context:
         def one(call):
             name, *args = call
             try:
-                return getattr(self.client, name)(*args)
+                answer = getattr(self.client, name)(*args)
             except PromError as exc:
                 return exc
             finally:
                 self._tick()
+            if answer.partial:
+                with self._lock:
+                    self.partial_warnings += answer.warnings
+            return answer
 
         futures = {key: self.pool.submit(one, call) for key, call in calls.items()}
         return {key: fut.result() for key, fut in futures.items()}

@@ -9,13 +9,13 @@ imports it); ``ctx`` below is the run context.
 
 from __future__ import annotations
 
-from ..promqltext import matcher
 import re
 from collections import defaultdict
 from dataclasses import dataclass, replace
 
 from ..durations import format_duration, parse_duration
 from ..promapi import Answer, PromError
+from ..promqltext import matcher
 
 
 @dataclass(frozen=True)

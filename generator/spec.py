@@ -38,7 +38,7 @@ DCGM_BLANK_MIN = 140737488355328
 #: bounds on the document itself (issue #15, finding 5): a spec is a few hundred lines; these stop
 #: a YAML alias bomb (aliases expanding to millions of nodes) or deep nesting before they cost much
 MAX_SPEC_BYTES = 1 << 20
-MAX_NODES = 200_000
+MAX_NODES = 50_000
 MAX_DEPTH = 32
 
 
@@ -314,6 +314,9 @@ def load_spec(path: str | Path) -> Spec:
 
 def parse_spec(text: str, name: str = "<spec>") -> Spec:
     """Like :func:`load_spec` on a string; ``name`` is used in error positions."""
+    deep = _flow_too_deep(text)
+    if deep:
+        raise SpecError([Problem(name, deep[0], deep[1], "", f"nested more than {MAX_DEPTH} levels deep")])
     yaml = YAML(typ="rt")
     try:
         doc = yaml.load(text)
@@ -348,6 +351,33 @@ class _TooBig(Exception):
 @dataclass
 class _Budget:
     nodes: int = 0
+
+
+def _flow_too_deep(text: str) -> tuple[int, int] | None:
+    """(line, column) where ``[``/``{`` flow collections nest past :data:`MAX_DEPTH`, or None.
+    The YAML parser recurses once per level and takes seconds on thousands of them, so this is
+    checked on the text first (quoted scalars skipped; a bare scalar with 32 open brackets is not
+    a plausible spec value)."""
+    depth, quote, line, col = 0, "", 1, 0
+    for ch in text:
+        col += 1
+        if ch == "\n":
+            line, col = line + 1, 0
+            if quote == "'":
+                continue
+        if quote:
+            if ch == quote:
+                quote = ""
+            continue
+        if ch in "'\"" and depth:
+            quote = ch
+        elif ch in "[{":
+            depth += 1
+            if depth > MAX_DEPTH:
+                return line, col
+        elif ch in "]}":
+            depth = max(0, depth - 1)
+    return None
 
 
 def _yaml_error_position(exc: Exception, text: str) -> tuple[int, int]:
@@ -508,6 +538,9 @@ def _semantic_problems(doc: CommentedMap, plain: dict, name: str) -> list[Proble
         if metric.get("thresholds") and metric.get("kind") == "counter":
             add(["metrics", i, "thresholds"], "thresholds on a counter compare an ever-growing total; "
                 "use a gauge, or alert on a rate in your own rules")
+    if metrics and all(isinstance(m, dict) and m.get("presence") in ("optional", "sparse") for m in metrics):
+        add(["metrics"], "no metric has presence: required; the GPU inventory, coverage and presence alerts are "
+            "built from the required fields (issue #15: such a spec rendered empty PromQL)")
     kube.problems(plain, add)
     specbounds.problems(plain, add, {f.name: f.default for f in dataclasses.fields(Labels)})
     return out

@@ -151,3 +151,18 @@ def test_escaping_is_the_one_function():
     assert quote('x",job=~".+') == '"x\\",job=~\\".+"'
     assert quote("a\\b\nc") == '"a\\\\b\\nc"'
     assert promql_parser.parse("up{job=" + quote('x",job=~".+') + "}").matchers.matchers[0].value == 'x",job=~".+'
+
+
+def test_spec_without_a_required_metric_is_an_error():
+    """Found by the fuzzer: only sparse/optional metrics rendered coverage rules with an empty
+    expression `(\n\n)`, which promtool rejects."""
+    with pytest.raises(SpecError) as info:
+        parse_spec(BASE.replace("presence: required", "presence: sparse"), "spec.yaml")
+    assert [(p.path, p.line) for p in info.value.problems] == [("metrics", 9)]
+
+
+def test_deep_flow_nesting_is_refused_before_parsing():
+    start = time.monotonic()
+    with pytest.raises(SpecError) as info:
+        parse_spec(BASE + "x: " + "[" * 5000 + "]" * 5000 + "\n", "spec.yaml")
+    assert time.monotonic() - start < 0.5 and "nested more than" in str(info.value)

@@ -509,7 +509,7 @@ def _semantic_problems(doc: CommentedMap, plain: dict, name: str) -> list[Proble
     interval = _duration_or_none(interval_text)
     timeout = _duration_or_none(exp.get("scrape_timeout", format_duration(Exporter.scrape_timeout)))
     if interval is not None and timeout is not None and timeout > interval:
-        add(["exporter", "scrape_timeout"], f"scrape_timeout ({exp.get('scrape_timeout')}) must not exceed "
+        add(["exporter", "scrape_timeout"], f"scrape_timeout ({format_duration(timeout)}) must not exceed "
             f"scrape_interval ({interval_text}); Prometheus rejects such a scrape config")
     labels = exp.get("labels") if isinstance(exp.get("labels"), dict) else {}
     for key, value in labels.items():

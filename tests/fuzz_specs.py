@@ -71,12 +71,17 @@ def thresholds(draw, pools: Pools):
 
 @st.composite
 def metrics(draw, pools: Pools):
-    m = {"name": draw(st.sampled_from(METRICS)), "kind": draw(_bad(pools, ("histo",), ("gauge", "counter", "gauge"))),
+    names = METRICS if pools.hostile else METRICS[:8]
+    m = {"name": draw(st.sampled_from(names)), "kind": draw(_bad(pools, ("histo",), ("gauge", "counter", "gauge"))),
          "unit": draw(st.sampled_from(UNITS)), "presence": draw(st.sampled_from(("required", "optional", "sparse")))}
     _optional(m, "range", st.lists(st.one_of(pools.numbers, st.none()), min_size=2, max_size=2), draw)
-    _optional(m, "thresholds", st.lists(thresholds(pools), max_size=2), draw, 0.6)
+    if not pools.hostile and isinstance(m.get("range"), list) and None not in m["range"]:
+        m["range"] = sorted(m["range"])
+    if pools.hostile or m["kind"] == "gauge":
+        _optional(m, "thresholds", st.lists(thresholds(pools), max_size=2), draw, 0.6)
     _optional(m, "mig", st.sampled_from(("device", "instance", "unsupported")), draw, 0.3)
-    _optional(m, "frozen_check", st.booleans(), draw, 0.2)
+    if pools.hostile or m["kind"] == "counter":
+        _optional(m, "frozen_check", st.booleans(), draw, 0.2)
     _optional(m, "title", pools.texts, draw, 0.4)
     _optional(m, "description", pools.texts, draw, 0.2)
     _optional(m, "alert_labels", st.lists(pools.labels, max_size=2, unique=True), draw, 0.2)
@@ -132,7 +137,10 @@ def documents(draw):
     _optional(alerts, "runbook_url", pools.texts, draw, 0.3)
     _optional(alerts, "labels", st.dictionaries(pools.labels, pools.texts, max_size=2), draw, 0.3)
     doc = {"version": draw(_bad(pools, (2, "1"), (1,))), "exporter": exporter,
-           "metrics": draw(st.lists(metrics(pools), min_size=1, max_size=3))}
+           "metrics": draw(st.lists(metrics(pools), min_size=1, max_size=3,
+                                    unique_by=None if pools.hostile else (lambda m: m["name"])))}
+    if not pools.hostile:
+        doc["metrics"][0]["presence"] = "required"
     if alerts:
         doc["alerts"] = alerts
     _optional(doc, "name", _bad(pools, ("Bad_Name",), ("gpumon", "prod-gpus", "a")), draw, 0.2)

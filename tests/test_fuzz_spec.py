@@ -33,7 +33,7 @@ from .fuzz_specs import spec_bytes
 FIXED_SEED = 15
 EXAMPLES = int(os.environ.get("GPUMON_FUZZ_EXAMPLES", "2000"))
 ROTATING_EXAMPLES = int(os.environ.get("GPUMON_FUZZ_ROTATING_EXAMPLES", "300"))
-ROTATING_SEED = int(os.environ.get("GPUMON_FUZZ_SEED", datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%d")))
+ROTATING_SEED = int(os.environ.get("GPUMON_FUZZ_SEED") or datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%d"))
 SLOW_EXAMPLES = int(os.environ.get("GPUMON_FUZZ_PROMTOOL_EXAMPLES", "150"))
 SETTINGS = dict(deadline=None, database=None, derandomize=False, print_blob=True,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much])

@@ -10,7 +10,8 @@ errors. The limits:
   at most :data:`MAX_STRING` characters;
 - numbers: finite, magnitude at most :data:`MAX_NUMBER` (far below DCGM's 2^47 blank codes);
 - durations: each in the bounds of :data:`DURATIONS` (in seconds; windows at least two scrape
-  intervals, so they always hold two samples);
+  intervals, so they always hold two samples; ``for`` at most 1d: the promtool tests rendered
+  for an alert grow with ``for`` / scrape interval), and against each other (:func:`relations`);
 - thresholds: one a plausible reading can cross (``> max`` of the range never fires);
 - labels: identity labels are not ``job``, not reserved (``__*``) and not each other; alert label
   keys are Prometheus label names.
@@ -39,8 +40,8 @@ DURATIONS: tuple[tuple[tuple[str, ...], float | str, float], ...] = (
     (("exporter", "scrape_interval"), 1.0, 3600.0),
     (("exporter", "scrape_timeout"), 0.001, 3600.0),
     (("exporter", "collect_interval"), 0.001, 3600.0),
-    (("alerts", "for"), 0.0, 7 * DAY),
-    (("alerts", "implausible_for"), 0.0, 7 * DAY),
+    (("alerts", "for"), 0.0, DAY),
+    (("alerts", "implausible_for"), 0.0, DAY),
     (("alerts", "inventory_lookback"), "2x", 7 * DAY),
     (("alerts", "gap_window"), "2x", DAY),
     (("alerts", "flapping_window"), "2x", DAY),
@@ -106,7 +107,7 @@ def durations(plain: dict, add: Add) -> None:
     for i, metric in enumerate(_l(plain.get("metrics"))):
         for j, t in enumerate(_l(_d(metric).get("thresholds"))):
             if "for" in _d(t):
-                _bounded(t["for"], ["metrics", i, "thresholds", j, "for"], 0.0, 7 * DAY, interval, add)
+                _bounded(t["for"], ["metrics", i, "thresholds", j, "for"], 0.0, DAY, interval, add)
 
 
 def _number(value: Any) -> float | None:
@@ -139,6 +140,66 @@ def _bounded(value: Any, path: list, low: float | str, high: float, interval: fl
         why = f"twice exporter.scrape_interval ({format_duration(floor)})" if low == "2x" else format_duration(floor)
         add(path, f"{value} is out of bounds: between {why} and {format_duration(high)}"
             + (" (a window must hold at least two scrapes)" if low == "2x" else ""))
+
+
+def relations(plain: dict, add: Add) -> None:
+    """Durations against each other: the relations the rendered alerts (and the promtool tests
+    rendered for them) rely on. Defaults are gpumon's (``spec.Exporter``, ``spec.AlertSettings``).
+
+    - ``alerts.for`` at least two samples (max of scrape and collect interval): an alert outlasts
+      one missed or blank sample;
+    - ``alerts.for`` at most 3/4 of ``inventory_lookback``: a lost GPU alerts before it leaves the
+      inventory;
+    - ``gap_window`` holds enough scrapes that one missed scrape keeps the share at or above
+      ``gap_min_ratio`` (ceil(1 / (1 - ratio)) + 1 scrapes), and at most ``inventory_lookback``;
+    - ``flapping_window`` at least eight samples.
+
+    The bounds were found with promtool on the rendered tests (``gap_window`` 1m at a 15s scrape,
+    ``flapping_window`` 3m at a 30s collect interval and ``for`` 30s failed them).
+    """
+    exp, al = _d(plain.get("exporter")), _d(plain.get("alerts"))
+
+    def sec(section: dict, key: str, default: float) -> float | None:
+        return _seconds(section[key]) if key in section else default
+
+    scrape, collect = sec(exp, "scrape_interval", 15.0), sec(exp, "collect_interval", 30.0)
+    for_, lookback = sec(al, "for", 300.0), sec(al, "inventory_lookback", 3600.0)
+    gap, flap = sec(al, "gap_window", 1800.0), sec(al, "flapping_window", 600.0)
+    ratio = _number(al.get("gap_min_ratio", 0.8))
+    if None in (scrape, collect, for_, lookback, gap, flap) or scrape <= 0:
+        return  # reported elsewhere
+
+    def where(*keys: str) -> list:
+        for key in keys:
+            section, name = key.split(".")
+            if name in _d(plain.get(section)):
+                return [section, name]
+        return [keys[0].split(".")[0]] if keys[0].split(".")[0] in plain else []
+
+    sample = max(scrape, collect)
+    if for_ < 2 * sample:
+        add(where("alerts.for", "exporter.collect_interval", "exporter.scrape_interval"),
+            f"alerts.for ({format_duration(for_)}) must be at least two samples ({format_duration(2 * sample)}, "
+            "twice the longer of scrape_interval and collect_interval): an alert must outlast one missed sample")
+    if for_ > 0.75 * lookback:
+        add(where("alerts.for", "alerts.inventory_lookback"),
+            f"alerts.for ({format_duration(for_)}) must be at most 3/4 of alerts.inventory_lookback "
+            f"({format_duration(lookback)}): a lost GPU leaves the inventory before its alert could fire")
+    if ratio is not None and 0 < ratio < 1:
+        need = (math.ceil(1 / (1 - ratio) - 1e-9) + 1) * scrape
+        if gap < need:
+            add(where("alerts.gap_window", "alerts.gap_min_ratio", "exporter.scrape_interval"),
+                f"gap_window ({format_duration(gap)}) must hold at least {format_duration(need)} of scrapes so that "
+                f"one missed scrape keeps the share at or above gap_min_ratio ({ratio:g})")
+    elif ratio is not None and ratio >= 1:
+        add(where("alerts.gap_min_ratio"), "gap_min_ratio 1 alerts on every single missed scrape; use at most 0.99")
+    if gap > lookback:
+        add(where("alerts.gap_window", "alerts.inventory_lookback"),
+            f"gap_window ({format_duration(gap)}) must not exceed alerts.inventory_lookback ({format_duration(lookback)})")
+    if flap < 8 * sample:
+        add(where("alerts.flapping_window", "exporter.collect_interval", "exporter.scrape_interval"),
+            f"flapping_window ({format_duration(flap)}) must hold at least eight samples ({format_duration(8 * sample)}) "
+            "to tell flapping (up alternating) from one outage")
 
 
 def thresholds(plain: dict, add: Add) -> None:
@@ -198,5 +259,6 @@ def problems(plain: dict, add: Add, label_defaults: dict[str, str | None]) -> No
     """Every check of this module."""
     walk(plain, add)
     durations(plain, add)
+    relations(plain, add)
     thresholds(plain, add)
     labels(plain, add, label_defaults)

@@ -166,3 +166,18 @@ def test_deep_flow_nesting_is_refused_before_parsing():
     with pytest.raises(SpecError) as info:
         parse_spec(BASE + "x: " + "[" * 5000 + "]" * 5000 + "\n", "spec.yaml")
     assert time.monotonic() - start < 0.5 and "nested more than" in str(info.value)
+
+
+@pytest.mark.parametrize("change,path", [
+    (("  for: 5m\n", "  for: 30s\n"), "alerts.for"),                 # shorter than two 30s samples
+    (("  for: 5m\n", "  for: 5m\n  inventory_lookback: 5m\n"), "alerts"),  # GpuLost could never fire
+    (("  for: 5m\n", "  for: 5m\n  gap_window: 1m\n"), "alerts.gap_window"),   # one missed scrape = 75%
+    (("  for: 5m\n", "  for: 5m\n  gap_window: 1d\n"), "alerts.gap_window"),   # longer than the lookback
+    (("  for: 5m\n", "  for: 5m\n  flapping_window: 3m\n"), "alerts.flapping_window"),
+    (("  for: 5m\n", "  for: 5m\n  gap_min_ratio: 1\n"), "alerts.gap_min_ratio"),
+])
+def test_durations_are_checked_against_each_other(change, path):
+    """Found by running promtool on the tests rendered for such specs: each loaded and failed them."""
+    with pytest.raises(SpecError) as info:
+        parse_spec(BASE.replace(*change), "spec.yaml")
+    assert any(p.path.startswith(path) for p in info.value.problems), [str(p) for p in info.value.problems]

@@ -442,9 +442,22 @@ def _is_labels(value: object) -> bool:
 
 
 def _is_value(value: object) -> bool:
-    """``[unix time, "number as string"]`` (Prometheus sends values as strings)."""
-    return (isinstance(value, list) and len(value) == 2 and isinstance(value[0], (int, float))
-            and not isinstance(value[0], bool) and isinstance(value[1], str))
+    """``[unix time, "number as string"]`` (Prometheus sends values as strings; ``NaN``, ``+Inf``
+    included), the string a number Python reads."""
+    if not (isinstance(value, list) and len(value) == 2 and isinstance(value[0], (int, float))
+            and not isinstance(value[0], bool) and isinstance(value[1], str) and len(value[1]) <= 64):
+        return False
+    try:
+        float(value[1])
+    except ValueError:
+        return False
+    return True
+
+
+def count(value: str) -> int:
+    """A sample value read as a count (``count by``), 0 for NaN, infinities or negative values."""
+    number = float(value)
+    return int(number) if number == number and abs(number) != float("inf") and number >= 0 else 0
 
 
 def _is_sample(item: object) -> bool:
@@ -459,5 +472,6 @@ def _is_series(item: object) -> bool:
 def _is_target(item: object) -> bool:
     return (isinstance(item, dict) and _is_labels(item.get("labels", {}))
             and all(isinstance(item.get(k, ""), str) for k in ("scrapeInterval", "health", "lastError", "scrapeUrl",
-                                                                 "scrapeTimeout", "lastScrape"))
-            and isinstance(item.get("lastScrapeDuration", 0), (int, float)))
+                                                                 "scrapeTimeout"))
+            and isinstance(item.get("lastScrapeDuration", 0), (int, float))
+            and not isinstance(item.get("lastScrapeDuration", 0), bool))

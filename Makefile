@@ -6,7 +6,7 @@ BIN    := $(VENV)/bin
 SPEC   ?= gpumon.yaml
 OUT    ?= output
 
-.PHONY: render check test test-fast docs lint demo clean tools
+.PHONY: render check test test-fast fuzz docs lint demo clean tools
 
 $(BIN)/gpumon: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -45,6 +45,11 @@ test: $(BIN)/gpumon prometheus-installed tools   ## run the whole test suite (Pr
 
 test-fast: $(BIN)/gpumon         ## the fast tier: no servers, no promtool (well under a minute on 2 cores)
 	$(BIN)/python -m pytest -q -m "not slow"
+
+fuzz: $(BIN)/gpumon prometheus-installed   ## a long spec-fuzzing run (CI runs a bounded slice); FUZZ_SEED=N to reproduce
+	GPUMON_FUZZ_EXAMPLES=$${FUZZ_EXAMPLES:-20000} GPUMON_FUZZ_ROTATING_EXAMPLES=$${FUZZ_EXAMPLES:-20000} \
+	GPUMON_FUZZ_PROMTOOL_EXAMPLES=$${FUZZ_PROMTOOL_EXAMPLES:-1000} GPUMON_FUZZ_SEED=$${FUZZ_SEED:-} \
+	$(BIN)/python -m pytest -q -s tests/test_fuzz_spec.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache

@@ -23,6 +23,7 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable
 
+from . import re2check
 from .durations import parse_duration
 
 if TYPE_CHECKING:  # the spec module imports this one
@@ -152,19 +153,27 @@ def default_pod_regex(daemonset: str) -> str:
     return re.escape(daemonset).replace("\\-", "-") + "-[a-z0-9]{5}"
 
 
+def _d(value) -> dict:
+    return value if isinstance(value, dict) else {}
+
+
+def _l(value) -> list:
+    return value if isinstance(value, list) else []
+
+
 def problems(plain: dict, add: Callable[[list, str], None]) -> None:
     """Report what the schema cannot check in ``plain["kubernetes"]`` by calling ``add(path, message)``.
 
     Checks: a source of truth is given (kube_state_metrics or static); pod rules have an exporter;
-    capacity/node_join are not given without kube-state-metrics; regexes compile (Python ``re`` as
-    an approximation of RE2); static node names are unique and carry ``cluster`` exactly when
+    capacity/node_join are not given without kube-state-metrics; regexes are RE2
+    (:mod:`generator.re2check`); static node names are unique and carry ``cluster`` exactly when
     ``exporter.labels.cluster`` is set; the kube-state-metrics job is not the exporter job.
     """
     raw = plain.get("kubernetes")
     if not isinstance(raw, dict):
         return
     base = ["kubernetes"]
-    ksm = raw.get("kube_state_metrics")
+    ksm = _d(raw.get("kube_state_metrics"))
     if not ksm and "static" not in raw:
         add(base, "set kube_state_metrics (Kubernetes: expected GPUs from node capacity, exporter pod "
             "alerts) or static (bare metal: expected GPUs per node), or remove the section")
@@ -174,25 +183,26 @@ def problems(plain: dict, add: Callable[[list, str], None]) -> None:
         for key in ("exporter", "node_join", "capacity"):
             if key in raw:
                 add(base + [key], f"{key} needs kube_state_metrics (its series come from kube-state-metrics)")
-    exporter_job = (plain.get("exporter") or {}).get("job")
+    exporter_job = _d(plain.get("exporter")).get("job")
     if ksm and ksm.get("job") == exporter_job:
         add(base + ["kube_state_metrics", "job"], f"{exporter_job!r} is the dcgm-exporter job; "
             "kube-state-metrics is scraped by its own job (usually kube-state-metrics)")
-    regexes = [(["exporter", "pod_regex"], (raw.get("exporter") or {}).get("pod_regex")),
-               (["node_join", "regex"], (raw.get("node_join") or {}).get("regex"))]
-    static = raw.get("static") or {}
-    regexes += [(["static", "patterns", i, "match"], p.get("match")) for i, p in enumerate(static.get("patterns", []))]
+    regexes = [(["exporter", "pod_regex"], _d(raw.get("exporter")).get("pod_regex")),
+               (["node_join", "regex"], _d(raw.get("node_join")).get("regex"))]
+    static = _d(raw.get("static"))
+    regexes += [(["static", "patterns", i, "match"], _d(p).get("match")) for i, p in enumerate(_l(static.get("patterns")))]
     for path, rx in regexes:
-        if rx is None:
+        if not isinstance(rx, str):
             continue
-        try:
-            re.compile(rx)
-        except re.error as exc:
-            add(base + path, f"{rx!r} is not a valid regex: {exc}")
-    cluster = ((plain.get("exporter") or {}).get("labels") or {}).get("cluster")
+        why = re2check.problem(rx)
+        if why:
+            add(base + path, f"{rx!r}: {why}")
+    cluster = _d(_d(plain.get("exporter")).get("labels")).get("cluster")
     seen: dict[tuple, int] = {}
-    for i, node in enumerate(static.get("nodes", [])):
-        key = (node.get("cluster"), node.get("name"))
+    for i, node in enumerate(_l(static.get("nodes"))):
+        if not isinstance(node, dict):
+            continue
+        key = (str(node.get("cluster")), str(node.get("name")))
         if key in seen:
             add(base + ["static", "nodes", i, "name"], f"duplicate node {node.get('name')!r} "
                 f"(first at static.nodes[{seen[key]}])")

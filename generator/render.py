@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from . import dashboards, ruletests, runbooks
+from . import dashboards, ruletests, runbooks, writer
 from .rules import RuleGroup, build_groups
 from .rules import output as rule_output
 from .spec import Spec
@@ -33,7 +33,8 @@ def render(spec: Spec) -> dict[str, str]:
     Returns:
         {relative path: file text}, sorted by path.
     Raises:
-        ValueError: when two renderers produce the same path (a programming error).
+        ValueError: when two renderers produce the same path, or one a path the writer would not
+            remove later (programming errors).
     """
     files: dict[str, str] = {}
     groups = build_groups(spec)
@@ -41,5 +42,8 @@ def render(spec: Spec) -> dict[str, str]:
         for path, text in renderer(spec, groups).items():
             if path in files:
                 raise ValueError(f"two renderers wrote {path}")
+            if not writer.is_own_path(path):
+                # the writer removes only paths of this shape (a manifest is untrusted input)
+                raise ValueError(f"a renderer produced {path!r}, outside writer.OWN_PATH")
             files[path] = text
     return dict(sorted(files.items()))

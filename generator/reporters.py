@@ -11,10 +11,12 @@ import io
 import json
 import xml.etree.ElementTree as ET
 from collections import defaultdict
+from dataclasses import replace
 
 from rich.console import Console
 from rich.table import Table
 
+from . import redact
 from .findings import Finding, Location, Report
 
 FORMATS = ("text", "json", "sarif", "junit", "github")
@@ -32,7 +34,22 @@ def render(report: Report, fmt: str, *, color: bool = False, width: int = 120) -
         fn = {"text": text, "json": as_json, "sarif": sarif, "junit": junit, "github": github}[fmt]
     except KeyError:
         raise ValueError(f"unknown format {fmt!r}; choose one of {', '.join(FORMATS)}") from None
-    return fn(report, color=color, width=width) if fmt == "text" else fn(report)
+    # the one redaction step (generator.redact): on every field, then on the finished text, in
+    # every format (a finding quoting a server reply may hold a secret the server echoed)
+    report = _redacted(report) if redact.known() else report
+    out = fn(report, color=color, width=width) if fmt == "text" else fn(report)
+    return redact.redact(out)
+
+
+def _redacted(report: Report) -> Report:
+    r = redact.redact
+
+    def one(f: Finding) -> Finding:
+        return replace(f, subject=r(f.subject), message=r(f.message), hint=r(f.hint),
+                       labels=tuple((k, r(v)) for k, v in f.labels), case=r(f.case) if f.case else f.case)
+
+    return replace(report, findings=[one(f) for f in report.findings], checks=[r(c) for c in report.checks],
+                   summary={k: r(v) if isinstance(v, str) else v for k, v in report.summary.items()})
 
 
 def text(report: Report, *, color: bool = False, width: int = 120) -> str:
@@ -90,7 +107,7 @@ def sarif(report: Report) -> str:
             result["locations"] = [{"physicalLocation": {
                 "artifactLocation": {"uri": where.file},
                 "region": {"startLine": max(1, where.line), "startColumn": max(1, where.column)}}}]
-            if f.location.pointer:
+            if f.location and f.location.pointer:
                 result["properties"] = {"jsonPointer": f.location.pointer}
         results.append(result)
     log = {

@@ -16,6 +16,7 @@ from functools import lru_cache
 import jinja2
 
 from .durations import format_duration
+from .promqltext import quote
 from .rules import build_groups, names
 from .rules.model import Rule, RuleGroup
 from .rules.output import CRD_PATH, PLAIN_PATH
@@ -37,6 +38,10 @@ def _env() -> jinja2.Environment:
     )
     env.filters["num"] = num
     env.filters["dur"] = format_duration
+    # values in PromQL go through the one quoting function (issue #15, finding 2); in a shell
+    # single-quoted string a ' ends the string, so it is written as '\''
+    env.filters["promql"] = quote
+    env.filters["sq"] = lambda value: str(value).replace("'", "'\\''")
     return env
 
 

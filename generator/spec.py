@@ -8,6 +8,7 @@ anything but :class:`SpecError`.
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import json
 from dataclasses import dataclass, field
@@ -19,9 +20,9 @@ from typing import Any
 import jsonschema
 from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
-from ruamel.yaml.error import MarkedYAMLError
+from ruamel.yaml.error import MarkedYAMLError, YAMLError
 
-from . import kube
+from . import kube, specbounds
 from .durations import format_duration, parse_duration
 from .fields import known_fields
 from .kube import Kubernetes
@@ -33,6 +34,12 @@ VOLATILE_LABELS = ("instance", "pod", "namespace", "container", "service", "endp
 #: Source: DCGM ``dcgm_structs.h`` (DCGM_FP64_BLANK, DCGM_INT64_BLANK); a value >= this is a
 #: "blank / not found / not supported / no permission" code, not a reading.
 DCGM_BLANK_MIN = 140737488355328
+
+#: bounds on the document itself (issue #15, finding 5): a spec is a few hundred lines; these stop
+#: a YAML alias bomb (aliases expanding to millions of nodes) or deep nesting before they cost much
+MAX_SPEC_BYTES = 1 << 20
+MAX_NODES = 50_000
+MAX_DEPTH = 32
 
 
 @dataclass(frozen=True)
@@ -289,14 +296,27 @@ def load_spec(path: str | Path) -> Spec:
     """
     name = str(path)
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        with open(path, "rb") as fh:
+            raw = fh.read(MAX_SPEC_BYTES + 1)
     except OSError as exc:
         raise SpecError([Problem(name, 1, 1, "", f"cannot read spec: {exc.strerror or exc}")]) from None
+    if len(raw) > MAX_SPEC_BYTES:
+        raise SpecError([Problem(name, 1, 1, "", f"spec larger than {MAX_SPEC_BYTES >> 20} MiB")])
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw.count(b"\n", 0, exc.start) + 1
+        col = exc.start - (raw.rfind(b"\n", 0, exc.start) + 1) + 1
+        raise SpecError([Problem(name, line, col, "", f"not UTF-8 text (byte 0x{raw[exc.start]:02x}); save the "
+                                 "spec as UTF-8")]) from None
     return parse_spec(text, name)
 
 
 def parse_spec(text: str, name: str = "<spec>") -> Spec:
     """Like :func:`load_spec` on a string; ``name`` is used in error positions."""
+    deep = _flow_too_deep(text)
+    if deep:
+        raise SpecError([Problem(name, deep[0], deep[1], "", f"nested more than {MAX_DEPTH} levels deep")])
     yaml = YAML(typ="rt")
     try:
         doc = yaml.load(text)
@@ -304,9 +324,17 @@ def parse_spec(text: str, name: str = "<spec>") -> Spec:
         mark = exc.problem_mark or exc.context_mark
         line, col = (mark.line + 1, mark.column + 1) if mark else (1, 1)
         raise SpecError([Problem(name, line, col, "", f"YAML syntax error: {exc.problem or exc}")]) from None
+    except YAMLError as exc:  # the reader's errors (control characters) carry a position too
+        line, col = _yaml_error_position(exc, text)
+        raise SpecError([Problem(name, line, col, "", f"YAML error: {' '.join(str(exc).split())[:200]}")]) from None
+    except RecursionError:
+        raise SpecError([Problem(name, 1, 1, "", f"nested too deeply (at most {MAX_DEPTH} levels)")]) from None
     if not isinstance(doc, CommentedMap):
         raise SpecError([Problem(name, 1, 1, "", "the spec must be a YAML mapping (see gpumon.yaml)")])
-    plain = _to_plain(doc)
+    try:
+        plain = _to_plain(doc, _Budget())
+    except _TooBig as exc:
+        raise SpecError([Problem(name, exc.line, exc.column, _format_path(exc.path), str(exc))]) from None
     # Report schema and semantic problems together, so a user fixes everything in one round.
     problems = _schema_problems(doc, plain, name) + _semantic_problems(doc, plain, name)
     if problems:
@@ -314,11 +342,69 @@ def parse_spec(text: str, name: str = "<spec>") -> Spec:
     return _build(plain, name)
 
 
-def _to_plain(node: Any) -> Any:
+class _TooBig(Exception):
+    def __init__(self, message: str, path: list, line: int, column: int):
+        super().__init__(message)
+        self.path, self.line, self.column = path, line, column
+
+
+@dataclass
+class _Budget:
+    nodes: int = 0
+
+
+def _flow_too_deep(text: str) -> tuple[int, int] | None:
+    """(line, column) where ``[``/``{`` flow collections nest past :data:`MAX_DEPTH`, or None.
+    The YAML parser recurses once per level and takes seconds on thousands of them, so this is
+    checked on the text first (quoted scalars skipped; a bare scalar with 32 open brackets is not
+    a plausible spec value)."""
+    depth, quote, line, col = 0, "", 1, 0
+    for ch in text:
+        col += 1
+        if ch == "\n":
+            line, col = line + 1, 0
+            if quote == "'":
+                continue
+        if quote:
+            if ch == quote:
+                quote = ""
+            continue
+        if ch in "'\"" and depth:
+            quote = ch
+        elif ch in "[{":
+            depth += 1
+            if depth > MAX_DEPTH:
+                return line, col
+        elif ch in "]}":
+            depth = max(0, depth - 1)
+    return None
+
+
+def _yaml_error_position(exc: Exception, text: str) -> tuple[int, int]:
+    mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
+    if mark is not None:
+        return mark.line + 1, mark.column + 1
+    pos = getattr(exc, "position", None)
+    if isinstance(pos, int):
+        return text.count("\n", 0, pos) + 1, pos - (text.rfind("\n", 0, pos) + 1) + 1
+    return 1, 1
+
+
+def _to_plain(node: Any, budget: _Budget, path: list | None = None, depth: int = 0) -> Any:
+    """Plain dicts/lists/scalars; raises :class:`_TooBig` past :data:`MAX_DEPTH` levels or
+    :data:`MAX_NODES` nodes (aliases count each time they are expanded)."""
+    path = path or []
+    budget.nodes += 1
+    if budget.nodes > MAX_NODES or depth > MAX_DEPTH:
+        too = (f"more than {MAX_NODES} values (YAML aliases expand to copies)" if budget.nodes > MAX_NODES
+               else f"nested more than {MAX_DEPTH} levels deep")
+        lc = getattr(node, "lc", None)
+        line, col = (lc.line + 1, lc.col + 1) if lc is not None and lc.line is not None else (1, 1)
+        raise _TooBig(f"the spec is {too}", path, line, col)
     if isinstance(node, dict):
-        return {str(k): _to_plain(v) for k, v in node.items()}
+        return {str(k): _to_plain(v, budget, path + [str(k)], depth + 1) for k, v in node.items()}
     if isinstance(node, list):
-        return [_to_plain(v) for v in node]
+        return [_to_plain(v, budget, path + [i], depth + 1) for i, v in enumerate(node)]
     if isinstance(node, bool) or node is None or isinstance(node, (int, float, str)):
         return node
     return str(node)
@@ -423,7 +509,7 @@ def _semantic_problems(doc: CommentedMap, plain: dict, name: str) -> list[Proble
     interval = _duration_or_none(interval_text)
     timeout = _duration_or_none(exp.get("scrape_timeout", format_duration(Exporter.scrape_timeout)))
     if interval is not None and timeout is not None and timeout > interval:
-        add(["exporter", "scrape_timeout"], f"scrape_timeout ({exp.get('scrape_timeout')}) must not exceed "
+        add(["exporter", "scrape_timeout"], f"scrape_timeout ({format_duration(timeout)}) must not exceed "
             f"scrape_interval ({interval_text}); Prometheus rejects such a scrape config")
     labels = exp.get("labels") if isinstance(exp.get("labels"), dict) else {}
     for key, value in labels.items():
@@ -452,7 +538,11 @@ def _semantic_problems(doc: CommentedMap, plain: dict, name: str) -> list[Proble
         if metric.get("thresholds") and metric.get("kind") == "counter":
             add(["metrics", i, "thresholds"], "thresholds on a counter compare an ever-growing total; "
                 "use a gauge, or alert on a rate in your own rules")
+    if metrics and all(isinstance(m, dict) and m.get("presence") in ("optional", "sparse") for m in metrics):
+        add(["metrics"], "no metric has presence: required; the GPU inventory, coverage and presence alerts are "
+            "built from the required fields (issue #15: such a spec rendered empty PromQL)")
     kube.problems(plain, add)
+    specbounds.problems(plain, add, {f.name: f.default for f in dataclasses.fields(Labels)})
     return out
 
 

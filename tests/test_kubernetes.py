@@ -88,8 +88,8 @@ def test_section_errors_are_reported_with_positions():
         f"spec.yaml:{first + 3}:61: kubernetes.static.nodes[1].cluster: exporter.labels.cluster is not set, so no "
         "series carries a cluster label; remove cluster or set exporter.labels.cluster",
         f"spec.yaml:{first + 3}:92: kubernetes.static.nodes[3].name: duplicate node 'b' (first at static.nodes[2])",
-        f"spec.yaml:{first + 4}:24: kubernetes.static.patterns[0].match: 'dgx-(' is not a valid regex: "
-        "missing ), unterminated subpattern at position 4",
+        f"spec.yaml:{first + 4}:24: kubernetes.static.patterns[0].match: 'dgx-(': not a valid RE2 regex "
+        "(the syntax Prometheus uses): missing ): dgx-(",
     ]
     assert _errors(_section("kubernetes: {restart_window: 1h}\n")) == [
         f"spec.yaml:{first}:13: kubernetes: set kube_state_metrics (Kubernetes: expected GPUs from node capacity, "

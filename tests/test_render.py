@@ -64,12 +64,12 @@ def test_stale_files_removed_but_foreign_files_kept(tmp_path):
     out = tmp_path / "out"
     out.mkdir()
     (out / "mine.txt").write_text("keep me")
-    writer.write({"a/old.yaml": "x\n", "b.yaml": "y\n"}, out)
-    drift = writer.write({"b.yaml": "y2\n"}, out)
-    assert drift.removed == ["a/old.yaml"] and drift.changed == ["b.yaml"]
-    assert not (out / "a").exists(), "empty folders left by removed files are pruned"
+    writer.write({"tests/old.yaml": "x\n", "rules/b.yaml": "y\n"}, out)
+    drift = writer.write({"rules/b.yaml": "y2\n"}, out)
+    assert drift.removed == ["tests/old.yaml"] and drift.changed == ["rules/b.yaml"]
+    assert not (out / "tests").exists(), "empty folders left by removed files are pruned"
     assert (out / "mine.txt").read_text() == "keep me"
-    assert sorted(p.name for p in out.iterdir()) == [".gpumon-files", "b.yaml", "mine.txt"]
+    assert sorted(p.name for p in out.iterdir()) == [".gpumon-files", "mine.txt", "rules"]
 
 
 def test_unwritable_output_is_a_clear_error(tmp_path):

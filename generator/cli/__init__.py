@@ -2,14 +2,17 @@
 calling the library (imported inside the command, so ``gpumon --help`` loads little).
 
 Exit codes (all commands): 0 all good; 1 findings (drift, lint errors, failed checks);
-2 usage, config or connection errors; validate adds 3 (inconclusive: partial data, no failures).
+2 usage, config or connection errors; validate adds 3 (inconclusive: partial data, no failures);
+4 internal error (an uncaught exception anywhere: a bug, reported in one line, see
+:func:`common.internal_error`).
 """
 
 from __future__ import annotations
 
 import click
 
-from .common import EPILOG, EXIT_ERROR, EXIT_FINDINGS, EXIT_INCONCLUSIVE, EXIT_OK, load_or_exit
+from .common import EPILOG, EXIT_ERROR, EXIT_FINDINGS, EXIT_INCONCLUSIVE, EXIT_INTERNAL, EXIT_OK, internal_error, \
+    load_or_exit
 from .diff import diff_command
 from .init import init
 from .lint import lint_command
@@ -17,10 +20,25 @@ from .render import render
 from .simulate import simulate
 from .validate import validate
 
-__all__ = ["cli", "main", "load_or_exit", "EXIT_OK", "EXIT_FINDINGS", "EXIT_ERROR", "EXIT_INCONCLUSIVE"]
+__all__ = ["cli", "main", "load_or_exit", "EXIT_OK", "EXIT_FINDINGS", "EXIT_ERROR", "EXIT_INCONCLUSIVE",
+           "EXIT_INTERNAL"]
 
 
-@click.group(epilog=EPILOG, context_settings={"help_option_names": ["-h", "--help"]})
+class _Gpumon(click.Group):
+    """The one internal-error exit path: any exception a command does not turn into an exit code
+    ends in :func:`internal_error` (exit 4), for every command and for ``CliRunner`` too."""
+
+    def invoke(self, ctx: click.Context):
+        try:
+            return super().invoke(ctx)
+        except (click.exceptions.ClickException, click.exceptions.Abort, click.exceptions.Exit, SystemExit,
+                KeyboardInterrupt):
+            raise
+        except Exception as exc:  # noqa: BLE001 - a bug must not end in a traceback or in exit 1/2
+            internal_error(exc, ctx.invoked_subcommand)
+
+
+@click.group(cls=_Gpumon, epilog=EPILOG, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="gpumon", prog_name="gpumon", message="%(prog)s %(version)s")
 def cli() -> None:
     """gpumon: make missing GPU metrics loud and checkable.

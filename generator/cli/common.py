@@ -1,4 +1,5 @@
-"""What every command shares: exit codes and loading the spec (or exiting 2 with every problem).
+"""What every command shares: exit codes, the internal-error exit and loading the spec (or exiting
+2 with every problem).
 
 Only ``click`` is imported at module level, so ``gpumon --help`` stays fast; the library is
 imported inside the functions that need it.
@@ -6,12 +7,14 @@ imported inside the functions that need it.
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
 import click
 
-EXIT_OK, EXIT_FINDINGS, EXIT_ERROR, EXIT_INCONCLUSIVE = 0, 1, 2, 3
+#: The exit codes of every command (documented in ``EPILOG`` and README "Exit codes").
+EXIT_OK, EXIT_FINDINGS, EXIT_ERROR, EXIT_INCONCLUSIVE, EXIT_INTERNAL = 0, 1, 2, 3, 4
 
 EPILOG = """\b
 Exit codes:
@@ -19,7 +22,25 @@ Exit codes:
   1  findings: drift, lint errors, failed checks
   2  usage, spec/config or connection error
   3  (validate) inconclusive: partial data, no failures
+  4  internal error: a bug in gpumon (please report it; GPUMON_DEBUG=1 shows the traceback)
 """
+
+
+def internal_error(exc: BaseException, command: str | None = None) -> None:
+    """Exit 4 with one line asking for a bug report: an uncaught exception is a bug, and must
+    not end as exit 1 (findings) or 2, which CI reads as drift or bad input (issue #15, finding 4).
+    The line is redacted (an exception may quote a header); ``GPUMON_DEBUG=1`` adds the traceback."""
+    from ..redact import redact
+
+    if os.environ.get("GPUMON_DEBUG") == "1":
+        import traceback
+
+        click.echo(redact("".join(traceback.format_exception(exc))), err=True, nl=False)
+    detail = " ".join(redact(f"{type(exc).__name__}: {exc}").split())[:300]
+    where = f" in {command}" if command else ""
+    click.echo(f"gpumon: internal error{where} ({detail}); this is a bug in gpumon: please report it with the command "
+               "and its input (GPUMON_DEBUG=1 shows the traceback)", err=True)
+    sys.exit(EXIT_INTERNAL)
 
 
 def load_or_exit(path: str | None):

@@ -18,7 +18,7 @@ def diff_command(old: str, new: str) -> None:
     (e.g. git:origin/main:output).
 
     \b
-    Exit codes: 0 no semantic difference; 1 differences; 2 unreadable input.
+    Exit codes: 0 no semantic difference; 1 differences; 2 unreadable input; 4 internal error.
     """
     from ..diff import compare
     from ..diff.sources import SourceError, read

@@ -19,7 +19,9 @@ def render(spec: str | None, out: str, check: bool) -> None:
     """Render rules, dashboards, rule tests and runbooks from SPEC (default: ./gpumon.yaml).
 
     Output is byte-identical for the same spec on any machine. Files gpumon wrote earlier and no
-    longer renders are removed; other files in the folder are never touched.
+    longer renders are removed; other files in the folder are never touched. A manifest line
+    naming anything but a file gpumon renders inside the folder is an error (exit 2). The write is
+    all or nothing: a failed or killed render leaves the old tree (finished on the next run).
     """
     from .. import render as render_mod
     from .. import writer
@@ -28,7 +30,11 @@ def render(spec: str | None, out: str, check: bool) -> None:
     files = render_mod.render(model)
     folder = Path(out)
     if check:
-        drift = writer.diff(files, folder)
+        try:
+            drift = writer.diff(files, folder)
+        except writer.OutputError as exc:
+            click.echo(f"gpumon: {exc}", err=True)
+            sys.exit(EXIT_ERROR)
         if drift.any:
             for line in drift.lines():
                 click.echo(line)
@@ -39,6 +45,9 @@ def render(spec: str | None, out: str, check: bool) -> None:
         return
     try:
         drift = writer.write(files, folder)
+    except writer.OutputError as exc:
+        click.echo(f"gpumon: {exc}", err=True)
+        sys.exit(EXIT_ERROR)
     except OSError as exc:
         click.echo(f"gpumon: cannot write {exc.filename or out}: {exc.strerror or exc}", err=True)
         sys.exit(EXIT_ERROR)

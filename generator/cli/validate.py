@@ -15,6 +15,7 @@ Exit codes:
   1  a check failed (missing series, bad values, rules not loaded, ...)
   2  could not check: usage, bad spec, connection, auth, not a Prometheus API
   3  inconclusive: partial responses or failed queries, and nothing failed
+  4  internal error: a bug in gpumon (please report it; GPUMON_DEBUG=1 shows the traceback)
 """
 _BACKEND_PREFIX = {"prometheus": "", "thanos": "", "victoriametrics": "", "mimir": "/prometheus"}
 
@@ -32,7 +33,12 @@ _BACKEND_PREFIX = {"prometheus": "", "thanos": "", "victoriametrics": "", "mimir
 @click.option("--basic-auth-file", type=click.Path(dir_okay=False), help="File holding user:password.")
 @click.option("--ca-file", type=click.Path(dir_okay=False), help="CA bundle (PEM) to verify HTTPS with.")
 @click.option("--insecure-skip-verify", is_flag=True, help="Do not verify the server's TLS certificate.")
-@click.option("--timeout", default=30.0, show_default=True, type=click.FloatRange(0.1), help="Seconds per request.")
+@click.option("--timeout", default=30.0, show_default=True, type=click.FloatRange(0.1),
+              help="Seconds per request: connecting, redirects and reading the whole answer.")
+@click.option("--deadline", default=900.0, show_default=True, type=click.FloatRange(1),
+              help="Seconds for the whole run; queries after it fail (inconclusive, exit 3).")
+@click.option("--max-response-mib", default=64, show_default=True, type=click.IntRange(1, 4096),
+              help="Refuse answers larger than this (MiB, after gzip decompression).")
 @click.option("--lookback", default="1h", show_default=True, help="History to check presence and gaps over.")
 @click.option("--concurrency", default=4, show_default=True, type=click.IntRange(1, 32), help="Queries in flight.")
 @click.option("--checks", default=None, metavar="LIST",
@@ -44,12 +50,13 @@ _BACKEND_PREFIX = {"prometheus": "", "thanos": "", "victoriametrics": "", "mimir
               show_default=True)
 @click.option("-o", "--output", "out_file", type=click.Path(dir_okay=False), help="Write the report here too.")
 def validate(spec, url, backend, path_prefix, tenant, headers, bearer_token_file, basic_auth_file, ca_file,
-             insecure_skip_verify, timeout, lookback, concurrency, checks, label_limit, fmt, out_file) -> None:
+             insecure_skip_verify, timeout, deadline, max_response_mib, lookback, concurrency, checks, label_limit, fmt,
+             out_file) -> None:
     """Check a live Prometheus against SPEC: targets, every spec'd series on every GPU, values,
     gaps, loaded rules, driver versions. Says what is missing, where, since when and why."""
-    from .. import reporters, writer
+    from .. import redact, reporters, writer
     from ..durations import parse_duration
-    from ..promapi import BACKEND_QUERY_PARAMS, PromClient, PromError
+    from ..promapi import BACKEND_QUERY_PARAMS, PromClient, PromError, check_header
     from ..validate import CHECKS
     from ..validate import validate as run_validate
 
@@ -70,13 +77,19 @@ def validate(spec, url, backend, path_prefix, tenant, headers, bearer_token_file
             shown = key.split(":", 1)[0].strip() or "?"
             raise click.BadParameter(f"expected K=V (e.g. Authorization=Bearer ...), got {shown!r} followed by a "
                                      "value that is not shown", param_hint="--header")
+        redact.add(value)
+        try:
+            check_header(key.strip(), value)
+        except PromError as exc:
+            raise click.BadParameter(exc.message, param_hint="--header") from None
         extra[key.strip()] = value
     model = load_or_exit(spec)
     try:
         client = PromClient(url, path_prefix=_BACKEND_PREFIX[backend] if path_prefix is None else path_prefix,
                             tenant=tenant, headers=extra, bearer_token_file=bearer_token_file,
                             basic_auth_file=basic_auth_file, ca_file=ca_file, insecure=insecure_skip_verify,
-                            timeout=timeout, query_params=BACKEND_QUERY_PARAMS.get(backend))
+                            timeout=timeout, deadline=deadline, max_bytes=max_response_mib << 20,
+                            query_params=BACKEND_QUERY_PARAMS.get(backend))
     except PromError as exc:
         click.echo(f"gpumon validate: {exc}", err=True)
         sys.exit(EXIT_ERROR)

@@ -3,6 +3,7 @@ field the per-GPU maximum, mean and minimum with the spec's unit and thresholds.
 
 from __future__ import annotations
 
+from ..promqltext import matcher
 
 from ..durations import format_duration
 from ..rules import RuleGroup, names
@@ -21,7 +22,7 @@ def _counts(spec: Spec) -> tuple[str, str]:
     """(GPUs reporting now, GPUs seen within the lookback). Per-job recording rules carry no
     cluster label, so with a cluster label the counts come from the per-GPU inventory."""
     if not spec.exporter.labels.cluster:
-        job = f'{{job="{spec.exporter.job}"}}'
+        job = f'{{{matcher("job", spec.exporter.job)}}}'
         return f"sum({names.GPUS_REPORTING}{job})", f"sum({names.GPUS_KNOWN}{job})"
     inv = q.sel(spec, names.INVENTORY, FLEET)
     return f"count({inv})", f"count(max_over_time({inv}[{format_duration(spec.alerts.inventory_lookback)}]))"

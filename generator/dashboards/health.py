@@ -8,6 +8,7 @@ covers it, instead of a bare "No data".
 
 from __future__ import annotations
 
+from ..promqltext import matcher
 
 from ..durations import format_duration
 from ..rules import RuleGroup, names
@@ -31,8 +32,8 @@ def _coverage(spec: Spec, metrics) -> str:
     cluster label, so with a cluster label the same ratio is taken from the per-GPU rules."""
     fields = q.field_regex(metrics)
     if not spec.exporter.labels.cluster:
-        return f'{names.COVERAGE}{{job="{spec.exporter.job}",{names.FIELD_LABEL}=~"{fields}"}}'
-    present = q.sel(spec, names.FIELD_PRESENT, FLEET, f'{names.FIELD_LABEL}=~"{fields}"')
+        return f'{names.COVERAGE}{{{matcher("job", spec.exporter.job)},{matcher(names.FIELD_LABEL, fields, "=~")}}}'
+    present = q.sel(spec, names.FIELD_PRESENT, FLEET, matcher(names.FIELD_LABEL, fields, "=~"))
     return (f"count by ({names.FIELD_LABEL}) ({present})\n"
             f"/ scalar(count({q.sel(spec, names.INVENTORY, FLEET)}))")
 

@@ -10,6 +10,7 @@ are shown: there are no pods to count.
 
 from __future__ import annotations
 
+from ..promqltext import matcher
 from ..durations import format_duration
 from ..kube import Kubernetes
 from ..rules import kubernetes as rk, names
@@ -48,7 +49,7 @@ def _total(spec: Spec, job_rule: str, node_rule: str) -> str:
     """Fleet total of a per-job kubernetes recording rule. The per-job rules carry no cluster
     label, so with a cluster label the per-node rule is summed instead (narrowed by ``$cluster``)."""
     if not spec.exporter.labels.cluster:
-        return f'sum({job_rule}{{job="{spec.exporter.job}"}})'
+        return f'sum({job_rule}{{{matcher("job", spec.exporter.job)}}})'
     return f"sum({q.sel(spec, node_rule, FLEET)})"
 
 

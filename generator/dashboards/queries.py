@@ -7,6 +7,7 @@ Queries only read the spec's metrics, gpumon's recording rules (``generator.rule
 
 from __future__ import annotations
 
+from ..promqltext import matcher
 from dataclasses import dataclass
 
 from ..rules import RuleGroup, names
@@ -35,7 +36,7 @@ NODE = Scope(node=True)
 def matchers(spec: Spec, scope: Scope, job: bool = True) -> str:
     """``job="dcgm-exporter",cluster=~"$cluster",Hostname=~"$node",UUID=~"$gpu"`` for ``scope``."""
     lab = spec.exporter.labels
-    out = [f'job="{spec.exporter.job}"'] if job else []
+    out = [matcher("job", spec.exporter.job)] if job else []
     if lab.cluster:
         out.append(f'{lab.cluster}=~"$cluster"')
     if scope.node:
@@ -48,7 +49,7 @@ def matchers(spec: Spec, scope: Scope, job: bool = True) -> str:
 def sel(spec: Spec, metric: str, scope: Scope, *more: str, **equal: str) -> str:
     """``metric{<scope matchers>,<more matchers>,k="v"...}``; ``more`` are matcher strings such
     as ``'dcgm_field=~"A|B"'``, ``equal`` label values (quoted here)."""
-    extra = "".join(f",{m}" for m in more) + "".join(f',{k}="{v}"' for k, v in equal.items())
+    extra = "".join(f",{m}" for m in more) + "".join(f",{matcher(k, v)}" for k, v in equal.items())
     return f"{metric}{{{matchers(spec, scope)}{extra}}}"
 
 
@@ -56,7 +57,7 @@ def target_sel(spec: Spec) -> str:
     """Matchers for per-target series (``up``, ``scrape_*``): only ``job`` is certain to be on
     them; the cluster label is added when the spec has one (an external or target label)."""
     lab = spec.exporter.labels
-    out = f'job="{spec.exporter.job}"'
+    out = matcher("job", spec.exporter.job)
     return out + (f',{lab.cluster}=~"$cluster"' if lab.cluster else "")
 
 
@@ -106,8 +107,8 @@ def firing_alerts(spec: Spec, groups: list[RuleGroup], scope: Scope | None = Non
     """``ALERTS`` of gpumon's own rules (those in ``groups``) that fire now (``job`` is kept on all of them); with a
     ``scope``, only alerts carrying the chosen cluster / node / GPU labels."""
     extra = matchers(spec, scope, job=False) if scope is not None else ""
-    return (f'ALERTS{{alertstate="firing",job="{spec.exporter.job}",'
-            f'alertname=~"{"|".join(alert_names(groups))}"{"," + extra if extra else ""}}}')
+    return (f'ALERTS{{alertstate="firing",{matcher("job", spec.exporter.job)},'
+            f'{matcher("alertname", "|".join(alert_names(groups)), "=~")}{"," + extra if extra else ""}}}')
 
 
 def missing_now(spec: Spec, scope: Scope, metrics: tuple[Metric, ...] | None = None) -> str:

@@ -7,6 +7,7 @@ some MIG modes) vanish from the picker (NVIDIA/dcgm-exporter#236).
 
 from __future__ import annotations
 
+from ..promqltext import matcher
 
 from ..rules import names
 from .sdk import db, dm
@@ -28,7 +29,7 @@ def _query(name: str, label: str, query: str) -> db.QueryVariable:
 
 
 def _inventory(spec: Spec, *extra: str) -> str:
-    job = f'job="{spec.exporter.job}"'
+    job = matcher("job", spec.exporter.job)
     return f"{names.INVENTORY}{{{','.join((job,) + extra)}}}"
 
 

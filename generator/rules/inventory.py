@@ -8,6 +8,7 @@ inventory cut evaluation time by a third against a ``count`` per rule).
 
 from __future__ import annotations
 
+from ..promqltext import matcher
 from ..spec import Spec
 from . import names
 from .common import record
@@ -31,7 +32,7 @@ def inventory(spec: Spec) -> list[Rule]:
     ids = gpu_ids(spec)
     required = "|".join(m.name for m in spec.required_metrics)
     # dcgm_field is a label value on our own small series, not a metric name: the regex is cheap.
-    src = f'{names.FIELD_PRESENT}{{job="{spec.exporter.job}",{names.FIELD_LABEL}=~"{required}"}}'
+    src = f'{names.FIELD_PRESENT}{{{matcher("job", spec.exporter.job)},{matcher(names.FIELD_LABEL, required, "=~")}}}'
     return [record(names.INVENTORY, f"group by ({by(ids)}) ({src})")]
 
 
@@ -61,7 +62,7 @@ def coverage(spec: Spec) -> list[Rule]:
         for fields, extra in sets:
             if not fields:
                 continue
-            present = f'{names.FIELD_PRESENT}{{{names.FIELD_LABEL}=~"{"|".join(fields)}"{extra}}}'
+            present = f'{names.FIELD_PRESENT}{{{matcher(names.FIELD_LABEL, "|".join(fields), "=~")}{extra}}}'
             inv = f"{names.INVENTORY}{{{extra[1:]}}}" if extra else names.INVENTORY
             # FIELD_PRESENT keeps ``instance``: while a replaced exporter pod and its successor
             # are both scraped a GPU appears twice, so count each GPU once (found by rule tests).

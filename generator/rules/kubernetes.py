@@ -26,6 +26,7 @@ mixed MIG (see docs/kubernetes.md).
 
 from __future__ import annotations
 
+from ..promqltext import quote
 from ..durations import format_duration
 from ..kube import Kubernetes
 from ..spec import Spec
@@ -55,9 +56,9 @@ def _ksm(k: Kubernetes, metric: str, where: str = "", **matchers: str) -> str:
 def _pods(k: Kubernetes, metric: str, where: str = "", **matchers: str) -> str:
     """``metric`` for the exporter pods (and container, when the spec names one)."""
     sel = _ksm(k, metric, where, namespace=k.exporter.namespace, **matchers)
-    sel = sel[:-1] + f',pod=~"{_escape(k.exporter.pod_regex)}"'
+    sel = sel[:-1] + f',pod=~{quote(k.exporter.pod_regex)}'
     if k.exporter.container and metric.startswith("kube_pod_container_"):
-        sel += f',container="{_escape(k.exporter.container)}"'
+        sel += f',container={quote(k.exporter.container)}'
     return sel + "}"
 
 
@@ -67,19 +68,15 @@ def pods_selector(k: Kubernetes, metric: str) -> str:
     return _pods(k, metric)
 
 
-def _escape(value: str) -> str:
-    return value.replace("\\", "\\\\").replace('"', '\\"')
-
-
 def _to_exporter_node(k: Kubernetes, expr: str) -> str:
     """Write the kube-state-metrics node name into the exporter's node label (``node_join``)."""
     j = k.join
-    return (f'label_replace(\n  {expr},\n  "{j.exporter_label}", "{_escape(j.replacement)}", '
-            f'"{j.kube_label}", "{_escape(j.regex)}"\n)')
+    return (f'label_replace(\n  {expr},\n  "{j.exporter_label}", {quote(j.replacement)}, '
+            f'"{j.kube_label}", {quote(j.regex)}\n)')
 
 
 def _set_job(spec: Spec, expr: str) -> str:
-    return f'label_replace({expr}, "job", "{_escape(spec.exporter.job)}", "", "")'
+    return f'label_replace({expr}, "job", {quote(spec.exporter.job)}, "", "")'
 
 
 def _node_matcher(k: Kubernetes) -> str:
@@ -87,7 +84,7 @@ def _node_matcher(k: Kubernetes) -> str:
     drop the empty node of a pod not scheduled yet."""
     if k.join.regex in ("(.*)", ".*", "(.+)", ".+"):
         return f'{k.join.kube_label}!=""'
-    return f'{k.join.kube_label}=~"{_escape(k.join.regex)}",{k.join.kube_label}!=""'
+    return f'{k.join.kube_label}=~{quote(k.join.regex)},{k.join.kube_label}!=""'
 
 
 # --------------------------------------------------------------------------- recording rules
@@ -121,14 +118,14 @@ def expected_from_static(spec: Spec, k: Kubernetes) -> str:
     parts = []
     for n in k.static.nodes:
         expr = _set_job(spec, f"vector({n.gpus})")
-        expr = f'label_replace({expr}, "{lab.node}", "{_escape(n.name)}", "", "")'
+        expr = f'label_replace({expr}, "{lab.node}", {quote(n.name)}, "", "")'
         if lab.cluster:
-            expr = f'label_replace({expr}, "{lab.cluster}", "{_escape(n.cluster)}", "", "")'
+            expr = f'label_replace({expr}, "{lab.cluster}", {quote(n.cluster)}, "", "")'
         parts.append(expr)
     lookback = dur(spec.alerts.inventory_lookback)
     nodes = by(node_ids(spec))
     for p in k.static.patterns:
-        seen = f'{names.INVENTORY}{{{lab.node}=~"{_escape(p.match)}"}}'
+        seen = f'{names.INVENTORY}{{{lab.node}=~{quote(p.match)}}}'
         parts.append(f"group by ({nodes}) (max_over_time({seen}[{lookback}])) * {p.gpus}")
     if k.static.default is not None:
         parts.append(f"group by ({nodes}) (max_over_time({names.INVENTORY}[{lookback}])) * {k.static.default}")

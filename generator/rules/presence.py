@@ -9,6 +9,7 @@ alert per GPU. All tiers only look at nodes that report now, so a target that is
 
 from __future__ import annotations
 
+from ..promqltext import matcher
 from ..durations import format_duration
 from ..spec import Metric, Spec
 from . import names
@@ -18,7 +19,7 @@ from .promql import by, dur, fleet_ids, gpu_ids, job_sel, node_ids
 
 
 def _present(spec: Spec, m: Metric) -> str:
-    return f'{names.FIELD_PRESENT}{{job="{spec.exporter.job}",{names.FIELD_LABEL}="{m.name}"}}'
+    return f'{names.FIELD_PRESENT}{{{matcher("job", spec.exporter.job)},{matcher(names.FIELD_LABEL, m.name)}}}'
 
 
 def _inventory(spec: Spec, m: Metric) -> str:
@@ -99,8 +100,8 @@ def identity_label_missing(spec: Spec) -> Rule:
     """Series without the node or GPU label (``Hostname`` renamed ``hostname`` after exporter
     4.8.2; ``uuid`` in 1.x compatibility mode): per-GPU rules and dashboards cannot see them."""
     lab = spec.exporter.labels
-    src = f'{names.FIELD_PRESENT}{{job="{spec.exporter.job}",{lab.node}=""}}'
-    src2 = f'{names.FIELD_PRESENT}{{job="{spec.exporter.job}",{lab.gpu}=""}}'
+    src = f'{names.FIELD_PRESENT}{{{matcher("job", spec.exporter.job)},{lab.node}=""}}'
+    src2 = f'{names.FIELD_PRESENT}{{{matcher("job", spec.exporter.job)},{lab.gpu}=""}}'
     # keep the cluster label (when the spec names one) like every other per-target alert
     keep = by(("job",) + ((lab.cluster,) if lab.cluster else ()) + ("instance",))
     expr = f"group by ({keep}) ({src} or {src2})"

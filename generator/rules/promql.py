@@ -1,20 +1,18 @@
 """Small PromQL builders shared by the rule constructors (strings only; validity is checked by
-tests with promql-parser and promtool)."""
+tests with promql-parser and promtool). Values go into PromQL only through
+:func:`generator.promqltext.quote`."""
 
 from __future__ import annotations
 
+from .. import promqltext
 from ..durations import format_duration
 from ..spec import DCGM_BLANK_MIN, Metric, Spec
 
 
 def selector(metric: str, **matchers: str) -> str:
     """``metric{k="v",...}`` with equality matchers in the given order; values are escaped."""
-    inner = ",".join(f'{k}="{_escape(v)}"' for k, v in matchers.items())
+    inner = promqltext.matchers(matchers)
     return f"{metric}{{{inner}}}" if inner else metric
-
-
-def _escape(value: str) -> str:
-    return value.replace("\\", "\\\\").replace('"', '\\"')
 
 
 def by(labels: tuple[str, ...] | list[str]) -> str:

@@ -3,6 +3,7 @@ XID field is absent on every GPU (NVIDIA/DCGM#227, it only exists after an event
 
 from __future__ import annotations
 
+from ..promqltext import matcher
 from ..rules import all_rules, kubernetes, names
 from ..spec import Spec
 from . import fleet
@@ -82,7 +83,7 @@ def pod_replaced(spec: Spec) -> list[Scenario]:
     if spec.required_metrics:
         m = spec.required_metrics[0]
         job = fleet.fleet_labels(spec)
-        cov = f'{names.COVERAGE}{{{names.FIELD_LABEL}="{m.name}"}}'
+        cov = f'{names.COVERAGE}{{{matcher(names.FIELD_LABEL, m.name)}}}'
         sc.expect_expr(swap + 1, cov, [(selector(names.COVERAGE, {**job, names.FIELD_LABEL: m.name}), 1)])
     return [sc]
 
@@ -214,7 +215,7 @@ armed while its window holds every change). Old series
     if spec.required_metrics:
         m = spec.required_metrics[0]
         job = fleet.fleet_labels(spec)
-        cov = f'{names.COVERAGE}{{{names.FIELD_LABEL}="{m.name}"}}'
+        cov = f'{names.COVERAGE}{{{matcher(names.FIELD_LABEL, m.name)}}}'
         ratio = names.sample_ratio(fleet.fmt_seconds(spec.alerts.gap_window))
         ids = {**fleet.gpu_ids(spec, victim, instance=True), names.FIELD_LABEL: m.name}
         for at in (c1, c3 + 1):

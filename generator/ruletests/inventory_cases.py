@@ -4,6 +4,7 @@ power that never goes negative across a counter reset (aitra-ai/aitra-meter#59).
 
 from __future__ import annotations
 
+from ..promqltext import matcher
 from ..rules import all_rules, names
 from ..spec import Spec
 from . import fleet
@@ -66,10 +67,10 @@ def counts(spec: Spec, step: float) -> list[Scenario]:
     sc.expect_expr(at, names.NODE_GPUS_REPORTING, [
         (selector(names.NODE_GPUS_REPORTING, node_ids(spec, fleet.node_name(1))), 2),
         (selector(names.NODE_GPUS_REPORTING, node_ids(spec, fleet.node_name(2))), 1)])
-    cov = f'{names.COVERAGE}{{{names.FIELD_LABEL}="{m.name}"}}'
+    cov = f'{names.COVERAGE}{{{matcher(names.FIELD_LABEL, m.name)}}}'
     sc.expect_expr(at, cov, [(selector(names.COVERAGE, {**job, names.FIELD_LABEL: m.name}), 2 / 3)])
     node1 = node_ids(spec, fleet.node_name(1))
-    ncov = f'{names.NODE_COVERAGE}{{{names.FIELD_LABEL}="{m.name}",{spec.exporter.labels.node}="{fleet.node_name(1)}"}}'
+    ncov = f'{names.NODE_COVERAGE}{{{matcher(names.FIELD_LABEL, m.name)},{matcher(spec.exporter.labels.node, fleet.node_name(1))}}}'
     sc.expect_expr(at, ncov, [(selector(names.NODE_COVERAGE, {**node1, names.FIELD_LABEL: m.name}), 0.5)])
     return [sc]
 

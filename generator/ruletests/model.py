@@ -10,6 +10,7 @@ the trap of prometheus/prometheus#7887 (a sample exactly at the window edge) out
 
 from __future__ import annotations
 
+from ..promqltext import matchers
 import math
 from dataclasses import dataclass, field
 
@@ -44,12 +45,8 @@ def test_step(spec) -> float:
 
 def selector(metric: str, labels: dict[str, str]) -> str:
     """``metric{a="1",b="2"}`` with labels in the given order (values escaped)."""
-    inner = ",".join(f'{k}="{_esc(v)}"' for k, v in labels.items())
+    inner = matchers(labels)
     return f"{metric}{{{inner}}}"
-
-
-def _esc(value: str) -> str:
-    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
 
 
 @dataclass(frozen=True)

@@ -10,12 +10,14 @@ use, so a check finds the same whether it runs alone or after the others.
 
 Exit codes (:func:`exit_code`): 0 all checks pass; 1 a check failed; 2 could not check
 (connection, auth, not a Prometheus API); 3 inconclusive (partial data or failed queries) and
-nothing failed. Warnings and info never fail a run.
+nothing failed. A run in which any answer was partial has no errors, only inconclusive findings.
+Warnings and info never fail a run.
 """
 
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 
 from ..durations import format_duration
 from ..findings import Report
@@ -67,9 +69,19 @@ def validate(spec: Spec, client: PromClient, *, lookback: float = 3600.0, concur
                 report.checks += result.cases
     finally:
         ctx.close()
+    if ctx.partial_warnings:
+        report.findings = _inconclusive(report.findings, ctx.partial_warnings)
     report.summary["queries"] = ctx.queries
     report.summary["seconds"] = f"{time.monotonic() - started:.1f}"
     return report, exit_code(report)
+
+
+def _inconclusive(findings: list, warnings: list[str]) -> list:
+    """A run that saw a partial answer (a store or querier did not answer) cannot prove that a
+    series, target or rule is missing: its errors become inconclusive (exit 3, issue #15 finding 6)."""
+    note = "; ".join(dict.fromkeys(warnings))[:300]
+    return [replace(f, severity="inconclusive", message=f"{f.message} (the server answered partially: {note})")
+            if f.severity == "error" else f for f in findings]
 
 
 def exit_code(report: Report) -> int:

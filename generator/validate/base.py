@@ -10,6 +10,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 
+from .. import promqltext
 from ..findings import Finding
 from ..promapi import Answer, PromClient, PromError
 from ..spec import Spec
@@ -96,6 +97,9 @@ class Context:
         self._started = time.monotonic()
         self._show = progress and sys.stderr.isatty()
         self._shown = False
+        #: warnings of every partial answer of the run (Thanos/Mimir): what was not seen cannot be
+        #: called missing, so :func:`generator.validate.validate` makes the run's errors inconclusive
+        self.partial_warnings: list[str] = []
 
     # ------------------------------------------------------------------ shared facts
     @cached_property
@@ -149,7 +153,7 @@ class Context:
 
     def sel(self, metric: str, **matchers: str) -> str:
         """``metric{job="<job>",...}`` (equality matchers only)."""
-        inner = ",".join(f'{k}="{v}"' for k, v in {"job": self.job, **matchers}.items())
+        inner = promqltext.matchers({"job": self.job, **matchers})
         return f"{metric}{{{inner}}}"
 
     # ------------------------------------------------------------------ queries
@@ -173,11 +177,15 @@ class Context:
         def one(call):
             name, *args = call
             try:
-                return getattr(self.client, name)(*args)
+                answer = getattr(self.client, name)(*args)
             except PromError as exc:
                 return exc
             finally:
                 self._tick()
+            if answer.partial:
+                with self._lock:
+                    self.partial_warnings += answer.warnings
+            return answer
 
         futures = {key: self.pool.submit(one, call) for key, call in calls.items()}
         return {key: fut.result() for key, fut in futures.items()}

@@ -16,6 +16,7 @@ from collections import defaultdict
 
 from ..durations import format_duration
 from ..findings import Finding
+from ..promapi import count
 from ..rules.names import FIELD_LABEL
 from . import hints
 from .base import CheckResult, Context, answered, partial
@@ -56,7 +57,7 @@ def run(ctx: Context) -> CheckResult:
             if ctx.target_down(item["metric"].get("instance", "")):
                 continue
             gpu = ctx.gpu(item["metric"])
-            by_node[gpu.where].append((gpu, int(float(item["value"][1]))))
+            by_node[gpu.where].append((gpu, count(item["value"][1])))
         out = []
         for node, items in sorted(by_node.items()):
             items.sort(key=lambda x: x[0].key)

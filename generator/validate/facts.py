@@ -15,6 +15,7 @@ from dataclasses import dataclass, replace
 
 from ..durations import format_duration, parse_duration
 from ..promapi import Answer, PromError
+from ..promqltext import matcher
 
 
 @dataclass(frozen=True)
@@ -48,9 +49,9 @@ def targets(ctx) -> Targets:
     job = ctx.job
     res = ctx.run({"targets": ("targets",)})["targets"]
     window = format_duration(min(ctx.spec.alerts.flapping_window, ctx.lookback))
-    up_sel = f"up{{job=\"{job}\"}}"
+    up_sel = f"up{{{matcher('job', job)}}}"
     extra = ctx.queries_at_now({"up": up_sel,
-                                "samples": f"scrape_samples_scraped{{job=\"{job}\"}} == 0",
+                                "samples": f"scrape_samples_scraped{{{matcher('job', job)}}} == 0",
                                 # flapping: often down, and changing state (not just down since a while)
                                 "flapping": f"avg_over_time({up_sel}[{window}]) < "
                                             f"{ctx.spec.alerts.flapping_min_up_ratio:g}"
@@ -171,8 +172,8 @@ def last_seen_query(ctx, metric: str, nodes: dict[str, set[str]]) -> str:
     parts = []
     for label, names in sorted(nodes.items()):
         # a regex over a few label *values* (node names), never over metric names
-        values = "|".join(sorted(re.escape(n).replace("\\", "\\\\") for n in names))
-        parts.append(f'{metric}{{job="{ctx.job}",{label}=~"{values}"}}')
+        values = "|".join(sorted(re.escape(n) for n in names))  # quoted for PromQL by matcher()
+        parts.append(f'{metric}{{{matcher("job", ctx.job)},{matcher(label, values, "=~")}}}')
     sel = " or ".join(parts)
     return f"max by ({_ids(ctx)}) (max_over_time(timestamp({sel})[{window}:{step}]))"
 

@@ -10,7 +10,7 @@ from .base import CheckResult, Context
 CHECK = "reachability"
 _IDS = {"auth": "auth-error", "not-found": "api-not-found", "api": "api-error", "not-json": "not-prometheus-api",
         "timeout": "prometheus-timeout", "connection": "prometheus-unreachable", "http": "http-error",
-        "config": "config-error"}
+        "config": "config-error", "too-large": "response-too-large"}
 #: finding ids this check reports
 FINDINGS = tuple(dict.fromkeys([*_IDS.values(), "not-prometheus-api"]))
 #: why the check exists and how to silence it (docs/checks/validate/)
@@ -30,7 +30,8 @@ def run(ctx: Context) -> CheckResult:
     answer = ctx.queries_at_now({"ping": "vector(1)"})["ping"]
     if isinstance(answer, PromError):
         return CheckResult([finding_for(answer, "query-api")], [case])
-    if not answer.data or answer.data[0].get("value", [None, None])[1] != "1":
+    # exactly one sample without labels, valued "1" (promapi checked the shapes)
+    if len(answer.data) != 1 or answer.data[0].get("metric") or answer.data[0]["value"][1] != "1":
         return CheckResult([Finding("not-prometheus-api", "error", "query-api",
                                     f"{ctx.client.base}/api/v1/query answered vector(1) with {str(answer.data)[:200]}",
                                     "check --prom and --path-prefix", case=case)], [case])

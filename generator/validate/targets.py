@@ -5,7 +5,7 @@ leave their GPUs alone, so one outage gives one finding."""
 from __future__ import annotations
 
 from ..findings import Finding
-from ..promapi import PromError
+from ..promapi import PromError, count
 from . import hints
 from .base import CheckResult, Context, partial, query_failed
 from .facts import instance, seconds
@@ -92,7 +92,7 @@ def _missing(ctx: Context, findings: list[Finding], case: str) -> CheckResult:
         if isinstance(ans, PromError):
             continue
         for item in ans.data:
-            jobs.setdefault(item["metric"].get("job", ""), {})[metric] = int(float(item["value"][1]))
+            jobs.setdefault(item["metric"].get("job", ""), {})[metric] = count(item["value"][1])
     msg = f"no active target has job=\"{ctx.job}\"; per-GPU checks for this job are skipped"
     hint = hints.TARGET_MISSING
     if jobs:

@@ -1,0 +1,34 @@
+"""The one way gpumon writes a value into PromQL text: :func:`quote` (issue #15, finding 2).
+
+Every PromQL builder (rules, dashboards, rule tests, validate queries) puts label values, the
+exporter job and regexes into selectors through this module, so a value holding ``"``, ``\\`` or
+a newline can never end the string and add matchers (``job: 'x",job=~".+'`` stays one value).
+PromQL string literals use Go's escapes (Prometheus ``promql/parser/lex.go``).
+"""
+
+from __future__ import annotations
+
+_ESCAPES = {"\\": "\\\\", '"': '\\"', "\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def quote(value: str) -> str:
+    """``value`` as a double-quoted PromQL string literal (``a"b`` -> ``"a\\"b"``)."""
+    out = []
+    for ch in str(value):
+        if ch in _ESCAPES:
+            out.append(_ESCAPES[ch])
+        elif ord(ch) < 0x20 or ord(ch) == 0x7F:
+            out.append(f"\\x{ord(ch):02x}")
+        else:
+            out.append(ch)
+    return '"' + "".join(out) + '"'
+
+
+def matcher(label: str, value: str, op: str = "=") -> str:
+    """``label="value"`` (or ``=~``, ``!=``, ``!~``) with the value quoted."""
+    return f"{label}{op}{quote(value)}"
+
+
+def matchers(labels: dict[str, str], op: str = "=") -> str:
+    """``k1="v1",k2="v2"`` in the given order."""
+    return ",".join(matcher(k, v, op) for k, v in labels.items())

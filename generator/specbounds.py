@@ -1,0 +1,264 @@
+"""Spec checks against hostile or absurd input (issue #15, findings 2, 4, 5 and 7): what a spec
+may hold so that every spec that loads renders rules promtool accepts and tests that pass.
+
+Each check reports through ``add(path, message)`` (the spec loader turns the path into
+FILE:LINE:COL). Every access is type-guarded: these run on documents that may also have schema
+errors. The limits:
+
+- strings: no control characters (tab and newline only in ``description`` and ``summary``), no
+  ``{{`` or ``}}`` anywhere (Prometheus expands rule labels and annotations as Go templates),
+  at most :data:`MAX_STRING` characters;
+- numbers: finite, magnitude at most :data:`MAX_NUMBER` (far below DCGM's 2^47 blank codes);
+- durations: each in the bounds of :data:`DURATIONS` (in seconds; windows at least two scrape
+  intervals, so they always hold two samples; ``for`` at most 1d: the promtool tests rendered
+  for an alert grow with ``for`` / scrape interval), and against each other (:func:`relations`);
+- thresholds: one a plausible reading can cross (``> max`` of the range never fires);
+- labels: identity labels are not ``job``, not reserved (``__*``) and not each other; alert label
+  keys are Prometheus label names.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Any, Callable
+
+from .durations import format_duration, parse_duration
+
+Add = Callable[[list, str], None]
+
+MAX_STRING = 4096
+#: bound on every number in a spec; DCGM blank codes start at 2^47 (about 1.4e14)
+MAX_NUMBER = 1e12
+#: keys whose strings may span lines
+_FREE_TEXT = frozenset({"description", "summary"})
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029]")
+_PROM_LABEL = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
+DAY = 86400.0
+#: (path in the document, lowest, highest) in seconds; "2x" = twice exporter.scrape_interval
+DURATIONS: tuple[tuple[tuple[str, ...], float | str, float], ...] = (
+    (("exporter", "scrape_interval"), 1.0, 3600.0),
+    (("exporter", "scrape_timeout"), 0.001, 3600.0),
+    (("exporter", "collect_interval"), 0.001, 3600.0),
+    (("alerts", "for"), 0.0, DAY),
+    (("alerts", "implausible_for"), 0.0, DAY),
+    (("alerts", "inventory_lookback"), "2x", 7 * DAY),
+    (("alerts", "gap_window"), "2x", DAY),
+    (("alerts", "flapping_window"), "2x", DAY),
+    (("alerts", "frozen_window"), "2x", DAY),
+    (("alerts", "slow_group_interval"), 1.0, 3600.0),
+    (("kubernetes", "restart_window"), "2x", 7 * DAY),
+    (("kubernetes", "daemonset_for"), 0.0, 7 * DAY),
+)
+
+
+def _d(value: Any) -> dict:
+    return value if isinstance(value, dict) else {}
+
+
+def _l(value: Any) -> list:
+    return value if isinstance(value, list) else []
+
+
+def walk(node: Any, add: Add, path: list | None = None) -> None:
+    """Strings and numbers anywhere in the document (keys too)."""
+    path = path or []
+    if isinstance(node, dict):
+        for key, value in node.items():
+            _string(str(key), path + [key], add, key=True)
+            walk(value, add, path + [key])
+    elif isinstance(node, list):
+        for i, value in enumerate(node):
+            walk(value, add, path + [i])
+    elif isinstance(node, str):
+        last = next((p for p in reversed(path) if isinstance(p, str)), "")
+        _string(node, path, add, free_text=last in _FREE_TEXT)
+    elif isinstance(node, bool) or node is None:
+        return
+    elif isinstance(node, float) and not math.isfinite(node):
+        add(path, f"{node} is not a finite number")
+    elif isinstance(node, (int, float)) and _number(node) is None:
+        shown = str(node) if len(str(node)) <= 20 else f"a {len(str(abs(node)))}-digit number"
+        add(path, f"{shown} is out of bounds (at most {MAX_NUMBER:g} in magnitude)")
+
+
+def _string(text: str, path: list, add: Add, *, free_text: bool = False, key: bool = False) -> None:
+    what = "key" if key else "value"
+    if len(text) > MAX_STRING:
+        add(path, f"{what} longer than {MAX_STRING} characters")
+        return
+    bad = _CONTROL.search(text) or (None if free_text else re.search(r"[\t\n]", text))
+    if bad:
+        add(path, f"{what} holds the control character {bad.group()!r}; "
+            + ("only tab and newline are allowed here" if free_text else "write it on one line, without tabs"))
+    if "{{" in text or "}}" in text:
+        add(path, f"{what} holds {{{{ or }}}}: Prometheus would expand it as a Go template in alert labels "
+            "and annotations; remove the braces")
+
+
+def durations(plain: dict, add: Add) -> None:
+    """Every duration within its bounds; thresholds' ``for`` as ``alerts.for``."""
+    interval = _seconds(_d(plain.get("exporter")).get("scrape_interval"))
+    interval = 15.0 if interval is None else interval
+    for path, low, high in DURATIONS:
+        section = _d(plain.get(path[0]))
+        if path[1] in section:
+            _bounded(section[path[1]], list(path), low, high, interval, add)
+    for i, metric in enumerate(_l(plain.get("metrics"))):
+        for j, t in enumerate(_l(_d(metric).get("thresholds"))):
+            if "for" in _d(t):
+                _bounded(t["for"], ["metrics", i, "thresholds", j, "for"], 0.0, DAY, interval, add)
+
+
+def _number(value: Any) -> float | None:
+    """``value`` as a float when it is a number in bounds, else None (reported by :func:`walk`)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    if isinstance(value, int) and abs(value) > MAX_NUMBER:
+        return None
+    value = float(value)
+    return value if math.isfinite(value) and abs(value) <= MAX_NUMBER else None
+
+
+def _seconds(value: Any) -> float | None:
+    if not isinstance(value, str):
+        return None
+    try:
+        return parse_duration(value)
+    except ValueError:
+        return None
+
+
+def _bounded(value: Any, path: list, low: float | str, high: float, interval: float, add: Add) -> None:
+    seconds = _seconds(value)
+    if seconds is None:
+        if value == "":
+            add(path, "empty duration: give one, e.g. 5m (or 0s where zero is allowed)")
+        return  # other shapes are the schema's to report
+    floor = 2 * interval if low == "2x" else float(low)
+    if seconds < floor or seconds > high:
+        why = f"twice exporter.scrape_interval ({format_duration(floor)})" if low == "2x" else format_duration(floor)
+        add(path, f"{value} is out of bounds: between {why} and {format_duration(high)}"
+            + (" (a window must hold at least two scrapes)" if low == "2x" else ""))
+
+
+def relations(plain: dict, add: Add) -> None:
+    """Durations against each other: the relations the rendered alerts (and the promtool tests
+    rendered for them) rely on. Defaults are gpumon's (``spec.Exporter``, ``spec.AlertSettings``).
+
+    - ``alerts.for`` at least two samples (max of scrape and collect interval): an alert outlasts
+      one missed or blank sample;
+    - ``alerts.for`` at most 3/4 of ``inventory_lookback``: a lost GPU alerts before it leaves the
+      inventory;
+    - ``gap_window`` holds enough scrapes that one missed scrape keeps the share at or above
+      ``gap_min_ratio`` (ceil(1 / (1 - ratio)) + 1 scrapes), and at most ``inventory_lookback``;
+    - ``flapping_window`` at least eight samples.
+
+    The bounds were found with promtool on the rendered tests (``gap_window`` 1m at a 15s scrape,
+    ``flapping_window`` 3m at a 30s collect interval and ``for`` 30s failed them).
+    """
+    exp, al = _d(plain.get("exporter")), _d(plain.get("alerts"))
+
+    def sec(section: dict, key: str, default: float) -> float | None:
+        return _seconds(section[key]) if key in section else default
+
+    scrape, collect = sec(exp, "scrape_interval", 15.0), sec(exp, "collect_interval", 30.0)
+    for_, lookback = sec(al, "for", 300.0), sec(al, "inventory_lookback", 3600.0)
+    gap, flap = sec(al, "gap_window", 1800.0), sec(al, "flapping_window", 600.0)
+    ratio = _number(al.get("gap_min_ratio", 0.8))
+    if None in (scrape, collect, for_, lookback, gap, flap) or scrape <= 0:
+        return  # reported elsewhere
+
+    def where(*keys: str) -> list:
+        for key in keys:
+            section, name = key.split(".")
+            if name in _d(plain.get(section)):
+                return [section, name]
+        return [keys[0].split(".")[0]] if keys[0].split(".")[0] in plain else []
+
+    sample = max(scrape, collect)
+    if for_ < 2 * sample:
+        add(where("alerts.for", "exporter.collect_interval", "exporter.scrape_interval"),
+            f"alerts.for ({format_duration(for_)}) must be at least two samples ({format_duration(2 * sample)}, "
+            "twice the longer of scrape_interval and collect_interval): an alert must outlast one missed sample")
+    if for_ > 0.75 * lookback:
+        add(where("alerts.for", "alerts.inventory_lookback"),
+            f"alerts.for ({format_duration(for_)}) must be at most 3/4 of alerts.inventory_lookback "
+            f"({format_duration(lookback)}): a lost GPU leaves the inventory before its alert could fire")
+    if ratio is not None and 0 < ratio < 1:
+        need = (math.ceil(1 / (1 - ratio) - 1e-9) + 1) * scrape
+        if gap < need:
+            add(where("alerts.gap_window", "alerts.gap_min_ratio", "exporter.scrape_interval"),
+                f"gap_window ({format_duration(gap)}) must hold at least {format_duration(need)} of scrapes so that "
+                f"one missed scrape keeps the share at or above gap_min_ratio ({ratio:g})")
+    elif ratio is not None and ratio >= 1:
+        add(where("alerts.gap_min_ratio"), "gap_min_ratio 1 alerts on every single missed scrape; use at most 0.99")
+    if gap > lookback:
+        add(where("alerts.gap_window", "alerts.inventory_lookback"),
+            f"gap_window ({format_duration(gap)}) must not exceed alerts.inventory_lookback ({format_duration(lookback)})")
+    if flap < 8 * sample:
+        add(where("alerts.flapping_window", "exporter.collect_interval", "exporter.scrape_interval"),
+            f"flapping_window ({format_duration(flap)}) must hold at least eight samples ({format_duration(8 * sample)}) "
+            "to tell flapping (up alternating) from one outage")
+
+
+def thresholds(plain: dict, add: Add) -> None:
+    """A threshold a plausible reading can cross (readings are filtered to the range and below the
+    DCGM blank codes before the comparison)."""
+    for i, metric in enumerate(_l(plain.get("metrics"))):
+        metric = _d(metric)
+        rng = _l(metric.get("range"))
+        lo, hi = (_number(rng[0]), _number(rng[1])) if len(rng) == 2 else (None, None)
+        if lo is not None and hi is not None and lo > hi:
+            continue  # an inverted range is reported on its own
+        for j, t in enumerate(_l(metric.get("thresholds"))):
+            t = _d(t)
+            value, op = _number(t.get("value")), t.get("op")
+            if value is None:
+                continue
+            never = ((op == ">" and hi is not None and value >= hi) or (op == ">=" and hi is not None and value > hi)
+                     or (op == "<" and lo is not None and value <= lo) or (op == "<=" and lo is not None and value < lo))
+            if never:
+                add(["metrics", i, "thresholds", j, "value"], f"`value {op} {value}` can never hold for a plausible "
+                    f"reading (range [{lo}, {hi}]): the alert would never fire; move the threshold or the range")
+
+
+#: the exporter.labels keys that identify a GPU (kept on every alert)
+IDENTITY_KEYS = ("cluster", "node", "gpu", "gpu_index", "mig_instance")
+
+
+def labels(plain: dict, add: Add, defaults: dict[str, str | None]) -> None:
+    """Identity labels distinct and not ``job``/reserved; alert label keys valid for Prometheus.
+    ``defaults``: the exporter.labels defaults (``spec.Labels``)."""
+    given = _d(_d(plain.get("exporter")).get("labels"))
+    lab = {**defaults, **given}
+    seen: dict[str, str] = {}
+    for key, value in lab.items():
+        if not isinstance(value, str):
+            continue
+        if value == "job" or value.startswith("__"):
+            add(["exporter", "labels", key] if key in given else ["exporter", "labels"], f"{value!r} cannot be a GPU label: "
+                + ("job is the scrape job's" if value == "job" else "names starting with __ are Prometheus' own"))
+        elif value in seen:
+            add(["exporter", "labels", key] if key in given else ["exporter", "labels"], f"{value!r} is already exporter.labels.{seen[value]}: each label "
+                "names a different thing")
+        seen.setdefault(value, key)
+    for key in _d(_d(plain.get("alerts")).get("labels")):
+        if not _PROM_LABEL.fullmatch(key) or key.startswith("__") or key == "alertname":
+            add(["alerts", "labels", key], f"{key!r} is not a label name Prometheus accepts on an alert "
+                "(letters, digits and _, not starting with a digit or __, not alertname)")
+    identity = {lab.get(k) for k in IDENTITY_KEYS} - {None}
+    for i, metric in enumerate(_l(plain.get("metrics"))):
+        for j, name in enumerate(_l(_d(metric).get("alert_labels"))):
+            if name == "job" or name in identity or (isinstance(name, str) and name.startswith("__")):
+                add(["metrics", i, "alert_labels", j], f"{name!r} is already kept on every alert (job and the "
+                    "identity labels) or reserved; list only extra labels")
+
+
+def problems(plain: dict, add: Add, label_defaults: dict[str, str | None]) -> None:
+    """Every check of this module."""
+    walk(plain, add)
+    durations(plain, add)
+    relations(plain, add)
+    thresholds(plain, add)
+    labels(plain, add, label_defaults)

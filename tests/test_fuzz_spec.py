@@ -1,0 +1,122 @@
+"""Property-based spec fuzzing (issue #15, finding 7). The invariant, for every generated spec
+file (tests/fuzz_specs.py): it either fails to load with a clean :class:`SpecError` whose every
+problem has a position (FILE:LINE:COL), or it renders; and what renders is valid: every rule
+parses as PromQL, and (slow tier) ``promtool check rules`` accepts the rules and
+``promtool test rules`` passes the generated tests.
+
+Fast tier: a fixed seed (``GPUMON_FUZZ_EXAMPLES``, default 2000 specs) and a rotating one (the
+UTC date, or ``GPUMON_FUZZ_SEED``; 300 specs), loading and rendering in process. Slow tier: a
+fixed seed through promtool (``GPUMON_FUZZ_PROMTOOL_EXAMPLES``, default 150). ``make fuzz`` runs
+all three with far more examples.
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+import shutil
+import subprocess
+from collections import Counter
+from pathlib import Path
+
+import promql_parser
+import pytest
+import yaml
+from hypothesis import HealthCheck, given, seed, settings
+
+from generator import writer
+from generator.render import render
+from generator.spec import SpecError, load_spec
+
+from .fuzz_specs import spec_bytes
+
+FIXED_SEED = 15
+EXAMPLES = int(os.environ.get("GPUMON_FUZZ_EXAMPLES", "2000"))
+ROTATING_EXAMPLES = int(os.environ.get("GPUMON_FUZZ_ROTATING_EXAMPLES", "300"))
+ROTATING_SEED = int(os.environ.get("GPUMON_FUZZ_SEED") or datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%d"))
+SLOW_EXAMPLES = int(os.environ.get("GPUMON_FUZZ_PROMTOOL_EXAMPLES", "150"))
+SETTINGS = dict(deadline=None, database=None, derandomize=False, print_blob=True,
+                suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much])
+
+
+def load_or_error(data: bytes, folder: Path):
+    """The spec, or None after checking the error is clean and positioned."""
+    path = folder / "spec.yaml"
+    path.write_bytes(data)
+    try:
+        return load_spec(path)
+    except SpecError as exc:
+        assert exc.problems, "a SpecError names at least one problem"
+        for p in exc.problems:
+            assert p.file == str(path) and p.line >= 1 and p.column >= 1 and p.message, str(p)
+            assert str(p).startswith(f"{path}:{p.line}:{p.column}: ")
+        return None
+
+
+def rendered_rules_parse(spec) -> dict[str, str]:
+    files = render(spec)
+    doc = yaml.safe_load(files[f"rules/{spec.name}.rules.yaml"])
+    for group in doc["groups"]:
+        for rule in group["rules"]:
+            promql_parser.parse(rule["expr"])
+            for text in list((rule.get("annotations") or {}).values()) + list((rule.get("labels") or {}).values()):
+                assert "\x00" not in text
+    return files
+
+
+def _fuzz(tmp_path_factory, examples: int, fixed: int, stats: Counter, check=None):
+    folder = tmp_path_factory.mktemp("fuzz")
+
+    @seed(fixed)
+    @settings(max_examples=examples, **SETTINGS)
+    @given(spec_bytes())
+    def one(case):
+        data, mutation = case
+        stats["specs"] += 1
+        spec = load_or_error(data, folder)
+        if spec is None:
+            stats["rejected"] += 1
+            return
+        files = rendered_rules_parse(spec)
+        stats["rendered"] += 1
+        if check:
+            check(spec, files, folder, stats)
+
+    one()
+    return stats
+
+
+def test_fuzz_fixed_seed(tmp_path_factory):
+    stats = _fuzz(tmp_path_factory, EXAMPLES, FIXED_SEED, Counter())
+    print(f"\nfuzz (seed {FIXED_SEED}): {dict(stats)}")
+    assert stats["specs"] >= min(EXAMPLES, 2000) * 0.95
+    # the fuzzer is not vacuous: a fair share of its specs load and render
+    assert stats["rendered"] >= stats["specs"] * 0.05, dict(stats)
+
+
+def test_fuzz_rotating_seed(tmp_path_factory):
+    stats = _fuzz(tmp_path_factory, ROTATING_EXAMPLES, ROTATING_SEED, Counter())
+    print(f"\nfuzz (seed {ROTATING_SEED}, rotating: GPUMON_FUZZ_SEED={ROTATING_SEED} reproduces): {dict(stats)}")
+    assert stats["specs"] >= 1
+
+
+def _with_promtool(spec, files, folder: Path, stats: Counter) -> None:
+    out = folder / "out"
+    shutil.rmtree(out, ignore_errors=True)
+    writer.write(files, out)
+    tool = shutil.which("promtool")
+    assert tool, "promtool not found: `make test` installs Debian's prometheus package"
+    rules = sorted(str(p) for p in (out / "rules").glob("*.yaml"))
+    check = subprocess.run([tool, "check", "rules", *rules], capture_output=True, text=True, timeout=120)
+    assert check.returncode == 0, f"promtool check rules rejected the rules of\n{spec}\n{check.stdout}{check.stderr}"
+    tests = sorted(p.name for p in (out / "tests").glob("*.test.yaml"))
+    run = subprocess.run([tool, "test", "rules", *tests], cwd=out / "tests", capture_output=True, text=True,
+                         timeout=600)
+    assert run.returncode == 0, f"promtool test rules failed for\n{spec}\n{run.stdout[-4000:]}{run.stderr[-2000:]}"
+    stats["promtool"] += 1
+
+
+def test_fuzz_promtool_accepts_and_passes(tmp_path_factory):
+    stats = _fuzz(tmp_path_factory, SLOW_EXAMPLES, FIXED_SEED + 1, Counter(), check=_with_promtool)
+    print(f"\nfuzz through promtool (seed {FIXED_SEED + 1}): {dict(stats)}")
+    assert stats["promtool"] >= 1

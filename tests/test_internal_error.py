@@ -1,0 +1,51 @@
+"""The one internal-error exit path (issue #15, finding 4): an uncaught exception in any command
+exits 4 with one redacted line asking for a bug report, never a traceback or exit 1."""
+
+from __future__ import annotations
+
+import pytest
+from click.testing import CliRunner
+
+from generator import redact
+from generator.cli import EXIT_INTERNAL, cli
+
+from .conftest import ROOT
+
+
+def _boom(*_a, **_k):
+    raise RuntimeError("boom while holding Bearer s3cr3t-token-value\nsecond line")
+
+
+@pytest.mark.parametrize("args,target", [
+    (["render", str(ROOT / "gpumon.yaml"), "-o", "OUT"], "generator.render.render"),
+    (["render", str(ROOT / "gpumon.yaml"), "-o", "OUT", "--check"], "generator.writer.diff"),
+    (["lint", str(ROOT / "output"), "--spec", str(ROOT / "gpumon.yaml")], "generator.lint.lint"),
+    (["diff", str(ROOT / "output"), str(ROOT / "output")], "generator.diff.compare"),
+    (["init", "OUT"], "generator.starter.write"),
+])
+def test_uncaught_exception_exits_4_with_one_redacted_line(tmp_path, monkeypatch, args, target):
+    module, _, name = target.rpartition(".")
+    monkeypatch.setattr(__import__(module, fromlist=[name]), name, _boom)
+    redact.add("s3cr3t-token-value")
+    try:
+        args = [a.replace("OUT", str(tmp_path / "out")) for a in args]
+        result = CliRunner().invoke(cli, args)
+    finally:
+        redact.reset()
+    assert result.exit_code == EXIT_INTERNAL == 4, result.output
+    err = result.stderr.strip().splitlines()
+    assert len(err) == 1 and "internal error" in err[0] and "report" in err[0], err
+    assert "Traceback" not in result.output and "s3cr3t" not in result.output
+
+
+def test_debug_env_shows_the_traceback(tmp_path, monkeypatch):
+    monkeypatch.setattr("generator.render.render", _boom)
+    monkeypatch.setenv("GPUMON_DEBUG", "1")
+    result = CliRunner().invoke(cli, ["render", str(ROOT / "gpumon.yaml"), "-o", str(tmp_path / "o")])
+    assert result.exit_code == 4 and "Traceback" in result.stderr
+
+
+def test_exit_code_4_is_documented():
+    readme = (ROOT / "README.md").read_text()
+    assert "| 4 | internal error" in readme
+    assert "4  internal error" in CliRunner().invoke(cli, ["--help"]).output

@@ -1,0 +1,200 @@
+"""`gpumon render` writes into a folder a pull request can plant files in (issue #15, findings 1, 4
+and 8): a hostile manifest never makes it delete outside the folder, a failed or killed write
+leaves the old tree or the new one (never a mix), and stale temporary files are cleaned."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from generator import writer
+
+from .conftest import ROOT
+
+OLD = {"rules/a.rules.yaml": "old a\n", "rules/b.rules.yaml": "old b\n", "runbooks/Gone.md": "old gone\n",
+       "dashboards/d.json": "{}\n"}
+NEW = {"rules/a.rules.yaml": "new a\n", "rules/b.rules.yaml": "old b\n", "runbooks/New.md": "new\n",
+       "dashboards/d.json": "{\"x\": 1}\n", "tests/t.test.yaml": "t\n"}
+
+
+def gpumon(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "generator.cli", *args], capture_output=True, text=True, cwd=cwd,
+                          timeout=120)
+
+
+def tree(out: Path) -> dict[str, str]:
+    """Every file under ``out`` but the manifest: relative path -> text."""
+    return {p.relative_to(out).as_posix(): p.read_text() for p in sorted(out.rglob("*"))
+            if p.is_file() and p.name != writer.MANIFEST}
+
+
+@pytest.mark.parametrize("line", ["../victim", "rules/../../victim", "/tmp/VICTIM", "victim.txt", "rules/x.sh"])
+def test_hostile_manifest_line_is_an_error_and_nothing_is_removed(tmp_path, line):
+    victim = tmp_path / "victim"
+    victim.write_text("precious")
+    out = tmp_path / "out"
+    writer.write(OLD, out)
+    (out / "victim.txt").write_text("mine")
+    line = line.replace("/tmp/VICTIM", str(victim))
+    with (out / writer.MANIFEST).open("a") as fh:
+        fh.write(line + "\n")
+    number = len((out / writer.MANIFEST).read_text().splitlines())
+    before = tree(out)
+    with pytest.raises(writer.OutputError, match=rf"\.gpumon-files:{number}: "):
+        writer.write(NEW, out)
+    assert victim.read_text() == "precious" and tree(out) == before
+
+
+def test_manifest_symlink_escape_is_an_error(tmp_path):
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "x.yaml").write_text("precious")
+    out = tmp_path / "out"
+    writer.write({"rules/a.yaml": "a\n"}, out)
+    (out / "tests").symlink_to(outside)
+    with (out / writer.MANIFEST).open("a") as fh:
+        fh.write("tests/x.yaml\n")
+    with pytest.raises(writer.OutputError, match=r"\.gpumon-files:3: 'tests/x.yaml' leads out"):
+        writer.write({"rules/a.yaml": "a\n"}, out)
+    assert (outside / "x.yaml").read_text() == "precious"
+    # and writing through the symlinked folder is refused as well
+    with pytest.raises(writer.OutputError, match="leads out"):
+        writer.diff({"tests/y.yaml": "y\n"}, out)
+    assert not (outside / "y.yaml").exists()
+
+
+def test_cli_names_the_manifest_line_and_exits_2(tmp_path):
+    out = tmp_path / "out"
+    victim = tmp_path / "victim"
+    victim.write_text("precious")
+    assert gpumon("render", "-o", str(out)).returncode == 0
+    with (out / writer.MANIFEST).open("a") as fh:
+        fh.write(f"{victim}\n")
+    for extra in ([], ["--check"]):
+        proc = gpumon("render", "-o", str(out), *extra)
+        assert proc.returncode == 2, proc.stdout + proc.stderr
+        assert ".gpumon-files:" in proc.stderr and "absolute path" in proc.stderr
+        assert "Traceback" not in proc.stderr and "(removed)" not in proc.stdout
+    assert victim.read_text() == "precious"
+
+
+def test_check_when_a_rendered_path_is_a_directory_exits_2(tmp_path):
+    out = tmp_path / "out"
+    (out / "rules" / "gpumon.rules.yaml").mkdir(parents=True)
+    for extra in (["--check"], []):
+        proc = gpumon("render", "-o", str(out), *extra)
+        assert proc.returncode == 2, proc.stdout + proc.stderr
+        assert "is a directory" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_failure_partway_through_the_swap_restores_the_old_tree(tmp_path, monkeypatch):
+    out = tmp_path / "out"
+    writer.write(OLD, out)
+    before = tree(out) | {writer.MANIFEST: (out / writer.MANIFEST).read_text()}
+    real = os.replace
+    calls = {"n": 0}
+
+    def flaky(src, dst):
+        calls["n"] += 1
+        if calls["n"] == 4:  # journal is call 1; fail on the third file swapped
+            raise PermissionError(13, "Permission denied", str(dst))
+        return real(src, dst)
+
+    monkeypatch.setattr(writer.os, "replace", flaky)
+    with pytest.raises(PermissionError):
+        writer.write(NEW, out)
+    monkeypatch.setattr(writer.os, "replace", real)
+    assert tree(out) | {writer.MANIFEST: (out / writer.MANIFEST).read_text()} == before
+    assert not list(out.rglob(".gpumon-*")) or [p.name for p in out.rglob(".gpumon-*")] == [writer.MANIFEST]
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes into read-only folders")
+def test_read_only_folder_leaves_the_old_tree(tmp_path):
+    out = tmp_path / "out"
+    writer.write(OLD, out)
+    before = tree(out)
+    (out / "rules").chmod(0o555)
+    try:
+        with pytest.raises(OSError):
+            writer.write(NEW, out)
+    finally:
+        (out / "rules").chmod(0o755)
+    assert tree(out) == before
+
+
+def test_staging_failure_leaves_the_old_tree(tmp_path, monkeypatch):
+    """What a read-only rules/ does for a non-root user: creating a temporary file fails."""
+    out = tmp_path / "out"
+    writer.write(OLD, out)
+    before = tree(out)
+    real = writer._stage
+
+    def fail_in_rules(path, data):
+        if path.parent.name == "runbooks":
+            raise PermissionError(13, "Permission denied", str(path.parent))
+        return real(path, data)
+
+    monkeypatch.setattr(writer, "_stage", fail_in_rules)
+    with pytest.raises(PermissionError):
+        writer.write(NEW, out)
+    assert tree(out) == before
+
+
+def test_stale_temp_files_of_gpumon_naming_are_cleaned(tmp_path):
+    out = tmp_path / "out"
+    writer.write(OLD, out)
+    (out / "rules" / ".gpumon-tmp.a.rules.yaml.k3j2h1").write_bytes(b"")
+    (out / "rules" / ".a.rules.yaml.ab12cd_x").write_bytes(b"")  # the mkstemp naming of earlier versions
+    (out / "rules" / ".keep-me").write_text("user file")
+    writer.write(NEW, out)
+    assert sorted(p.name for p in (out / "rules").iterdir()) == [".keep-me", "a.rules.yaml", "b.rules.yaml"]
+
+
+_KILLER = textwrap.dedent("""
+    import json, os, signal, sys
+    from pathlib import Path
+    from generator import writer
+    out, point, n = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3])
+    new = json.loads(sys.argv[4])
+    count = {"n": 0}
+    def hook(real):
+        def wrapped(*a, **k):
+            count["n"] += 1
+            if count["n"] == n:
+                os.kill(os.getpid(), signal.SIGKILL)
+            return real(*a, **k)
+        return wrapped
+    if point == "replace":
+        writer.os.replace = hook(os.replace)
+    elif point == "fsync":
+        writer.os.fsync = hook(os.fsync)
+    else:
+        writer.os.unlink = hook(os.unlink)
+        Path.unlink = hook(Path.unlink)
+    writer.write(new, out)
+""")
+
+
+@pytest.mark.parametrize("point,n", [(p, n) for p in ("fsync", "replace", "unlink") for n in range(1, 8)])
+def test_sigkill_mid_write_leaves_old_or_new_never_a_mix(tmp_path, point, n):
+    import json
+
+    out = tmp_path / "out"
+    writer.write(OLD, out)
+    proc = subprocess.run([sys.executable, "-c", _KILLER, str(out), point, str(n), json.dumps(NEW)], cwd=ROOT,
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode in (0, -signal.SIGKILL), proc.stderr
+    # as the next run sees it: a journal left behind is finished, then stale temp files removed
+    writer.recover(out)
+    writer.clean_stale(out, NEW | OLD)
+    after = tree(out)
+    assert after in (OLD, NEW), f"a mix after SIGKILL at {point} #{n}: {sorted(after)}"
+    assert not [p for p in out.rglob("*") if p.name.startswith(".gpumon-") and p.name != writer.MANIFEST]
+    writer.write(NEW, out)
+    assert tree(out) == NEW

@@ -34,6 +34,17 @@ VOLATILE_LABELS = ("instance", "pod", "namespace", "container", "service", "endp
 #: "blank / not found / not supported / no permission" code, not a reading.
 DCGM_BLANK_MIN = 140737488355328
 
+#: Alert names gpumon's own rules use (generator/rules/); a spec threshold may not take one of them
+#: (tests/test_spec.py keeps this list equal to what the rules render).
+BUILTIN_ALERTS = frozenset((
+    "GpuDevicePluginUnhealthy", "GpuExporterDaemonSetMissing", "GpuExporterDaemonSetNotReady", "GpuExporterDown",
+    "GpuExporterEmpty", "GpuExporterFlapping", "GpuExporterOOMKilled", "GpuExporterPodRestarting",
+    "GpuExporterScrapeSlow", "GpuExporterTargetMissing", "GpuIdentityLabelMissing", "GpuKubeStateMetricsMissing",
+    "GpuLost", "GpuMetricAbsent", "GpuMetricIntermittent", "GpuMetricMissing", "GpuNodeCapacityMissing",
+    "GpuNodeExporterMissing", "GpuNodeGpusMissing", "GpuNodeMetricMissing", "GpuProfilingStuck",
+    "GpuTelemetryFrozen", "GpuTelemetryImplausible",
+))
+
 
 @dataclass(frozen=True)
 class Problem:
@@ -164,7 +175,12 @@ class AlertSettings:
 
     for_: float = 300.0
     labels: tuple[tuple[str, str], ...] = ()
-    runbook_url: str = "../runbooks"
+    #: base of runbook links; "" = alerts carry no runbook_url (the spec names no base)
+    runbook_url: str = ""
+    #: the spec says a relative ``runbook_url`` is meant (it resolves only in a forge's file view)
+    runbook_url_relative: bool = False
+    #: ``namespace`` label on every alert (the loader defaults it to the PrometheusRule's namespace)
+    namespace: str | None = None
     inventory_lookback: float = 3600.0
     gap_window: float = 1800.0
     gap_min_ratio: float = 0.8
@@ -452,8 +468,79 @@ def _semantic_problems(doc: CommentedMap, plain: dict, name: str) -> list[Proble
         if metric.get("thresholds") and metric.get("kind") == "counter":
             add(["metrics", i, "thresholds"], "thresholds on a counter compare an ever-growing total; "
                 "use a gauge, or alert on a rate in your own rules")
+        _threshold_problems(metric, i, add)
+    _alert_name_problems(metrics, add)
+    _runbook_problems(plain.get("alerts") if isinstance(plain.get("alerts"), dict) else {}, add)
     kube.problems(plain, add)
     return out
+
+
+def _threshold_problems(metric: dict, i: int, add) -> None:
+    """A threshold no plausible reading can cross renders an alert that can never fire: thresholds
+    only look at readings inside the range (and below the DCGM blank codes), so ``> 183`` on a
+    range of [5, 110] is dead (issue 11, item 10)."""
+    rng = metric.get("range") if isinstance(metric.get("range"), list) and len(metric["range"]) == 2 else [None, None]
+    lo, hi = (v if isinstance(v, (int, float)) and not isinstance(v, bool) else None for v in rng)
+    if lo is not None and hi is not None and lo > hi:
+        return  # an inverted range is its own error
+    thresholds = metric.get("thresholds") if isinstance(metric.get("thresholds"), list) else []
+    for j, t in enumerate(thresholds):
+        if not isinstance(t, dict) or not isinstance(t.get("value"), (int, float)) or t.get("op") not in (">", ">=", "<", "<="):
+            continue
+        op, v = t["op"], t["value"]
+        # without a maximum, readings below the DCGM blank codes (< 2^47) are plausible
+        dead = {">": not (hi if hi is not None else DCGM_BLANK_MIN - 1) > v,
+                ">=": not (hi if hi is not None else DCGM_BLANK_MIN - 1) >= v,
+                "<": lo is not None and not lo < v, "<=": lo is not None and not lo <= v}[op]
+        if dead:
+            side = (f"the plausible maximum {hi}" if hi is not None else "the DCGM blank codes (2^47)") \
+                if op in (">", ">=") else f"the plausible minimum {lo}"
+            add(["metrics", i, "thresholds", j, "value"],
+                f"threshold {op} {v} can never fire: thresholds only see plausible readings and {side} "
+                f"does not pass it; {'lower' if op in ('>', '>=') else 'raise'} the threshold or widen `range`")
+
+
+def _alert_names(metrics: list) -> list[tuple[str, str, list]]:
+    """(alert name, severity, path of its threshold) for every threshold, with the default name
+    the loader derives when ``alert`` is not given."""
+    out = []
+    for i, metric in enumerate(metrics):
+        if not isinstance(metric, dict) or not isinstance(metric.get("name"), str):
+            continue
+        camel = Metric(name=metric["name"], kind="gauge", unit="none", presence="optional").camel
+        for j, t in enumerate(metric.get("thresholds") if isinstance(metric.get("thresholds"), list) else []):
+            if isinstance(t, dict) and isinstance(t.get("severity"), str):
+                name = t.get("alert") or f"Gpu{camel}{'High' if t.get('op') in ('>', '>=') else 'Low'}"
+                path = ["metrics", i, "thresholds", j] + (["alert"] if "alert" in t else ["severity"])
+                out.append((str(name), t["severity"], path))
+    return out
+
+
+def _alert_name_problems(metrics: list, add) -> None:
+    """One alert name must mean one severity: with kube-prometheus-stack's default inhibit rule
+    (``equal: [namespace, alertname]``) one GPU's critical alert would mute every GPU's warning of
+    the same name (issue 11, item 11). gpumon's own alert names are taken."""
+    first: dict[str, tuple[str, list]] = {}
+    for name, severity, path in _alert_names(metrics):
+        if name in BUILTIN_ALERTS:
+            add(path, f"alert name {name!r} is one of gpumon's own alerts; name the threshold differently")
+        elif name in first and first[name][0] != severity:
+            add(path, f"alert {name!r} is already used at severity {first[name][0]} ({_format_path(first[name][1])}); "
+                f"give the {severity} level its own name (e.g. {name}{severity.capitalize()}): an inhibit rule "
+                "equal on alertname would let one GPU's critical mute every GPU's warning")
+        first.setdefault(name, (severity, path))
+
+
+def _runbook_problems(alerts: dict, add) -> None:
+    """A relative runbook base is a broken link in every notification; it is accepted only when
+    the spec says so (``runbook_url_relative: true``), issue 11, item 12."""
+    url = alerts.get("runbook_url")
+    if not isinstance(url, str) or not url:
+        return
+    if "://" not in url and not alerts.get("runbook_url_relative"):
+        add(["alerts", "runbook_url"], f"runbook_url {url!r} is relative: Alertmanager notifications and Grafana carry "
+            "it verbatim, so every link is broken; use an absolute base (https://…/output/runbooks), or set "
+            "runbook_url_relative: true if the links are only read in a git forge's view of output/rules/")
 
 
 def _build(plain: dict, path: str) -> Spec:
@@ -476,6 +563,9 @@ def _build(plain: dict, path: str) -> Spec:
         for_=parse_duration(al["for"]) if "for" in al else defaults.for_,
         labels=tuple(sorted((al.get("labels") or {}).items())),
         runbook_url=al.get("runbook_url", defaults.runbook_url).rstrip("/"),
+        runbook_url_relative=bool(al.get("runbook_url_relative", defaults.runbook_url_relative)),
+        namespace=(al["namespace"] if "namespace" in al
+                   else (plain.get("prometheus_rule") or {}).get("namespace", PrometheusRuleMeta.namespace)),
         inventory_lookback=_dur(al, "inventory_lookback", defaults.inventory_lookback),
         gap_window=_dur(al, "gap_window", defaults.gap_window),
         gap_min_ratio=float(al.get("gap_min_ratio", defaults.gap_min_ratio)),

@@ -266,7 +266,7 @@ def pod_restarting(spec: Spec, k: Kubernetes) -> Rule:
     """An exporter container restarted more than ``max_restarts`` times in ``restart_window``."""
     w = dur(k.restart_window)
     expr = f"{restarts_in(k, k.restart_window)} > {k.max_restarts}"
-    return alert(spec, "GpuExporterPodRestarting", expr, severity="warning", for_=0.0,
+    return alert(spec, "GpuExporterPodRestarting", expr, own_namespace=True, severity="warning", for_=0.0,
                  kind="exporter_pod_restarting", window=w, max_restarts=num(k.max_restarts))
 
 
@@ -276,7 +276,7 @@ def oom_killed(spec: Spec, k: Kubernetes) -> Rule:
     restart condition keeps a days-old kill from firing forever."""
     w = dur(k.restart_window)
     expr = oom_kills_in(spec, k, k.restart_window)
-    return alert(spec, "GpuExporterOOMKilled", expr, severity="warning", for_=0.0,
+    return alert(spec, "GpuExporterOOMKilled", expr, own_namespace=True, severity="warning", for_=0.0,
                  kind="exporter_oom_killed", window=w)
 
 
@@ -287,7 +287,7 @@ def daemonset_not_ready(spec: Spec, k: Kubernetes) -> Rule:
     ready = daemonset_status(k, "number_ready")
     unavailable = daemonset_status(k, "number_unavailable")
     expr = f"(\n  {desired}\n  - {ready}\n) > 0\nor\n{unavailable} > 0"
-    return alert(spec, "GpuExporterDaemonSetNotReady", expr, severity="warning", for_=k.daemonset_for,
+    return alert(spec, "GpuExporterDaemonSetNotReady", expr, own_namespace=True, severity="warning", for_=k.daemonset_for,
                  kind="exporter_daemonset_not_ready", for_text=format_duration(k.daemonset_for))
 
 
@@ -297,7 +297,7 @@ def daemonset_missing(spec: Spec, k: Kubernetes) -> Rule:
     m = {"namespace": k.exporter.namespace, "daemonset": k.exporter.daemonset}
     expr = (f"absent({_ksm(k, 'kube_daemonset_status_desired_number_scheduled', **m)})\n"
             f"and on ()\ngroup({_ksm(k, 'up')} == 1)")
-    return alert(spec, "GpuExporterDaemonSetMissing", expr, severity="critical", for_=spec.alerts.for_,
+    return alert(spec, "GpuExporterDaemonSetMissing", expr, own_namespace=True, severity="critical", for_=spec.alerts.for_,
                  kind="exporter_daemonset_missing", namespace=k.exporter.namespace, daemonset=k.exporter.daemonset)
 
 

@@ -19,9 +19,9 @@ DATA = Path(__file__).resolve().parent / "data"
 _SLOW_MODULES = {"test_rules_e2e", "test_validate_e2e", "test_validate_kubernetes", "test_validate_vm", "test_package",
                  "test_ruletests"}
 #: fixtures that start a server or need promtool
-_SLOW_FIXTURES = {"promtool", "prom", "env", "cluster", "installed"}
+_SLOW_FIXTURES = {"promtool", "prom", "env", "cluster", "installed", "delivered"}
 #: what a test body calls when it runs a real binary or server itself
-_SLOW_CALLS = ("promtool", "LocalPrometheus", "Simulator(", "ExpositionServer", "serve_forever")
+_SLOW_CALLS = ("promtool", "amtool", "LocalPrometheus", "Simulator(", "ExpositionServer", "serve_forever")
 
 
 def pytest_collection_modifyitems(config, items):

@@ -5,7 +5,21 @@ from __future__ import annotations
 from ..spec import Spec
 from .common import alert
 from .model import Rule
-from .promql import dur, job_sel, num
+from . import names
+from .promql import by, dur, job_sel, num
+
+
+def with_node(spec: Spec, expr: str) -> str:
+    """``expr`` (per target: job, instance) with the node label of the target's GPU series seen
+    within the inventory lookback, so a down target's alert names its node (Alertmanager inhibits
+    that node's GPU alerts by it). A target never seen with GPU series keeps its alert without a
+    node label. ``topk`` keeps one node should a pod address move to another node's exporter."""
+    lab = spec.exporter.labels
+    on = by(("job",) + ((lab.cluster,) if lab.cluster else ()) + ("instance",))
+    seen = f"max_over_time({names.TARGET_NODE}{{job=\"{spec.exporter.job}\"}}[{dur(spec.alerts.inventory_lookback)}])"
+    node = f"topk by ({on}) (1, {seen})"
+    return (f"(\n  {expr}\n)\n* on ({on}) group_left ({lab.node})\n{node}\n"
+            f"or\n(\n  {expr}\n)\nunless on ({on})\n{seen}")
 
 
 def target_missing(spec: Spec) -> Rule:
@@ -16,7 +30,7 @@ def target_missing(spec: Spec) -> Rule:
 
 def down(spec: Spec) -> Rule:
     """A target whose scrapes fail (``up == 0``)."""
-    return alert(spec, "GpuExporterDown", f"{job_sel(spec, 'up')} == 0",
+    return alert(spec, "GpuExporterDown", with_node(spec, f"{job_sel(spec, 'up')} == 0"),
                  severity="critical", for_=spec.alerts.for_, kind="exporter_down")
 
 
@@ -26,8 +40,8 @@ def flapping(spec: Spec) -> Rule:
     so one clean outage (one change down, one up) does not also count as flapping."""
     w = dur(spec.alerts.flapping_window)
     up = job_sel(spec, "up")
-    expr = (f"avg_over_time({up}[{w}]) < {num(spec.alerts.flapping_min_up_ratio)}\n"
-            f"and\nchanges({up}[{w}]) > 2")
+    expr = with_node(spec, f"avg_over_time({up}[{w}]) < {num(spec.alerts.flapping_min_up_ratio)}\n"
+                     f"  and\n  changes({up}[{w}]) > 2")
     return alert(spec, "GpuExporterFlapping", expr, severity="warning", for_=spec.alerts.for_,
                  kind="exporter_flapping", window=w)
 
@@ -35,7 +49,7 @@ def flapping(spec: Spec) -> Rule:
 def empty(spec: Spec) -> Rule:
     """Up, but zero samples: dcgm-exporter serves an empty page while DCGM is not readable.
     ``scrape_samples_scraped`` is also 0 when the scrape fails, hence ``and up == 1``."""
-    expr = f"{job_sel(spec, 'scrape_samples_scraped')} == 0\nand\n{job_sel(spec, 'up')} == 1"
+    expr = with_node(spec, f"{job_sel(spec, 'scrape_samples_scraped')} == 0\n  and\n  {job_sel(spec, 'up')} == 1")
     return alert(spec, "GpuExporterEmpty", expr, severity="critical", for_=spec.alerts.for_,
                  kind="exporter_empty")
 
@@ -44,7 +58,7 @@ def scrape_slow(spec: Spec) -> Rule:
     """Scrape duration above a share of the timeout: the step before scrapes time out
     (dcgm-exporter#607: ~10.001 s against the 10 s default on big nodes)."""
     limit = spec.alerts.scrape_slow_ratio * spec.exporter.scrape_timeout
-    expr = f"{job_sel(spec, 'scrape_duration_seconds')} > {num(round(limit, 3))}"
+    expr = with_node(spec, f"{job_sel(spec, 'scrape_duration_seconds')} > {num(round(limit, 3))}")
     return alert(spec, "GpuExporterScrapeSlow", expr, severity="warning", for_=max(spec.alerts.for_, 600.0),
                  kind="exporter_scrape_slow", ratio_pct=num(round(spec.alerts.scrape_slow_ratio * 100, 1)),
                  timeout=dur(spec.exporter.scrape_timeout))

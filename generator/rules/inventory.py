@@ -35,6 +35,16 @@ def inventory(spec: Spec) -> list[Rule]:
     return [record(names.INVENTORY, f"group by ({by(ids)}) ({src})")]
 
 
+def target_node(spec: Spec) -> list[Rule]:
+    """Which node each exporter target serves, from its GPU series: the exporter alerts (from
+    ``up`` and ``scrape_*``, which carry no node label) join it, so Alertmanager can match a down
+    target with its node's GPU alerts."""
+    lab = spec.exporter.labels
+    keep = by(("job",) + ((lab.cluster,) if lab.cluster else ()) + ("instance", lab.node))
+    src = f'{names.FIELD_PRESENT}{{job="{spec.exporter.job}",{lab.node}!=""}}'
+    return [record(names.TARGET_NODE, f"group by ({keep}) ({src})")]
+
+
 def counts(spec: Spec) -> list[Rule]:
     """GPUs reporting now (per job and node) and GPUs seen within the inventory lookback."""
     nodes = node_ids(spec)

@@ -10,6 +10,8 @@ FIELD_LABEL = "dcgm_field"
 
 #: 1 per (target, GPU, field) for every required/optional field present now (keeps ``instance``)
 FIELD_PRESENT = "job_gpu:dcgm_field_present:group"
+#: 1 per exporter target and the node its GPU series name (how exporter alerts learn their node)
+TARGET_NODE = "job_instance:gpumon_target_node:group"
 #: 1 per GPU reporting at least one required field now: the GPU inventory
 INVENTORY = "job_gpu:gpumon_inventory:group"
 #: GPUs reporting now, per job

@@ -116,7 +116,9 @@ def target_down(spec: Spec, step: float) -> Scenario:
             if g.instance == inst2 else None
         add_gpu(sc, spec, g, spec.required_metrics, over)
     at = LOSS_AT + hold + 2
-    sc.expect(at, down.alert, [Firing(down, target_labels(spec, inst2), 0)])
+    # the down target's alert names its node (from the GPU series seen before), so Alertmanager
+    # can match it with that node's GPU alerts
+    sc.expect(at, down.alert, [Firing(down, {**target_labels(spec, inst2), spec.exporter.labels.node: fleet.node_name(2)}, 0)])
     quiet = {presence.gpu_lost(spec).alert, exporter.empty(spec).alert}
     for m in spec.required_metrics:
         quiet.update(r.alert for r in _tiers(spec, m))

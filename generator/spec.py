@@ -39,7 +39,8 @@ DCGM_BLANK_MIN = 140737488355328
 BUILTIN_ALERTS = frozenset((
     "GpuDevicePluginUnhealthy", "GpuExporterDaemonSetMissing", "GpuExporterDaemonSetNotReady", "GpuExporterDown",
     "GpuExporterEmpty", "GpuExporterFlapping", "GpuExporterOOMKilled", "GpuExporterPodRestarting",
-    "GpuExporterScrapeSlow", "GpuExporterTargetMissing", "GpuIdentityLabelMissing", "GpuKubeStateMetricsMissing",
+    "GpuExporterScrapeSlow", "GpuExporterTargetMissing", "GpuFleetTelemetryImplausible", "GpuIdentityLabelMissing",
+    "GpuKubeStateMetricsMissing", "GpuNodeTelemetryImplausible",
     "GpuLost", "GpuMetricAbsent", "GpuMetricIntermittent", "GpuMetricMissing", "GpuNodeCapacityMissing",
     "GpuNodeExporterMissing", "GpuNodeGpusMissing", "GpuNodeMetricMissing", "GpuProfilingStuck",
     "GpuTelemetryFrozen", "GpuTelemetryImplausible",

@@ -14,6 +14,8 @@ FIELD_PRESENT = "job_gpu:dcgm_field_present:group"
 TARGET_NODE = "job_instance:gpumon_target_node:group"
 #: 1 per GPU reporting at least one required field now: the GPU inventory
 INVENTORY = "job_gpu:gpumon_inventory:group"
+#: per GPU and field, the reading when it cannot be real (label ``reason``), else no series
+IMPLAUSIBLE = "job_gpu:dcgm_field_implausible:max"
 #: GPUs reporting now, per job
 GPUS_REPORTING = "job:gpumon_gpus_reporting:count"
 #: GPUs seen within the inventory lookback, per job

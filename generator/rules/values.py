@@ -4,20 +4,22 @@ from __future__ import annotations
 
 from ..durations import format_duration
 from ..spec import DCGM_BLANK_MIN, Metric, Spec, Threshold
-from .common import alert
+from . import names
+from .common import alert, record
 from .model import Rule
-from .promql import by, dur, gpu_ids, job_sel, num, valid_values
+from .promql import by, dur, fleet_ids, gpu_ids, job_sel, node_ids, num, valid_values
 
 
 def _reason(expr: str, reason: str) -> str:
     return f'label_replace({expr}, "reason", "{reason}", "", "")'
 
 
-def implausible(spec: Spec, m: Metric) -> Rule:
-    """Readings that cannot be real, labelled with a ``reason``: ``dcgm_blank`` (a DCGM blank /
-    not-supported code >= 2^47 passed through as a number; dcgm_structs.h), ``nan`` (NaN compares
-    unequal to itself), ``above_range`` / ``below_range`` (outside the spec's plausible range,
-    e.g. 0 C or 0 W on a running GPU)."""
+def implausible_readings(spec: Spec, m: Metric) -> Rule:
+    """Recording rule: per GPU, the reading of ``m`` when it cannot be real, labelled with a
+    ``reason``: ``dcgm_blank`` (a DCGM blank / not-supported code >= 2^47 passed through as a
+    number; dcgm_structs.h), ``nan`` (NaN compares unequal to itself), ``above_range`` /
+    ``below_range`` (outside the spec's plausible range, e.g. 0 C or 0 W on a running GPU). The
+    three implausible tiers read it."""
     s = job_sel(spec, m.name)
     parts = [_reason(f"{s} >= {DCGM_BLANK_MIN}", "dcgm_blank"), _reason(f"{s} != {s}", "nan")]
     if m.range_max is not None:
@@ -25,16 +27,59 @@ def implausible(spec: Spec, m: Metric) -> Rule:
     if m.range_min is not None:
         parts.append(_reason(f"{s} < {num(m.range_min)}", "below_range"))
     inner = "\n  or\n  ".join(parts)
-    expr = f"max by ({by(gpu_ids(spec, m))}, reason) (\n  {inner}\n)"
+    return record(names.IMPLAUSIBLE, f"max by ({by(gpu_ids(spec, m))}, reason) (\n  {inner}\n)",
+                  {names.FIELD_LABEL: m.name})
+
+
+def _implausible_sel(spec: Spec, m: Metric) -> str:
+    return f'{names.IMPLAUSIBLE}{{job="{spec.exporter.job}",{names.FIELD_LABEL}="{m.name}"}}'
+
+
+def _plausible(spec: Spec, m: Metric, level: tuple[str, ...]) -> str:
+    """``group by (level)`` of the GPUs with a plausible reading of ``m`` now."""
+    return f"group by ({by(level)}) ({valid_values(spec, m)})"
+
+
+def _range_text(m: Metric) -> str:
     if m.has_range:
         lo = "-inf" if m.range_min is None else num(m.range_min)
         hi = "+inf" if m.range_max is None else num(m.range_max)
-        range_text = f"plausible {lo}..{hi} {m.unit}"
-    else:
-        range_text = "the spec gives no range: only DCGM blank codes and NaN are implausible"
+        return f"plausible {lo}..{hi} {m.unit}"
+    return "the spec gives no range: only DCGM blank codes and NaN are implausible"
+
+
+def fleet_implausible(spec: Spec, m: Metric) -> Rule:
+    """Every GPU of the job (and cluster) that reports ``m`` reads it implausibly: one cause (a
+    DCGM blank for a field the fleet's model does not support, an exporter build serving zeros),
+    one page, instead of one per GPU (issue 11, item 2)."""
+    fleet = fleet_ids(spec)
+    expr = (f"count by ({by(fleet)}, reason) ({_implausible_sel(spec, m)})\n"
+            f"unless on ({by(fleet)})\n{_plausible(spec, m, fleet)}")
+    return alert(spec, "GpuFleetTelemetryImplausible", expr, severity="warning", for_=spec.alerts.implausible_for,
+                 kind="fleet_implausible_value", labels={names.FIELD_LABEL: m.name}, metric=m.name, title=m.title,
+                 range_text=_range_text(m), cluster=spec.exporter.labels.cluster)
+
+
+def node_implausible(spec: Spec, m: Metric) -> Rule:
+    """Every GPU of one node that reports ``m`` reads it implausibly, while other nodes of the job
+    (and cluster) have plausible readings: that node's exporter, driver or model."""
+    nodes, fleet = node_ids(spec), fleet_ids(spec)
+    expr = (f"(\n  count by ({by(nodes)}, reason) ({_implausible_sel(spec, m)})\n"
+            f"  unless on ({by(nodes)})\n  {_plausible(spec, m, nodes)}\n)\n"
+            f"and on ({by(fleet)})\n{_plausible(spec, m, fleet)}")
+    return alert(spec, "GpuNodeTelemetryImplausible", expr, severity="warning", for_=spec.alerts.implausible_for,
+                 kind="node_implausible_value", labels={names.FIELD_LABEL: m.name}, metric=m.name, title=m.title,
+                 range_text=_range_text(m))
+
+
+def implausible(spec: Spec, m: Metric) -> Rule:
+    """Implausible readings on a GPU whose node has plausible readings of ``m`` on other GPUs
+    (the node and fleet tiers cover the rest)."""
+    nodes = node_ids(spec)
+    expr = f"{_implausible_sel(spec, m)}\nand on ({by(nodes)})\n{_plausible(spec, m, nodes)}"
     return alert(spec, "GpuTelemetryImplausible", expr, severity="warning", for_=spec.alerts.implausible_for,
-                 kind="implausible_value", labels={"dcgm_field": m.name}, metric=m.name, title=m.title,
-                 range_text=range_text)
+                 kind="implausible_value", labels={names.FIELD_LABEL: m.name}, metric=m.name, title=m.title,
+                 range_text=_range_text(m))
 
 
 def threshold(spec: Spec, m: Metric, t: Threshold) -> Rule:
@@ -84,11 +129,12 @@ def profiling_stuck(spec: Spec) -> Rule | None:
 
 
 def rules(spec: Spec) -> list[Rule]:
-    """Value alerts for every spec'd metric: implausible, thresholds, frozen counters, and the
+    """Value alerts for every spec'd metric: the implausible readings (recorded first, then three
+    tiers that exclude each other like the presence tiers), thresholds, frozen counters, and the
     busy-but-profiling-zero divergence."""
-    out: list[Rule] = []
+    out: list[Rule] = [implausible_readings(spec, m) for m in spec.metrics]
     for m in spec.metrics:
-        out.append(implausible(spec, m))
+        out += [fleet_implausible(spec, m), node_implausible(spec, m), implausible(spec, m)]
         out += [threshold(spec, m, t) for t in m.thresholds]
         if m.frozen_check:
             out.append(frozen(spec, m))

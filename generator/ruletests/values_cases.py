@@ -62,8 +62,11 @@ def implausible(spec: Spec, m: Metric, step: float) -> Scenario:
         cases.append(("below_range", fleet.below_range(m)))
     sc = Scenario(f"{m.name}: sentinel {SENTINEL}, NaN and out-of-range readings are implausible; "
                   "no threshold alert fires", hold + 2, step)
-    gpus = fleet.gpus(1, len(cases))
+    gpus = fleet.gpus(1, len(cases) + 1)
     add_target(sc, spec, gpus[0].instance)
+    # a sibling with a plausible reading: these are per-GPU problems, not the node's or fleet's
+    sibling = gpus.pop()
+    sc.add(m.name, _series(spec, sibling, m, _alert_label_values(m, 0, healthy=True)), sc.const(fleet.baseline(m)))
     firing = []
     for gpu, (reason, value) in zip(gpus, cases):
         extra = _alert_label_values(m, 0, healthy=True)
@@ -74,6 +77,35 @@ def implausible(spec: Spec, m: Metric, step: float) -> Scenario:
     sc.expect(hold, rule.alert, firing)
     sc.quiet(hold, *sorted(names))
     return sc
+
+
+def implausible_tiers(spec: Spec, m: Metric, step: float) -> list[Scenario]:
+    """A DCGM blank on every GPU of the fleet pages once (GpuFleetTelemetryImplausible), on every GPU
+    of one node once for that node (GpuNodeTelemetryImplausible), never once per GPU (issue 11,
+    item 2: 12 GpuTelemetryImplausible for one sentinel on DCGM_FI_DEV_MEMORY_TEMP)."""
+    impl, node_rule, fleet_rule = values.implausible(spec, m), values.node_implausible(spec, m), \
+        values.fleet_implausible(spec, m)
+    hold = steps(impl.for_, step) + 2
+    gpus = fleet.gpus(2, 2)
+    ok = _alert_label_values(m, 0, healthy=True)
+    everywhere = Scenario(f"{m.name}: a DCGM blank on every GPU of the fleet pages once for the fleet",
+                          hold + 2, step)
+    one_node = Scenario(f"{m.name}: a DCGM blank on every GPU of one node pages once for that node",
+                        hold + 2, step)
+    for sc in (everywhere, one_node):
+        for inst in sorted({g.instance for g in gpus}):
+            add_target(sc, spec, inst)
+    for g in gpus:
+        everywhere.add(m.name, _series(spec, g, m, ok), everywhere.const(SENTINEL))
+        bad = g.node == fleet.node_name(2)
+        one_node.add(m.name, _series(spec, g, m, ok), one_node.const(SENTINEL if bad else fleet.baseline(m)))
+    everywhere.expect(hold, fleet_rule.alert, [Firing(fleet_rule, {**fleet.fleet_labels(spec), "reason": "dcgm_blank"},
+                                                      len(gpus))])
+    everywhere.quiet(hold, node_rule.alert, impl.alert)
+    one_node.expect(hold, node_rule.alert, [Firing(node_rule, {**fleet.node_ids(spec, fleet.node_name(2)),
+                                                               "reason": "dcgm_blank"}, 2)])
+    one_node.quiet(hold, fleet_rule.alert, impl.alert)
+    return [everywhere, one_node]
 
 
 def threshold_fires(spec: Spec, m: Metric, t: Threshold, step: float) -> Scenario:
@@ -121,10 +153,11 @@ def threshold_spike(spec: Spec, m: Metric, t: Threshold, step: float) -> Scenari
     at = 2
     sc = Scenario(f"{t.alert} ({t.severity}): a single {fleet.fmt_value(spike)} spike of {m.name} does not fire",
                   at + hold + 4, step)
-    gpu = fleet.gpus(1, 1)[0]
+    gpu, sibling = fleet.gpus(1, 2)
     add_target(sc, spec, gpu.instance)
     sc.add(m.name, _series(spec, gpu, m, _alert_label_values(m, base, True)),
            [base] * at + [spike] + [base] * (sc.length - at - 1))
+    sc.add(m.name, _series(spec, sibling, m, _alert_label_values(m, base, True)), sc.const(base))
     sc.quiet(at, t.alert)
     sc.quiet(at + hold + 2, t.alert)
     if absurd and impl.for_ <= step / 2:       # with implausible_for, one sample is not enough
@@ -198,6 +231,8 @@ def scenarios(spec: Spec) -> list[Scenario]:
     out: list[Scenario] = []
     for m in spec.metrics:
         out.append(implausible(spec, m, step))
+        if m.thresholds:               # the fields a blank would make blind
+            out += implausible_tiers(spec, m, step)
         for t in m.thresholds:
             out.append(threshold_fires(spec, m, t, step))
             spike = threshold_spike(spec, m, t, step)

@@ -273,7 +273,7 @@ def test_real_prometheus_healthy_cluster_then_faults(cluster):
     assert sorted(a["gpu"] for a in by_name["GpuLost"]) == ["6", "7"]
     assert by_name["GpuNodeGpusMissing"] == [{
         "__name__": "ALERTS", "alertname": "GpuNodeGpusMissing", "alertstate": "firing", "job": "dcgm-exporter",
-        "Hostname": "gpu-node-b", "severity": "warning"}]
+        "Hostname": "gpu-node-b", "namespace": "monitoring", "severity": "warning"}]
     assert sorted((a["Hostname"], a["reason"]) for a in by_name["GpuNodeExporterMissing"]) == [
         ("gpu-node-c", "no_exporter_pod"), ("gpu-node-d", "pod_not_scraped")]
     restarting = by_name["GpuExporterPodRestarting"]

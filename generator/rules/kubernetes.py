@@ -295,8 +295,14 @@ def daemonset_missing(spec: Spec, k: Kubernetes) -> Rule:
     """kube-state-metrics is up but knows no exporter DaemonSet by that namespace and name
     (uninstalled, renamed, or the spec is wrong). ``absent`` keeps the equality matchers as labels."""
     m = {"namespace": k.exporter.namespace, "daemonset": k.exporter.daemonset}
-    expr = (f"absent({_ksm(k, 'kube_daemonset_status_desired_number_scheduled', **m)})\n"
-            f"and on ()\ngroup({_ksm(k, 'up')} == 1)")
+    ds = _ksm(k, 'kube_daemonset_status_desired_number_scheduled', **m)
+    expr = f"absent({ds})\nand on ()\ngroup({_ksm(k, 'up')} == 1)"
+    cluster = spec.exporter.labels.cluster
+    if cluster:
+        # per cluster (a global ruler sees several): absent() would keep only the matchers
+        expr = (f'label_replace(label_replace(\n  group by ({cluster}) ({_ksm(k, "up")} == 1)\n'
+                f"  unless on ({cluster})\n  group by ({cluster}) ({ds}),\n"
+                f'  "namespace", "{k.exporter.namespace}", "", ""), "daemonset", "{k.exporter.daemonset}", "", "")')
     return alert(spec, "GpuExporterDaemonSetMissing", expr, own_namespace=True, severity="critical", for_=spec.alerts.for_,
                  kind="exporter_daemonset_missing", namespace=k.exporter.namespace, daemonset=k.exporter.daemonset)
 
@@ -305,6 +311,14 @@ def ksm_missing(spec: Spec, k: Kubernetes) -> Rule:
     """No successful kube-state-metrics scrape: every alert of this group is blind without it."""
     up = _ksm(k, "up")
     expr = f"absent({up})\nor\nmax by (job) ({up}) == 0"
+    cluster = spec.exporter.labels.cluster
+    if cluster:
+        # per cluster: a cluster whose kube-state-metrics vanished (seen within the lookback) or is down
+        keep = by(("job", cluster))
+        seen = f"max_over_time({up}[{dur(spec.alerts.inventory_lookback)}])"
+        expr = (f"group by ({keep}) ({seen})\nunless on ({keep})\ngroup by ({keep}) ({up})\n"
+                f"or\nmax by ({keep}) ({up}) == 0\n"
+                f"or\n(\n  absent({up})\n  unless on (job)\n  group by (job) ({seen})\n)")
     return alert(spec, "GpuKubeStateMetricsMissing", expr, severity="warning", for_=spec.alerts.for_,
                  kind="kube_state_metrics_missing", ksm_job=k.ksm_job)
 

@@ -24,8 +24,20 @@ def target_missing(spec: Spec, step: float) -> list[Scenario]:
     removed = Scenario("exporter target missing: the last target is removed", gone_at + hold + 4, step)
     add_target(removed, spec, fleet.instance_of(1), up=[1] * gone_at + ["stale"])
     removed.quiet(gone_at - 1, rule.alert)
-    removed.expect(gone_at + hold + 2, rule.alert, [Firing(rule, job, 1)])
-    return [never, removed]
+    # with a cluster label the alert names the cluster that lost its targets
+    removed.expect(gone_at + hold + 2, rule.alert, [Firing(rule, fleet.fleet_labels(spec), 1)])
+    out = [never, removed]
+    cluster = spec.exporter.labels.cluster
+    if cluster:
+        # issue 11, item 4: one cluster's targets all vanish while another cluster's stay (a global ruler)
+        lost = Scenario("exporter target missing: every target of one cluster vanishes, another cluster stays",
+                        gone_at + hold + 4, step)
+        add_target(lost, spec, fleet.instance_of(1))
+        add_target(lost, spec, fleet.instance_of(3), up=[1] * gone_at + ["stale"], extra={cluster: fleet.CLUSTER_B})
+        lost.quiet(gone_at - 1, rule.alert)
+        lost.expect(gone_at + hold + 2, rule.alert, [Firing(rule, {**job, cluster: fleet.CLUSTER_B}, 1)])
+        out.append(lost)
+    return out
 
 
 def down(spec: Spec, step: float) -> list[Scenario]:

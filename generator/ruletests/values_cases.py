@@ -231,8 +231,7 @@ def scenarios(spec: Spec) -> list[Scenario]:
     out: list[Scenario] = []
     for m in spec.metrics:
         out.append(implausible(spec, m, step))
-        if m.thresholds:               # the fields a blank would make blind
-            out += implausible_tiers(spec, m, step)
+        out += implausible_tiers(spec, m, step)
         for t in m.thresholds:
             out.append(threshold_fires(spec, m, t, step))
             spike = threshold_spike(spec, m, t, step)

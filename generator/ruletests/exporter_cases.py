@@ -111,7 +111,19 @@ def scrape_slow(spec: Spec, step: float) -> list[Scenario]:
     add_target(sc, spec, fleet.instance_of(2), duration=sc.const(slow))
     add_target(sc, spec, fleet.instance_of(3), duration=[fast, slow] + [fast] * (length - 2))
     sc.expect(hold + 2, rule.alert, [Firing(rule, target_labels(spec, fleet.instance_of(2)), slow)])
-    return [sc]
+    # issue 11, item 6: Prometheus' own scrape_timeout_seconds (extra-scrape-metrics) wins over the
+    # spec: slow for a 2 s timeout although far below the spec's; not slow for a longer timeout
+    own = Scenario("exporter scrape slow: the target's own scrape_timeout_seconds wins over the spec's timeout",
+                   length, step)
+    short = round(spec.exporter.scrape_timeout / 5, 3)
+    long = round(spec.exporter.scrape_timeout * 2, 3)
+    near_short = round(short * (spec.alerts.scrape_slow_ratio + 1) / 2, 3)
+    add_target(own, spec, fleet.instance_of(4), duration=own.const(near_short))
+    own.add("scrape_timeout_seconds", target_labels(spec, fleet.instance_of(4)), own.const(short))
+    add_target(own, spec, fleet.instance_of(5), duration=own.const(slow))
+    own.add("scrape_timeout_seconds", target_labels(spec, fleet.instance_of(5)), own.const(long))
+    own.expect(hold + 2, rule.alert, [Firing(rule, target_labels(spec, fleet.instance_of(4)), near_short)])
+    return [sc, own]
 
 
 def scenarios(spec: Spec) -> list[Scenario]:

@@ -22,13 +22,18 @@ def with_node(spec: Spec, expr: str) -> str:
             f"or\n(\n  {expr}\n)\nunless on ({on})\n{seen}")
 
 
+#: cluster label value of GpuExporterTargetMissing when the job had no target in any cluster
+NO_CLUSTER = "(none seen)"
+
+
 def target_missing(spec: Spec) -> Rule:
     """No ``up`` series at all for the job. ``absent()`` with an equality matcher keeps ``job``.
 
     With a cluster label in the spec, per cluster: a cluster whose targets were scraped within
     the inventory lookback and are all gone now. ``absent()`` alone keeps only ``job``, so under a
     global ruler (Thanos, Mimir) it stayed silent while any other cluster had a target (issue 11,
-    item 4). ``absent()`` still covers a job that never had a target (no cluster to name)."""
+    item 4). ``absent()`` still covers a job that never had a target: no cluster to name, so its
+    cluster label says :data:`NO_CLUSTER`."""
     up = job_sel(spec, "up")
     cluster = spec.exporter.labels.cluster
     expr = f"absent({up})"
@@ -36,7 +41,8 @@ def target_missing(spec: Spec) -> Rule:
         keep = by(("job", cluster))
         seen = f"max_over_time({up}[{dur(spec.alerts.inventory_lookback)}])"
         expr = (f"group by ({keep}) ({seen})\nunless on ({keep})\ngroup by ({keep}) ({up})\n"
-                f"or\n(\n  absent({up})\n  unless on (job)\n  group by (job) ({seen})\n)")
+                f"or\n(\n  label_replace(absent({up}), \"{cluster}\", \"{NO_CLUSTER}\", \"\", \"\")\n"
+                f"  unless on (job)\n  group by (job) ({seen})\n)")
     return alert(spec, "GpuExporterTargetMissing", expr,
                  severity="critical", for_=spec.alerts.for_, kind="exporter_target_missing", cluster=cluster,
                  lookback=dur(spec.alerts.inventory_lookback))

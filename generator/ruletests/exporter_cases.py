@@ -18,7 +18,8 @@ def target_missing(spec: Spec, step: float) -> list[Scenario]:
     # The job never had a target (scrape config or ServiceMonitor selects nothing).
     never = Scenario("exporter target missing: no up series for the job at all", hold + 4, step)
     never.add("up", {"job": "node-exporter", "instance": "10.0.0.1:9100"}, never.const(1))
-    never.expect(hold + 2, rule.alert, [Firing(rule, job, 1)])
+    cluster = spec.exporter.labels.cluster
+    never.expect(hold + 2, rule.alert, [Firing(rule, {**job, cluster: exporter.NO_CLUSTER} if cluster else job, 1)])
     # The only target is removed (DaemonSet deleted): up goes stale.
     gone_at = 3
     removed = Scenario("exporter target missing: the last target is removed", gone_at + hold + 4, step)
@@ -27,7 +28,6 @@ def target_missing(spec: Spec, step: float) -> list[Scenario]:
     # with a cluster label the alert names the cluster that lost its targets
     removed.expect(gone_at + hold + 2, rule.alert, [Firing(rule, fleet.fleet_labels(spec), 1)])
     out = [never, removed]
-    cluster = spec.exporter.labels.cluster
     if cluster:
         # issue 11, item 4: one cluster's targets all vanish while another cluster's stay (a global ruler)
         lost = Scenario("exporter target missing: every target of one cluster vanishes, another cluster stays",

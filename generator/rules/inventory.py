@@ -46,14 +46,23 @@ def target_node(spec: Spec) -> list[Rule]:
 
 
 def counts(spec: Spec) -> list[Rule]:
-    """GPUs reporting now (per job and node) and GPUs seen within the inventory lookback."""
-    nodes = node_ids(spec)
+    """Physical GPUs (distinct UUIDs) reporting now per job and node, physical GPUs seen within
+    the inventory lookback, and MIG instances reporting now per job and node. The inventory has
+    one series per MIG instance: counted as is, one GPU in 4 MIG slices read 4 GPUs (issue 11,
+    item 7), so physical GPUs and MIG instances are counted apart and named so."""
+    lab = spec.exporter.labels
+    nodes = by(node_ids(spec))
     lookback = dur(spec.alerts.inventory_lookback)
     fleet = by(fleet_ids(spec))
+    device = f"{nodes}, {lab.gpu}"
+    mig = f'{names.INVENTORY}{{{lab.mig_instance}!=""}}'
     return [
-        record(names.GPUS_REPORTING, f"count by ({fleet}) ({names.INVENTORY})"),
-        record(names.GPUS_KNOWN, f"count by ({fleet}) (max_over_time({names.INVENTORY}[{lookback}]))"),
-        record(names.NODE_GPUS_REPORTING, f"count by ({by(nodes)}) ({names.INVENTORY})"),
+        record(names.NODE_GPU_DEVICES_REPORTING, f"count by ({nodes}) (group by ({device}) ({names.INVENTORY}))"),
+        record(names.GPU_DEVICES_REPORTING, f"sum by ({fleet}) ({names.NODE_GPU_DEVICES_REPORTING})"),
+        record(names.GPU_DEVICES_KNOWN,
+               f"count by ({fleet}) (group by ({device}) (max_over_time({names.INVENTORY}[{lookback}])))"),
+        record(names.NODE_MIG_INSTANCES_REPORTING, f"count by ({nodes}) ({mig})"),
+        record(names.MIG_INSTANCES_REPORTING, f"sum by ({fleet}) ({names.NODE_MIG_INSTANCES_REPORTING})"),
     ]
 
 

@@ -10,7 +10,7 @@ cluster/node-metrics.md): ``kube_node_status_capacity{node,resource,unit}``,
 ``kube_daemonset_status_{desired_number_scheduled,number_ready,number_unavailable}{namespace,daemonset}``.
 
 Everything per node is written in the exporter's terms (``job`` = the dcgm-exporter job, its node
-label, ``cluster`` when set), so it lines up with ``job_node:gpumon_gpus_reporting:count``.
+label, ``cluster`` when set), so it lines up with ``job_node:gpumon_gpu_devices_reporting:count``.
 ``up`` has no node label: a target is tied to its node through its ``namespace``/``pod`` target
 labels (set by ServiceMonitor/PodMonitor and the usual kubernetes_sd relabelling) and
 ``kube_pod_info``; a node that reports GPUs in the inventory has a target in any case, which keeps
@@ -92,14 +92,6 @@ def _node_matcher(k: Kubernetes) -> str:
 
 # --------------------------------------------------------------------------- recording rules
 
-
-def devices_reporting(spec: Spec) -> list[Rule]:
-    """Physical GPUs reporting now per node and per job: distinct UUIDs of the inventory, so the
-    MIG instances of one GPU count once."""
-    nodes = by(node_ids(spec))
-    per_gpu = f"group by ({nodes}, {spec.exporter.labels.gpu}) ({names.INVENTORY})"
-    return [record(names.NODE_GPU_DEVICES_REPORTING, f"count by ({nodes}) (\n  {per_gpu}\n)"),
-            record(names.GPU_DEVICES_REPORTING, f"sum by (job) ({names.NODE_GPU_DEVICES_REPORTING})")]
 
 
 def expected_from_capacity(spec: Spec, k: Kubernetes) -> str:
@@ -338,7 +330,7 @@ def rules(spec: Spec) -> list[Rule]:
     k = spec.kubernetes
     if k is None:
         return []
-    out = devices_reporting(spec) + expected(spec, k)
+    out = expected(spec, k)   # physical GPUs reporting: generator/rules/inventory.py counts()
     if k.ksm_job is not None:
         out += exporter_targets(spec, k)
     out += [node_exporter_missing(spec, k), node_gpus_missing(spec, k)]

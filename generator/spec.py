@@ -43,7 +43,7 @@ BUILTIN_ALERTS = frozenset((
     "GpuKubeStateMetricsMissing", "GpuNodeTelemetryImplausible",
     "GpuLost", "GpuMetricAbsent", "GpuMetricIntermittent", "GpuMetricMissing", "GpuNodeCapacityMissing",
     "GpuNodeExporterMissing", "GpuNodeGpusMissing", "GpuNodeMetricMissing", "GpuProfilingStuck",
-    "GpuTelemetryFrozen", "GpuTelemetryImplausible",
+    "GpuTelemetryFrozen", "GpuTelemetryImplausible", "GpuXidCritical", "GpuXidInformational", "GpuXidWarning",
 ))
 
 
@@ -81,6 +81,28 @@ class Threshold:
     summary: str | None = None
 
 
+#: default XID policy (sources: NVIDIA/DCGM#227, NVIDIA/DCGM#263, go-dcgm PR #115): codes that
+#: mean the GPU needs attention page critical; 13, 31, 43 are usually the application's fault
+XID_CRITICAL = (48, 63, 64, 74, 79, 92, 94, 95, 119, 120)
+XID_INFO = (13, 31, 43)
+
+
+@dataclass(frozen=True)
+class XidPolicy:
+    """Which XID codes alert at which severity; ``other`` is the severity of unlisted codes
+    ("ignore": none). An alert resolves once no new XID was seen for ``window`` seconds."""
+
+    window: float = 900.0
+    critical: tuple[int, ...] = XID_CRITICAL
+    warning: tuple[int, ...] = ()
+    info: tuple[int, ...] = XID_INFO
+    ignore: tuple[int, ...] = ()
+    other: str = "warning"
+
+    def codes(self, severity: str) -> tuple[int, ...]:
+        return getattr(self, severity)
+
+
 @dataclass(frozen=True)
 class Metric:
     """One DCGM field the fleet reports, as the spec describes it.
@@ -103,6 +125,7 @@ class Metric:
     frozen_check: bool = False
     legacy_names: tuple[str, ...] = ()
     alert_labels: tuple[str, ...] = ()
+    xid: XidPolicy | None = None
 
     @property
     def required(self) -> bool:
@@ -470,6 +493,7 @@ def _semantic_problems(doc: CommentedMap, plain: dict, name: str) -> list[Proble
             add(["metrics", i, "thresholds"], "thresholds on a counter compare an ever-growing total; "
                 "use a gauge, or alert on a rate in your own rules")
         _threshold_problems(metric, i, add)
+        _xid_problems(metric, i, add)
     _alert_name_problems(metrics, add)
     _runbook_problems(plain.get("alerts") if isinstance(plain.get("alerts"), dict) else {}, add)
     kube.problems(plain, add)
@@ -499,6 +523,25 @@ def _threshold_problems(metric: dict, i: int, add) -> None:
             add(["metrics", i, "thresholds", j, "value"],
                 f"threshold {op} {v} can never fire: thresholds only see plausible readings and {side} "
                 f"does not pass it; {'lower' if op in ('>', '>=') else 'raise'} the threshold or widen `range`")
+
+
+def _xid_problems(metric: dict, i: int, add) -> None:
+    """An XID policy belongs on a code field, names each code once, and replaces thresholds there."""
+    xid = metric.get("xid")
+    if not isinstance(xid, dict):
+        return
+    if metric.get("unit") != "code":
+        add(["metrics", i, "xid"], "an XID policy needs unit: code (the value is the code of the last XID)")
+    if metric.get("thresholds"):
+        add(["metrics", i, "thresholds"], "thresholds on an XID code compare codes as numbers and stay firing until "
+            "the exporter restarts; the xid policy already alerts per code")
+    seen: dict[int, str] = {}
+    for level in ("critical", "warning", "info", "ignore"):
+        codes = xid.get(level) if isinstance(xid.get(level), list) else []
+        for j, code in enumerate(codes):
+            if isinstance(code, int) and code in seen:
+                add(["metrics", i, "xid", level, j], f"XID {code} is already listed under {seen[code]}")
+            seen.setdefault(code, level)
 
 
 def _alert_names(metrics: list) -> list[tuple[str, str, list]]:
@@ -609,6 +652,13 @@ def _dashboards(raw: dict) -> DashboardSettings:
     )
 
 
+def _xid(raw: dict) -> XidPolicy:
+    d = XidPolicy()
+    return XidPolicy(window=_dur(raw, "window", d.window),
+                     **{k: tuple(raw.get(k, getattr(d, k))) for k in ("critical", "warning", "info", "ignore")},
+                     other=raw.get("other", d.other))
+
+
 def _dur(section: dict, key: str, default: float) -> float:
     return parse_duration(section[key]) if key in section else default
 
@@ -631,4 +681,5 @@ def _metric(m: dict, alerts: AlertSettings) -> Metric:
         range_min=rng[0], range_max=rng[1], thresholds=tuple(thresholds),
         mig=m.get("mig", "device"), frozen_check=bool(m.get("frozen_check", False)),
         legacy_names=tuple(m.get("legacy_names", [])), alert_labels=tuple(m.get("alert_labels", [])),
+        xid=_xid(m["xid"]) if isinstance(m.get("xid"), dict) else None,
     )

@@ -256,3 +256,14 @@ def test_alerts_carry_the_namespace_label(tmp_path):
     assert {r.label_map.get("namespace") for r in all_rules(spec) if r.alert} == {"gpu-ops"}
     spec = parse_spec(BASE + "alerts:\n  namespace: null\n")
     assert {r.label_map.get("namespace") for r in all_rules(spec) if r.alert} == {None}
+
+
+def test_xid_policy_is_checked(tmp_path):
+    text = BASE.replace("presence: required", "presence: required\n    xid: {critical: [79], info: [79, 13]}")
+    assert errors_of(tmp_path, text) == [
+        "spec.yaml:9:10: metrics[0].xid: an XID policy needs unit: code (the value is the code of the last XID)",
+        "spec.yaml:9:34: metrics[0].xid.info[0]: XID 79 is already listed under critical"]
+    spec = parse_spec(BASE.replace("unit: celsius", "unit: code").replace(
+        "presence: required", "presence: sparse\n    xid: {window: 10m, ignore: [13]}"))
+    policy = spec.metrics[0].xid
+    assert policy.window == 600 and policy.ignore == (13,) and 79 in policy.critical and policy.other == "warning"

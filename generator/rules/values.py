@@ -96,6 +96,53 @@ def threshold(spec: Spec, m: Metric, t: Threshold) -> Rule:
                  op=t.op, value=num(t.value), severity_name=t.severity, for_text=format_duration(t.for_))
 
 
+#: alert name per XID policy severity (one name per severity: see the spec's alert-name check)
+XID_ALERTS = {"critical": "GpuXidCritical", "warning": "GpuXidWarning", "info": "GpuXidInformational"}
+
+
+def _xid_selected(spec: Spec, m: Metric, codes: tuple[int, ...], others: tuple[int, ...] | None = None) -> str:
+    """Series of ``m`` whose code is one of ``codes``; with ``others``, any code > 0 but those.
+    By the ``err_code`` label when the spec keeps it (dcgm-exporter PR #309/#326), else by value."""
+    s = job_sel(spec, m.name)
+    if "err_code" in m.alert_labels:
+        listed = "|".join(str(c) for c in (others if others is not None else codes))
+        op = "!~" if others is not None else "=~"
+        return f'{m.name}{{job="{spec.exporter.job}",err_code{op}"{listed or "0"}"}} > 0'
+    if others is not None:
+        chain = " or ".join(f"{s} == {c}" for c in others)
+        return f"{s} > 0" + (f" unless ({chain})" if chain else "")
+    return "(" + " or ".join(f"{s} == {c}" for c in codes) + ")"
+
+
+def xid(spec: Spec, m: Metric, severity: str) -> Rule | None:
+    """An XID whose code the spec's policy puts at ``severity`` appeared within the policy window.
+    The field holds the *last* code until the exporter restarts (NVIDIA/DCGM#227,
+    NVIDIA/dcgm-exporter#500), so ``> 0`` stayed firing for days, and paged critical for
+    application XIDs (13, 31, 43) as much as for 79 (issue 11, item 8). "New" = the series' value
+    differs from (or the series did not exist) one window ago: a new XID is a new ``err_code``
+    series, or a new value without that label; the alert resolves ``window`` after the last new
+    one. Two identical XIDs in a row cannot be told apart (NVIDIA/dcgm-exporter#190)."""
+    policy = m.xid
+    codes = policy.codes(severity)
+    if policy.other == severity:
+        listed = tuple(c for level in ("critical", "warning", "info", "ignore") for c in policy.codes(level))
+        selected = _xid_selected(spec, m, (), others=(0,) + listed if "err_code" in m.alert_labels else listed)
+        if codes:
+            selected = f"({selected})\nor\n({_xid_selected(spec, m, codes)})"
+    elif codes:
+        selected = _xid_selected(spec, m, codes)
+    else:
+        return None
+    s = job_sel(spec, m.name)
+    w = dur(policy.window)
+    keep = by(gpu_ids(spec, m) + m.alert_labels)
+    expr = f"max by ({keep}) (\n  {selected}\n  unless\n  ({s} offset {w} == {s})\n)"
+    listed_text = ", ".join(str(c) for c in codes) or "none"
+    return alert(spec, XID_ALERTS[severity], expr, severity=severity, for_=0.0, kind="xid_policy",
+                 labels={names.FIELD_LABEL: m.name}, metric=m.name, title=m.title, window=w,
+                 codes=listed_text, other=policy.other == severity, severity_name=severity)
+
+
 def frozen(spec: Spec, m: Metric) -> Rule:
     """A counter that stopped increasing while its target is up. A powered GPU always draws
     energy, so a flat energy counter means the exporter serves frozen values (dcgm-exporter#164).
@@ -136,6 +183,8 @@ def rules(spec: Spec) -> list[Rule]:
     for m in spec.metrics:
         out += [fleet_implausible(spec, m), node_implausible(spec, m), implausible(spec, m)]
         out += [threshold(spec, m, t) for t in m.thresholds]
+        if m.xid is not None:
+            out += [r for r in (xid(spec, m, sev) for sev in ("critical", "warning", "info")) if r]
         if m.frozen_check:
             out.append(frozen(spec, m))
     stuck = profiling_stuck(spec)

@@ -168,6 +168,48 @@ def threshold_spike(spec: Spec, m: Metric, t: Threshold, step: float) -> Scenari
     return sc
 
 
+def xid_policy(spec: Spec, m: Metric, step: float) -> list[Scenario]:
+    """The spec's XID policy (issue 11, item 8): XID 79 pages critical, an unlisted code warning, an
+    application XID (13) only informs; each resolves one policy window after the XID although the
+    exporter keeps serving the code (NVIDIA/DCGM#227), where ``> 0`` stayed firing until a restart."""
+    policy = m.xid
+    window = steps(policy.window, step)
+    start = 3
+    sc = Scenario(f"{m.name}: XID policy by code; every XID alert resolves {fleet.fmt_seconds(policy.window)} "
+                  "after the last new XID", start + window + 4, step)
+    picks = {}
+    for severity in ("critical", "warning", "info"):
+        codes = policy.codes(severity)
+        if policy.other == severity:
+            listed = {c for lv in ("critical", "warning", "info", "ignore") for c in policy.codes(lv)}
+            picks[severity] = next(c for c in range(62, 1000) if c not in listed)
+        elif codes:
+            picks[severity] = 79 if 79 in codes else codes[0]
+    gpus = fleet.gpus(1, len(picks) + 1)
+    add_target(sc, spec, gpus[0].instance)
+    firing: dict[str, list[Firing]] = {}
+    for gpu, (severity, code) in zip(gpus, picks.items()):
+        rule = values.xid(spec, m, severity)
+        healthy = _alert_label_values(m, 0, healthy=True)
+        event = {**_alert_label_values(m, code, healthy=False), "err_code": str(code)} \
+            if "err_code" in m.alert_labels else {}
+        if event:
+            sc.add(m.name, _series(spec, gpu, m, healthy), [0] * start + [STALE])
+            sc.add(m.name, _series(spec, gpu, m, event), ["_"] * start + [code] * (sc.length - start))
+        else:
+            sc.add(m.name, _series(spec, gpu, m), [0] * start + [code] * (sc.length - start))
+        ids = gpu_ids(spec, gpu, m)
+        ids.update({k: v for k, v in event.items() if k in m.alert_labels})
+        firing[rule.alert] = [Firing(rule, ids, code)]
+    quiet_gpu = gpus[-1]            # err_code 0 all along: never an XID alert
+    sc.add(m.name, _series(spec, quiet_gpu, m, _alert_label_values(m, 0, healthy=True)), sc.const(0))
+    for name, f in firing.items():
+        sc.quiet(start - 1, name)
+        sc.expect(start + 1, name, f)
+        sc.quiet(start + window + 2, name)
+    return [sc]
+
+
 def frozen(spec: Spec, m: Metric, step: float) -> list[Scenario]:
     """NVIDIA/dcgm-exporter#164, the counter stops increasing while the target is up -> frozen alert after window +
     ``for``; aitra-ai/aitra-meter#59, a counter reset (driver reload) is not frozen."""
@@ -239,4 +281,6 @@ def scenarios(spec: Spec) -> list[Scenario]:
                 out.append(spike)
         if m.frozen_check:
             out += frozen(spec, m, step)
+        if m.xid is not None:
+            out += xid_policy(spec, m, step)
     return out + profiling_stuck(spec, step)

@@ -79,6 +79,8 @@ class Threshold:
     value: float
     for_: float
     summary: str | None = None
+    #: counters: compare ``rate(...[rate])`` (seconds), the per-second rate, instead of the value
+    rate: float | None = None
 
 
 #: default XID policy (sources: NVIDIA/DCGM#227, NVIDIA/DCGM#263, go-dcgm PR #115): codes that
@@ -489,15 +491,33 @@ def _semantic_problems(doc: CommentedMap, plain: dict, name: str) -> list[Proble
                 add(["metrics", i, "name"], f"{mname!r} is not a DCGM field dcgm-exporter knows; did you mean {hint[0]!r}?")
         if metric.get("frozen_check") and metric.get("kind") != "counter":
             add(["metrics", i, "frozen_check"], "frozen_check needs kind: counter (it checks that the counter increases)")
-        if metric.get("thresholds") and metric.get("kind") == "counter":
-            add(["metrics", i, "thresholds"], "thresholds on a counter compare an ever-growing total; "
-                "use a gauge, or alert on a rate in your own rules")
+        _rate_problems(metric, i, add, interval, _duration_or_none(exp.get("collect_interval", format_duration(Exporter.collect_interval))))
         _threshold_problems(metric, i, add)
         _xid_problems(metric, i, add)
     _alert_name_problems(metrics, add)
     _runbook_problems(plain.get("alerts") if isinstance(plain.get("alerts"), dict) else {}, add)
     kube.problems(plain, add)
     return out
+
+
+def _rate_problems(metric: dict, i: int, add, scrape: float | None, collect: float | None) -> None:
+    """Thresholds on a counter compare its per-second rate (``rate:``), never the ever-growing
+    total; the window must hold at least two distinct readings (2 x max(scrape, collect))."""
+    thresholds = metric.get("thresholds") if isinstance(metric.get("thresholds"), list) else []
+    floor = 2 * max(scrape or 0, collect or 0)
+    for j, t in enumerate(thresholds):
+        if not isinstance(t, dict):
+            continue
+        if metric.get("kind") == "counter" and "rate" not in t:
+            add(["metrics", i, "thresholds", j], "a threshold on a counter compares an ever-growing total; add "
+                "`rate: 5m` to compare its per-second rate (reset safe)")
+        elif "rate" in t and metric.get("kind") != "counter":
+            add(["metrics", i, "thresholds", j, "rate"], "rate needs kind: counter (a gauge is compared as it is)")
+        elif "rate" in t:
+            window = _duration_or_none(t["rate"])
+            if window is not None and floor and window < floor:
+                add(["metrics", i, "thresholds", j, "rate"], f"rate window {t['rate']} is shorter than 2 x max(scrape, "
+                    f"collect interval) = {format_duration(floor)}: rate() would often see one sample and return nothing")
 
 
 def _threshold_problems(metric: dict, i: int, add) -> None:
@@ -510,7 +530,8 @@ def _threshold_problems(metric: dict, i: int, add) -> None:
         return  # an inverted range is its own error
     thresholds = metric.get("thresholds") if isinstance(metric.get("thresholds"), list) else []
     for j, t in enumerate(thresholds):
-        if not isinstance(t, dict) or not isinstance(t.get("value"), (int, float)) or t.get("op") not in (">", ">=", "<", "<="):
+        if not isinstance(t, dict) or not isinstance(t.get("value"), (int, float)) or t.get("op") not in (">", ">=", "<", "<=") \
+                or "rate" in t:       # the range bounds readings, not rates
             continue
         op, v = t["op"], t["value"]
         # without a maximum, readings below the DCGM blank codes (< 2^47) are plausible
@@ -673,7 +694,7 @@ def _metric(m: dict, alerts: AlertSettings) -> Metric:
             alert=t.get("alert", f"Gpu{camel}{direction}"),
             severity=t["severity"], op=t["op"], value=float(t["value"]),
             for_=parse_duration(t["for"]) if "for" in t else alerts.for_,
-            summary=t.get("summary"),
+            summary=t.get("summary"), rate=parse_duration(t["rate"]) if "rate" in t else None,
         ))
     return Metric(
         name=m["name"], kind=m["kind"], unit=m["unit"], presence=m["presence"],

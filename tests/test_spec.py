@@ -105,9 +105,23 @@ def test_semantic_rules_on_kinds(tmp_path):
              "    presence: required\n    thresholds: [{severity: warning, op: '>', value: 1}]\n")
     assert errors_of(tmp_path, text) == [
         "spec.yaml:9:19: metrics[0].frozen_check: frozen_check needs kind: counter (it checks that the counter increases)",
-        "spec.yaml:14:17: metrics[1].thresholds: thresholds on a counter compare an ever-growing total; use a gauge, "
-        "or alert on a rate in your own rules",
+        "spec.yaml:14:18: metrics[1].thresholds[0]: a threshold on a counter compares an ever-growing total; add "
+        "`rate: 5m` to compare its per-second rate (reset safe)",
     ]
+
+
+def test_rate_thresholds_on_counters(tmp_path):
+    """Counters take thresholds on their per-second rate, with a window >= 2 x max(scrape, collect)
+    (issue 11, item 9); a gauge cannot take a rate."""
+    counter = ("  - name: DCGM_FI_DEV_ECC_SBE_VOL_TOTAL\n    kind: counter\n    unit: count\n    presence: optional\n"
+               "    thresholds: [{alert: GpuEccStorm, severity: warning, op: '>', value: 10, rate: 30s}]\n")
+    assert errors_of(tmp_path, BASE + counter) == [
+        "spec.yaml:13:84: metrics[1].thresholds[0].rate: rate window 30s is shorter than 2 x max(scrape, collect "
+        "interval) = 1m: rate() would often see one sample and return nothing"]
+    spec = parse_spec(BASE + counter.replace("rate: 30s", "rate: 5m"))
+    assert spec.metrics[1].thresholds[0].rate == 300
+    gauge = BASE.replace("presence: required", "presence: required\n    thresholds: [{severity: warning, op: '>', value: 1, rate: 5m}]")
+    assert errors_of(tmp_path, gauge)[0].endswith("rate needs kind: counter (a gauge is compared as it is)")
 
 
 def test_yaml_syntax_error_and_non_mapping(tmp_path):

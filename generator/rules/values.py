@@ -88,11 +88,20 @@ def threshold(spec: Spec, m: Metric, t: Threshold) -> Rule:
     reset ``for``."""
     keep = by(gpu_ids(spec, m) + m.alert_labels)
     agg = "max" if t.op in (">", ">=") else "min"
-    expr = f"{agg} by ({keep}) (\n  {valid_values(spec, m)}\n) {t.op} {num(t.value)}"
+    unit = m.unit
+    if t.rate is not None:
+        # per-second rate of a counter: rate() is reset safe (a driver reload); a GPU whose counter
+        # served a DCGM blank code within the window is left out (the jump would read as a storm)
+        s, w = job_sel(spec, m.name), dur(t.rate)
+        expr = (f"{agg} by ({keep}) (rate({s}[{w}])) {t.op} {num(t.value)}\n"
+                f"unless on ({keep})\nmax by ({keep}) (max_over_time({s}[{w}]) >= {DCGM_BLANK_MIN})")
+        unit = f"{m.unit}/s (rate over {w})"
+    else:
+        expr = f"{agg} by ({keep}) (\n  {valid_values(spec, m)}\n) {t.op} {num(t.value)}"
     # An error-code field (XID) is a different story from a reading past a limit: own texts and runbook.
     kind = "xid" if m.unit == "code" else "threshold"
     return alert(spec, t.alert, expr, severity=t.severity, for_=t.for_, kind=kind,
-                 labels={"dcgm_field": m.name}, metric=m.name, title=m.title, unit=m.unit,
+                 labels={"dcgm_field": m.name}, metric=m.name, title=m.title, unit=unit,
                  op=t.op, value=num(t.value), severity_name=t.severity, for_text=format_duration(t.for_))
 
 

@@ -10,7 +10,7 @@ from collections import defaultdict
 from ..rules import values
 from ..spec import Metric, Spec, Threshold
 from . import fleet
-from .fleet import add_target, firing_value, gpu_ids, holds, steps
+from .fleet import add_target, as_token, firing_value, gpu_ids, holds, steps
 from .model import Firing, Scenario, test_step
 from .series import NAN, STALE
 
@@ -137,6 +137,28 @@ def threshold_fires(spec: Spec, m: Metric, t: Threshold, step: float) -> Scenari
             firing.append(Firing(values.threshold(spec, m, x), ids, value))
     sc.expect(at, t.alert, firing)
     sc.quiet(at, values.implausible(spec, m).alert)
+    return sc
+
+
+def rate_threshold_fires(spec: Spec, m: Metric, t: Threshold, step: float) -> Scenario:
+    """A counter rising faster than ``t`` (per second, over ``t.rate``) on one GPU fires for that
+    GPU only; a sibling whose counter resets (driver reload) stays quiet: rate() is reset safe
+    (NVIDIA/DCGM#313: a correctable-ECC storm on one GPU of four)."""
+    rule = values.threshold(spec, m, t)
+    per_s = float(t.value * 2 + 1) if t.op in (">", ">=") else 0.0
+    inc = as_token(per_s * step)
+    window, hold = steps(t.rate, step), steps(t.for_, step)
+    start = 2
+    at = start + window + hold + 2
+    sc = Scenario(f"{t.alert} ({t.severity}): {m.name} rising {fleet.fmt_value(per_s)}/s on one GPU fires; "
+                  "a counter reset on another does not", at + 2, step)
+    storm, reset = fleet.gpus(1, 2)
+    add_target(sc, spec, storm.instance)
+    base = 1000
+    sc.add(m.name, _series(spec, storm, m), [base] * start + [base + (i - start + 1) * inc for i in range(start, sc.length)])
+    sc.add(m.name, _series(spec, reset, m), [base] * (start + 3) + [0] * (sc.length - start - 3))
+    sc.quiet(start - 1, t.alert)
+    sc.expect(at, t.alert, [Firing(rule, gpu_ids(spec, storm, m), per_s)])
     return sc
 
 
@@ -275,6 +297,9 @@ def scenarios(spec: Spec) -> list[Scenario]:
         out.append(implausible(spec, m, step))
         out += implausible_tiers(spec, m, step)
         for t in m.thresholds:
+            if t.rate is not None:
+                out.append(rate_threshold_fires(spec, m, t, step))
+                continue
             out.append(threshold_fires(spec, m, t, step))
             spike = threshold_spike(spec, m, t, step)
             if spike:

@@ -36,7 +36,7 @@ RECEIVER = "gpumon"
 TIMING = {"group_wait": "30s", "group_interval": "5m", "repeat_interval": "4h"}
 
 #: alerts about one exporter target that make its GPUs' telemetry alerts meaningless
-TARGET_ALERTS = ("GpuExporterDown", "GpuExporterEmpty", "GpuExporterFlapping")
+TARGET_ALERTS = ("GpuExporterDown", "GpuExporterEmpty", "GpuExporterFlapping", "GpuExporterLegacyNames")
 #: per-node / per-GPU telemetry alerts a broken target explains (GpuLost and thresholds are not)
 TARGET_MUTES = ("GpuNodeMetricMissing", "GpuMetricMissing", "GpuMetricIntermittent", "GpuNodeTelemetryImplausible",
                 "GpuTelemetryImplausible", "GpuTelemetryFrozen", "GpuExporterScrapeSlow")

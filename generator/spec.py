@@ -39,7 +39,7 @@ DCGM_BLANK_MIN = 140737488355328
 BUILTIN_ALERTS = frozenset((
     "GpuDevicePluginUnhealthy", "GpuExporterDaemonSetMissing", "GpuExporterDaemonSetNotReady", "GpuExporterDown",
     "GpuExporterEmpty", "GpuExporterFlapping", "GpuExporterOOMKilled", "GpuExporterPodRestarting",
-    "GpuExporterScrapeSlow", "GpuExporterTargetMissing", "GpuFleetTelemetryImplausible", "GpuIdentityLabelMissing",
+    "GpuExporterLegacyNames", "GpuExporterScrapeSlow", "GpuExporterTargetMissing", "GpuFleetTelemetryImplausible", "GpuIdentityLabelMissing",
     "GpuKubeStateMetricsMissing", "GpuNodeTelemetryImplausible",
     "GpuLost", "GpuMetricAbsent", "GpuMetricIntermittent", "GpuMetricMissing", "GpuNodeCapacityMissing",
     "GpuNodeExporterMissing", "GpuNodeGpusMissing", "GpuNodeMetricMissing", "GpuProfilingStuck",

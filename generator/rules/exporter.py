@@ -91,6 +91,24 @@ def scrape_slow(spec: Spec) -> Rule:
                  timeout=dur(spec.exporter.scrape_timeout))
 
 
+def legacy_names(spec: Spec) -> Rule | None:
+    """A target serving the 1.x names of required fields (``dcgm_gpu_temp``, label ``uuid``:
+    dcgm-exporter's 1.x compatibility mode) and none of the current ones: every GPU alert is blind
+    for its node and nothing else fires (issue 11, item 3), so it pages once for the target. The
+    names come from the spec's ``legacy_names``; a selector per name (no regex on metric names)."""
+    legacy = [n for m in spec.required_metrics for n in m.legacy_names]
+    if not legacy:
+        return None
+    lab = spec.exporter.labels
+    on = ("job",) + ((lab.cluster,) if lab.cluster else ()) + ("instance",)
+    served = " or ".join(job_sel(spec, n) for n in legacy)
+    expr = (f"group by ({by(on + (lab.node,))}) (\n  {served}\n)\nunless on ({by(on)})\n"
+            f'{names.FIELD_PRESENT}{{job="{spec.exporter.job}"}}')
+    return alert(spec, "GpuExporterLegacyNames", expr, severity="critical", for_=spec.alerts.for_,
+                 kind="exporter_legacy_names", legacy=", ".join(legacy[:3]))
+
+
 def rules(spec: Spec) -> list[Rule]:
     """All exporter-target alerts, in a stable order."""
-    return [target_missing(spec), down(spec), flapping(spec), empty(spec), scrape_slow(spec)]
+    out = [target_missing(spec), down(spec), flapping(spec), empty(spec), scrape_slow(spec), legacy_names(spec)]
+    return [r for r in out if r]

@@ -126,10 +126,36 @@ def scrape_slow(spec: Spec, step: float) -> list[Scenario]:
     return [sc, own]
 
 
+def legacy_names(spec: Spec, step: float) -> list[Scenario]:
+    """A node whose exporter serves 1.x names (dcgm_gpu_temp, label uuid) pages once, for its target
+    (issue 11, item 3: it fired nothing); the node serving current names pages nothing."""
+    rule = exporter.legacy_names(spec)
+    if rule is None:
+        return []
+    hold = steps(rule.for_, step)
+    sc = Scenario("exporter legacy names: a node serving dcgm-exporter 1.x names pages once for its target",
+                  hold + 4, step)
+    current, old = fleet.gpus(1, 2), fleet.gpus(1, 2, first_node=2)
+    add_target(sc, spec, current[0].instance)
+    add_target(sc, spec, old[0].instance)
+    for g in current:
+        fleet.add_gpu(sc, spec, g, spec.required_metrics)
+    lab = spec.exporter.labels
+    for g in old:
+        labels = fleet.series_labels(spec, g)
+        labels["uuid"] = labels.pop(lab.gpu)
+        for m in spec.required_metrics:
+            for name in m.legacy_names:
+                sc.add(name, labels, fleet.healthy(m, sc.length, step))
+    want = {**target_labels(spec, old[0].instance), lab.node: old[0].node}
+    sc.expect(hold + 2, rule.alert, [Firing(rule, want, 1)])
+    return [sc]
+
+
 def scenarios(spec: Spec) -> list[Scenario]:
     """Every exporter-target scenario for ``spec``."""
     step = test_step(spec)
     out: list[Scenario] = []
-    for build in (target_missing, down, flapping, empty, scrape_slow):
+    for build in (target_missing, down, flapping, empty, scrape_slow, legacy_names):
         out += build(spec, step)
     return out

@@ -102,7 +102,7 @@ def legacy_names(spec: Spec) -> Rule | None:
     lab = spec.exporter.labels
     on = ("job",) + ((lab.cluster,) if lab.cluster else ()) + ("instance",)
     served = " or ".join(job_sel(spec, n) for n in legacy)
-    expr = (f"group by ({by(on + (lab.node,))}) (\n  {served}\n)\nunless on ({by(on)})\n"
+    expr = (f"group by ({by(on + (lab.node,))}) (\n  {served}\n)\nunless on ({by(on + (lab.node,))})\n"
             f'{names.FIELD_PRESENT}{{job="{spec.exporter.job}"}}')
     return alert(spec, "GpuExporterLegacyNames", expr, severity="critical", for_=spec.alerts.for_,
                  kind="exporter_legacy_names", legacy=", ".join(legacy[:3]))

@@ -55,8 +55,12 @@ FAULT_KINDS = {
     "no-profiling": "leave out every DCGM_FI_PROF_* field (the DCGM profiling module is not loaded, dcgm-exporter#571)",
     "counter-reset": "serve 0 on every k-th scrape (`every`, default 3): a counter that goes down (dcgm-exporter#417)",
     "xid": "report XID `value` (e.g. 79) on DCGM_FI_DEV_XID_ERRORS with its err_code/err_msg labels (NVIDIA/DCGM#227)",
+    "ecc-storm": "serve the ECC volatile counters (not in the default CSV) on the node, the correctable one rising "
+                 "`value` per second (default 17700) on the matched GPUs (NVIDIA/DCGM#313)",
 }
-_METRIC_KINDS = {"drop", "intermittent", "sentinel", "nan", "zero", "value", "frozen", "counter-reset"}
+_METRIC_KINDS = {"drop", "intermittent", "sentinel", "nan", "zero", "value", "frozen", "counter-reset", "ecc-storm"}
+#: fields the ``ecc-storm`` fault adds to the page (commented out in dcgm-exporter's default CSV)
+ECC_FIELDS = ("DCGM_FI_DEV_ECC_SBE_VOL_TOTAL", "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL")
 
 #: DCGM fields of type FP64, which dcgm-exporter prints with %f (dcgm_fields.h field types).
 FLOAT_FIELDS = frozenset({"DCGM_FI_DEV_POWER_USAGE", "DCGM_FI_PROF_GR_ENGINE_ACTIVE",
@@ -325,6 +329,8 @@ class Fleet:
                 value = node.first_values.setdefault((gpu, instance, name), value)
             elif f.kind == "counter-reset" and node.scrapes % (f.every or 3) == 0:
                 value = 0
+            elif f.kind == "ecc-storm" and name == ECC_FIELDS[0]:
+                value = int(float(f.value or 17700) * (now - self.start))
         return fmt_value(name, value)
 
     # ----------------------------------------------------------------- exposition
@@ -359,7 +365,11 @@ class Fleet:
         host_label = "hostname" if any(f.kind == "hostname-rename" for f in faults) else "Hostname"
         no_prof = any(f.kind == "no-profiling" for f in faults)
         lines: list[str] = []
-        for counter in self.counters:
+        extra = []
+        if any(f.kind == "ecc-storm" for f in faults):
+            extra = [Counter(n, "counter", h) for n, h in zip(ECC_FIELDS, (
+                "Total number of single-bit volatile ECC errors.", "Total number of double-bit volatile ECC errors."))]
+        for counter in self.counters + extra:
             name = LEGACY_NAMES.get(counter.name) if legacy else counter.name
             if name is None or (no_prof and counter.name.startswith("DCGM_FI_PROF_")):
                 continue

@@ -105,6 +105,8 @@ class Case:
         leave: node -> step from which it is no longer scraped (targets removed).
         end: pages expected at the last step (default: ``pages``).
         before: pages expected just before ``at`` (default: none; e.g. an exporter still on 1.x names).
+        timeouts: node -> its own scrape timeout (seconds); with any, every target also gets the
+            ``scrape_timeout_seconds`` series (Prometheus ``--enable-feature=extra-scrape-metrics``).
         length: steps in total.
     """
 
@@ -124,6 +126,7 @@ class Case:
     leave: dict = field(default_factory=dict)
     end: tuple[Page, ...] | None = None
     before: tuple[Page, ...] = ()
+    timeouts: dict = field(default_factory=dict)
     length: int | None = None
     covers: str = ""
 
@@ -197,12 +200,12 @@ class Scrape:
         row[step] = value
 
     def run(self) -> None:
-        timeout = self.spec.exporter.scrape_timeout
         for step in range(self.case.steps):
             self.now = step * STEP
             self.fleet.static_faults = self.faults_at(step)
             for node, instance, tlabels in self.targets(step):
                 status, body, delay = self.fleet.respond(node)
+                timeout = self.case.timeouts.get(node, self.spec.exporter.scrape_timeout)
                 target = {**tlabels, "instance": instance}
                 ok = status == 200 and delay < timeout
                 samples = parse(body) if ok else []
@@ -219,11 +222,14 @@ class Scrape:
                 for key, row in self.series.items():
                     if key not in seen and step and row[step - 1] not in (MISSING, STALE) \
                             and set(mine) <= set(key[1]) and key[0] not in ("up", "scrape_samples_scraped",
-                                                                             "scrape_duration_seconds"):
+                                                                             "scrape_duration_seconds",
+                                                                             "scrape_timeout_seconds"):
                         row[step] = STALE
                 for name, value in (("up", 1 if ok else 0), ("scrape_samples_scraped", len(samples)),
                                     ("scrape_duration_seconds", round(min(delay, timeout) or 0.05, 3))):
                     self._put((name, mine), step, value)
+                if self.case.timeouts:
+                    self._put(("scrape_timeout_seconds", mine), step, timeout)
             # a target no longer scraped: all its series go stale once
             live = {tuple(sorted({**t, "instance": i}.items())) for _, i, t in self.targets(step)}
             for key, row in self.series.items():

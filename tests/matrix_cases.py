@@ -30,6 +30,8 @@ CASES = [
          bound=6, covers="empty"),
     Case("one node's scrapes take 7 s of an 8 s timeout", (Page("GpuExporterScrapeSlow", N2),),
          (Fault("slow", node=N2, seconds=7),), bound=64, covers="slow; C16"),
+    Case("one node scraped with its own 2 s timeout takes 1.8 s (the spec says 8 s)", (Page("GpuExporterScrapeSlow", N2),),
+         (Fault("slow", node=N2, seconds=1.8),), timeouts={N2: 2.0}, bound=64, covers="slow; item 6"),
     Case("one node's scrapes time out (9 s against 8 s)", (Page("GpuExporterDown", N2),),
          (Fault("slow", node=N2, seconds=9),), bound=6, covers="slow beyond the timeout; C16"),
     Case("a DCGM blank on one field of every GPU", (Page("GpuFleetTelemetryImplausible", field=MEMTEMP),),
@@ -76,6 +78,9 @@ CASES = [
     Case("a GPU falls off the bus: XID 79, then its series vanish", (Page("GpuLost", N2, 0),),
          (Fault("xid", node=N2, gpu=0, value="79"),), later=((AT + 3, (Fault("drop", node=N2, gpu=0),)),),
          bound=14, covers="GPU off the bus"),
+    Case("a correctable-ECC storm on one GPU of a node (17,700/s)",
+         (Page("GpuEccCorrectableStorm", N2, 1, "DCGM_FI_DEV_ECC_SBE_VOL_TOTAL"),),
+         (Fault("ecc-storm", node=N2, gpu=1),), bound=6, covers="ecc-storm; item 9, NVIDIA/DCGM#313"),
     Case("a GPU lost on a flapping node", (Page("GpuExporterFlapping", N2), Page("GpuLost", N2, 1)),
          (Fault("http500", node=N2, every=2), Fault("drop", node=N2, gpu=1)), bound=12, covers="item 5"),
     # two clusters behind one (global) ruler: gpu-node-1/2 in cluster a, gpu-node-3/4 in cluster b

@@ -1,4 +1,5 @@
-"""Run a real Prometheus on loopback: used by ``make demo`` and the test suite.
+"""Run a real Prometheus (and Alertmanager, with a webhook receiver) on loopback: used by
+``make demo`` and the test suite.
 
 Starts Debian's ``prometheus`` binary (or ``$GPUMON_PROMETHEUS``) on 127.0.0.1 with a temporary
 config and TSDB, waits on ``/-/ready`` (not a sleep), and stops it by PID.
@@ -6,6 +7,7 @@ config and TSDB, waits on ``/-/ready`` (not a sleep), and stops it by PID.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -127,9 +129,11 @@ class LocalPrometheus:
     def __init__(self, targets: dict[str, list[str]], rule_files: list[str | Path] = (),
                  scrape_interval: str = "1s", evaluation_interval: str = "1s",
                  scrape_timeout: str | None = None, extra_args: list[str] = (), startup_timeout: float = 60,
-                 binary: str | None = None, external_labels: dict[str, str] | None = None):
+                 binary: str | None = None, external_labels: dict[str, str] | None = None,
+                 alertmanagers: list[str] = ()):
         self.binary, self.external_labels = binary, dict(external_labels or {})
         self.targets, self.rule_files = targets, [Path(p) for p in rule_files]
+        self.alertmanagers = list(alertmanagers)
         self.scrape_interval, self.evaluation_interval = scrape_interval, evaluation_interval
         self.scrape_timeout = scrape_timeout or scrape_interval
         self.extra_args, self.startup_timeout = list(extra_args), startup_timeout
@@ -152,6 +156,8 @@ class LocalPrometheus:
             "scrape_configs": [{"job_name": job, "static_configs": [{"targets": list(addrs)}]}
                                for job, addrs in self.targets.items()],
         }
+        if self.alertmanagers:
+            cfg["alerting"] = {"alertmanagers": [{"static_configs": [{"targets": self.alertmanagers}]}]}
         path = folder / "prometheus.yml"
         path.write_text(yaml.safe_dump(cfg, sort_keys=False))
         return path
@@ -216,6 +222,115 @@ class LocalPrometheus:
         return wait_for(predicate, timeout, step)
 
     def __enter__(self) -> "LocalPrometheus":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+
+class WebhookReceiver:
+    """An Alertmanager webhook receiver on 127.0.0.1 that keeps every notification it gets
+    (the parsed JSON bodies, in arrival order) in ``notifications``."""
+
+    def __init__(self):
+        self.port = free_port()
+        self.notifications: list[dict] = []
+        self.lock = threading.Lock()
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self):  # noqa: N802 - http.server API
+                body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                with outer.lock:
+                    outer.notifications.append(json.loads(body or b"{}"))
+                self.send_response(200)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            def log_message(self, *args):
+                pass
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", self.port), Handler)
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/"
+
+    def __enter__(self) -> "WebhookReceiver":
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+class LocalAlertmanager:
+    """A real Alertmanager (Debian's ``prometheus-alertmanager``, or ``$GPUMON_ALERTMANAGER``) on
+    127.0.0.1 with ``config`` (a dict), clustering off; waits on ``/-/ready`` and stops by PID."""
+
+    def __init__(self, config: dict, startup_timeout: float = 30):
+        self.config, self.startup_timeout = config, startup_timeout
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.proc: subprocess.Popen | None = None
+        self.tmp: tempfile.TemporaryDirectory | None = None
+
+    def start(self) -> "LocalAlertmanager":
+        # Debian installs it as prometheus-alertmanager; upstream tarballs as alertmanager
+        binary = os.environ.get("GPUMON_ALERTMANAGER") or shutil.which("prometheus-alertmanager") \
+            or shutil.which("alertmanager")
+        if not binary:
+            raise FileNotFoundError("alertmanager not found: apt-get install --no-install-recommends prometheus-alertmanager")
+        self.tmp = tempfile.TemporaryDirectory(prefix="gpumon-am-")
+        folder = Path(self.tmp.name)
+        (folder / "alertmanager.yml").write_text(yaml.safe_dump(self.config, sort_keys=False))
+        self.log = open(folder / "alertmanager.log", "wb")
+        self.proc = subprocess.Popen(
+            [binary, f"--config.file={folder / 'alertmanager.yml'}", f"--storage.path={folder / 'data'}",
+             f"--web.listen-address=127.0.0.1:{self.port}", "--cluster.listen-address="],
+            stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True)
+        deadline = time.monotonic() + self.startup_timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"alertmanager exited with {self.proc.returncode}:\n{self.logs()}")
+            try:
+                if httpx.get(f"{self.url}/-/ready", timeout=1).status_code == 200:
+                    return self
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.2)
+        self.stop()
+        raise RuntimeError(f"alertmanager not ready after {self.startup_timeout}s:\n{self.logs()}")
+
+    def logs(self) -> str:
+        try:
+            return (Path(self.tmp.name) / "alertmanager.log").read_text(errors="replace")[-4000:]
+        except (OSError, AttributeError):
+            return ""
+
+    def alerts(self) -> list[dict]:
+        """``GET /api/v2/alerts``: every alert it holds, with ``status.state`` (active/suppressed)."""
+        resp = httpx.get(f"{self.url}/api/v2/alerts", timeout=10)
+        resp.raise_for_status()
+        return resp.json()
+
+    def stop(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            os.kill(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                os.kill(self.proc.pid, signal.SIGKILL)
+                self.proc.wait(5)
+        if getattr(self, "log", None):
+            self.log.close()
+        if self.tmp:
+            self.tmp.cleanup()
+            self.tmp = None
+
+    def __enter__(self) -> "LocalAlertmanager":
         return self.start()
 
     def __exit__(self, *exc) -> None:

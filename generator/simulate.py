@@ -54,8 +54,13 @@ FAULT_KINDS = {
     "driver-version": "report driver `value` instead of the fleet's",
     "no-profiling": "leave out every DCGM_FI_PROF_* field (the DCGM profiling module is not loaded, dcgm-exporter#571)",
     "counter-reset": "serve 0 on every k-th scrape (`every`, default 3): a counter that goes down (dcgm-exporter#417)",
+    "xid": "report XID `value` (e.g. 79) on DCGM_FI_DEV_XID_ERRORS with its err_code/err_msg labels (NVIDIA/DCGM#227)",
+    "ecc-storm": "serve the ECC volatile counters (not in the default CSV) on the node, the correctable one rising "
+                 "`value` per second (default 17700) on the matched GPUs (NVIDIA/DCGM#313)",
 }
-_METRIC_KINDS = {"drop", "intermittent", "sentinel", "nan", "zero", "value", "frozen", "counter-reset"}
+_METRIC_KINDS = {"drop", "intermittent", "sentinel", "nan", "zero", "value", "frozen", "counter-reset", "ecc-storm"}
+#: fields the ``ecc-storm`` fault adds to the page (commented out in dcgm-exporter's default CSV)
+ECC_FIELDS = ("DCGM_FI_DEV_ECC_SBE_VOL_TOTAL", "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL")
 
 #: DCGM fields of type FP64, which dcgm-exporter prints with %f (dcgm_fields.h field types).
 FLOAT_FIELDS = frozenset({"DCGM_FI_DEV_POWER_USAGE", "DCGM_FI_PROF_GR_ENGINE_ACTIVE",
@@ -80,6 +85,9 @@ LEGACY_NAMES = {
     "DCGM_FI_DEV_FB_FREE": "dcgm_fb_free", "DCGM_FI_DEV_FB_USED": "dcgm_fb_used",
     "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL": "dcgm_nvlink_bandwidth_total",
 }
+#: err_msg dcgm-exporter writes for a few XID codes (its xid error message table)
+XID_MESSAGES = {"0": "No Error", "13": "Graphics Engine Exception", "31": "GPU memory page fault",
+                "48": "Double Bit ECC Error", "79": "GPU has fallen off the bus"}
 MODEL = "NVIDIA H100 80GB HBM3"
 DRIVER = "570.148.08"
 FB_TOTAL_MIB = 81559
@@ -108,7 +116,7 @@ class Fault:
             raise FaultError(f"unknown fault kind {self.kind!r}; choose one of {', '.join(FAULT_KINDS)}")
         if self.every is not None and self.every < 1:
             raise FaultError(f"fault {self.kind}: every must be >= 1")
-        if self.kind in ("value", "driver-version") and self.value is None:
+        if self.kind in ("value", "driver-version", "xid") and self.value is None:
             raise FaultError(f"fault {self.kind}: needs value")
 
     def matches(self, node: str, gpu: int | None = None, metric: str | None = None) -> bool:
@@ -321,12 +329,22 @@ class Fleet:
                 value = node.first_values.setdefault((gpu, instance, name), value)
             elif f.kind == "counter-reset" and node.scrapes % (f.every or 3) == 0:
                 value = 0
+            elif f.kind == "ecc-storm" and name == ECC_FIELDS[0]:
+                value = int(float(f.value or 17700) * (now - self.start))
         return fmt_value(name, value)
 
     # ----------------------------------------------------------------- exposition
     def page(self, node_name: str) -> tuple[int, str]:
         """One scrape of ``node_name``: (HTTP status, body). Applies node-level faults (slow, 500,
         empty) and counts the scrape (``intermittent`` uses the count)."""
+        status, body, delay = self.respond(node_name)
+        if delay:
+            time.sleep(delay)
+        return status, body
+
+    def respond(self, node_name: str) -> tuple[int, str, float]:
+        """Like :meth:`page` without sleeping: (HTTP status, body, seconds the answer takes). A
+        scraper with a virtual clock (tests/matrix.py) reads the delay instead of waiting."""
         node = self.node(node_name)
         with self._lock:
             node.scrapes += 1
@@ -334,14 +352,12 @@ class Fleet:
         # node-level faults with `every` hit only every k-th scrape (a flapping target)
         faults = [f for f in self.faults() if f.matches(node.name)
                   and (f.kind not in ("empty", "http500", "slow") or not f.every or count % f.every == 0)]
-        for f in faults:
-            if f.kind == "slow" and f.gpu is None:
-                time.sleep(f.seconds)
+        delay = sum(f.seconds for f in faults if f.kind == "slow" and f.gpu is None)
         if any(f.kind == "http500" for f in faults):
-            return 500, "An error has occurred while serving metrics:\n\ncollector failed\n"
+            return 500, "An error has occurred while serving metrics:\n\ncollector failed\n", delay
         if any(f.kind == "empty" for f in faults):
-            return 200, ""
-        return 200, self.exposition(node, faults, self.clock())
+            return 200, "", delay
+        return 200, self.exposition(node, faults, self.clock()), delay
 
     def exposition(self, node: Node, faults: list[Fault], now: float) -> str:
         """The text dcgm-exporter would serve for ``node`` with ``faults`` at time ``now``."""
@@ -349,7 +365,11 @@ class Fleet:
         host_label = "hostname" if any(f.kind == "hostname-rename" for f in faults) else "Hostname"
         no_prof = any(f.kind == "no-profiling" for f in faults)
         lines: list[str] = []
-        for counter in self.counters:
+        extra = []
+        if any(f.kind == "ecc-storm" for f in faults):
+            extra = [Counter(n, "counter", h) for n, h in zip(ECC_FIELDS, (
+                "Total number of single-bit volatile ECC errors.", "Total number of double-bit volatile ECC errors."))]
+        for counter in self.counters + extra:
             name = LEGACY_NAMES.get(counter.name) if legacy else counter.name
             if name is None or (no_prof and counter.name.startswith("DCGM_FI_PROF_")):
                 continue
@@ -372,7 +392,11 @@ class Fleet:
                                    ("GPU_I_ID", str(inst))]
                     labels += [(host_label, node.name), ("DCGM_FI_DRIVER_VERSION", driver)]
                     if counter.name == "DCGM_FI_DEV_XID_ERRORS":
-                        labels += [("err_code", "0"), ("err_msg", "No Error")]
+                        xid = next((f for f in faults if f.kind == "xid" and f.matches(node.name, gpu)), None)
+                        if xid is not None:
+                            value = xid.value
+                        code = "0" if xid is None else xid.value
+                        labels += [("err_code", code), ("err_msg", XID_MESSAGES.get(code, "Unknown Error"))]
                     inner = ",".join(f'{k}="{v}"' for k, v in labels)
                     series.append(f"{name}{{{inner}}} {value}")
             meta = self.legacy_counters.get(name, counter) if legacy else counter

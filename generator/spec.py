@@ -41,6 +41,18 @@ MAX_SPEC_BYTES = 1 << 20
 MAX_NODES = 50_000
 MAX_DEPTH = 32
 
+#: Alert names gpumon's own rules use (generator/rules/); a spec threshold may not take one of them
+#: (tests/test_spec.py keeps this list equal to what the rules render).
+BUILTIN_ALERTS = frozenset((
+    "GpuDevicePluginUnhealthy", "GpuExporterDaemonSetMissing", "GpuExporterDaemonSetNotReady", "GpuExporterDown",
+    "GpuExporterEmpty", "GpuExporterFlapping", "GpuExporterOOMKilled", "GpuExporterPodRestarting",
+    "GpuExporterLegacyNames", "GpuExporterScrapeSlow", "GpuExporterTargetMissing", "GpuFleetTelemetryImplausible", "GpuIdentityLabelMissing",
+    "GpuKubeStateMetricsMissing", "GpuNodeTelemetryImplausible",
+    "GpuLost", "GpuMetricAbsent", "GpuMetricIntermittent", "GpuMetricMissing", "GpuNodeCapacityMissing",
+    "GpuNodeExporterMissing", "GpuNodeGpusMissing", "GpuNodeMetricMissing", "GpuProfilingStuck",
+    "GpuTelemetryFrozen", "GpuTelemetryImplausible", "GpuXidCritical", "GpuXidInformational", "GpuXidWarning",
+))
+
 
 @dataclass(frozen=True)
 class Problem:
@@ -74,6 +86,30 @@ class Threshold:
     value: float
     for_: float
     summary: str | None = None
+    #: counters: compare ``rate(...[rate])`` (seconds), the per-second rate, instead of the value
+    rate: float | None = None
+
+
+#: default XID policy (sources: NVIDIA/DCGM#227, NVIDIA/DCGM#263, go-dcgm PR #115): codes that
+#: mean the GPU needs attention page critical; 13, 31, 43 are usually the application's fault
+XID_CRITICAL = (48, 63, 64, 74, 79, 92, 94, 95, 119, 120)
+XID_INFO = (13, 31, 43)
+
+
+@dataclass(frozen=True)
+class XidPolicy:
+    """Which XID codes alert at which severity; ``other`` is the severity of unlisted codes
+    ("ignore": none). An alert resolves once no new XID was seen for ``window`` seconds."""
+
+    window: float = 900.0
+    critical: tuple[int, ...] = XID_CRITICAL
+    warning: tuple[int, ...] = ()
+    info: tuple[int, ...] = XID_INFO
+    ignore: tuple[int, ...] = ()
+    other: str = "warning"
+
+    def codes(self, severity: str) -> tuple[int, ...]:
+        return getattr(self, severity)
 
 
 @dataclass(frozen=True)
@@ -98,6 +134,7 @@ class Metric:
     frozen_check: bool = False
     legacy_names: tuple[str, ...] = ()
     alert_labels: tuple[str, ...] = ()
+    xid: XidPolicy | None = None
 
     @property
     def required(self) -> bool:
@@ -171,7 +208,12 @@ class AlertSettings:
 
     for_: float = 300.0
     labels: tuple[tuple[str, str], ...] = ()
-    runbook_url: str = "../runbooks"
+    #: base of runbook links; "" = alerts carry no runbook_url (the spec names no base)
+    runbook_url: str = ""
+    #: the spec says a relative ``runbook_url`` is meant (it resolves only in a forge's file view)
+    runbook_url_relative: bool = False
+    #: ``namespace`` label on every alert (the loader defaults it to the PrometheusRule's namespace)
+    namespace: str | None = None
     inventory_lookback: float = 3600.0
     gap_window: float = 1800.0
     gap_min_ratio: float = 0.8
@@ -535,15 +577,125 @@ def _semantic_problems(doc: CommentedMap, plain: dict, name: str) -> list[Proble
                 add(["metrics", i, "name"], f"{mname!r} is not a DCGM field dcgm-exporter knows; did you mean {hint[0]!r}?")
         if metric.get("frozen_check") and metric.get("kind") != "counter":
             add(["metrics", i, "frozen_check"], "frozen_check needs kind: counter (it checks that the counter increases)")
-        if metric.get("thresholds") and metric.get("kind") == "counter":
-            add(["metrics", i, "thresholds"], "thresholds on a counter compare an ever-growing total; "
-                "use a gauge, or alert on a rate in your own rules")
+        _rate_problems(metric, i, add, interval, _duration_or_none(exp.get("collect_interval", format_duration(Exporter.collect_interval))))
+        _threshold_problems(metric, i, add)
+        _xid_problems(metric, i, add)
+    _alert_name_problems(metrics, add)
+    _runbook_problems(plain.get("alerts") if isinstance(plain.get("alerts"), dict) else {}, add)
     if metrics and all(isinstance(m, dict) and m.get("presence") in ("optional", "sparse") for m in metrics):
         add(["metrics"], "no metric has presence: required; the GPU inventory, coverage and presence alerts are "
             "built from the required fields (issue #15: such a spec rendered empty PromQL)")
     kube.problems(plain, add)
     specbounds.problems(plain, add, {f.name: f.default for f in dataclasses.fields(Labels)})
     return out
+
+
+def _rate_problems(metric: dict, i: int, add, scrape: float | None, collect: float | None) -> None:
+    """Thresholds on a counter compare its per-second rate (``rate:``), never the ever-growing
+    total; the window must hold at least two distinct readings (2 x max(scrape, collect))."""
+    thresholds = metric.get("thresholds") if isinstance(metric.get("thresholds"), list) else []
+    floor = 2 * max(scrape or 0, collect or 0)
+    for j, t in enumerate(thresholds):
+        if not isinstance(t, dict):
+            continue
+        if metric.get("kind") == "counter" and "rate" not in t:
+            add(["metrics", i, "thresholds", j], "a threshold on a counter compares an ever-growing total; add "
+                "`rate: 5m` to compare its per-second rate (reset safe)")
+        elif "rate" in t and metric.get("kind") != "counter":
+            add(["metrics", i, "thresholds", j, "rate"], "rate needs kind: counter (a gauge is compared as it is)")
+        elif "rate" in t:
+            window = _duration_or_none(t["rate"])
+            if window is not None and floor and window < floor:
+                add(["metrics", i, "thresholds", j, "rate"], f"rate window {t['rate']} is shorter than 2 x max(scrape, "
+                    f"collect interval) = {format_duration(floor)}: rate() would often see one sample and return nothing")
+
+
+def _threshold_problems(metric: dict, i: int, add) -> None:
+    """A threshold no plausible reading can cross renders an alert that can never fire: thresholds
+    only look at readings inside the range (and below the DCGM blank codes), so ``> 183`` on a
+    range of [5, 110] is dead (issue 11, item 10)."""
+    rng = metric.get("range") if isinstance(metric.get("range"), list) and len(metric["range"]) == 2 else [None, None]
+    lo, hi = (v if isinstance(v, (int, float)) and not isinstance(v, bool) else None for v in rng)
+    if lo is not None and hi is not None and lo > hi:
+        return  # an inverted range is its own error
+    thresholds = metric.get("thresholds") if isinstance(metric.get("thresholds"), list) else []
+    for j, t in enumerate(thresholds):
+        if not isinstance(t, dict) or not isinstance(t.get("value"), (int, float)) or t.get("op") not in (">", ">=", "<", "<=") \
+                or "rate" in t:       # the range bounds readings, not rates
+            continue
+        op, v = t["op"], t["value"]
+        # without a maximum, readings below the DCGM blank codes (< 2^47) are plausible
+        dead = {">": not (hi if hi is not None else DCGM_BLANK_MIN - 1) > v,
+                ">=": not (hi if hi is not None else DCGM_BLANK_MIN - 1) >= v,
+                "<": lo is not None and not lo < v, "<=": lo is not None and not lo <= v}[op]
+        if dead:
+            side = (f"the plausible maximum {hi}" if hi is not None else "the DCGM blank codes (2^47)") \
+                if op in (">", ">=") else f"the plausible minimum {lo}"
+            add(["metrics", i, "thresholds", j, "value"],
+                f"threshold {op} {v} can never fire: thresholds only see plausible readings and {side} "
+                f"does not pass it; {'lower' if op in ('>', '>=') else 'raise'} the threshold or widen `range`")
+
+
+def _xid_problems(metric: dict, i: int, add) -> None:
+    """An XID policy belongs on a code field, names each code once, and replaces thresholds there."""
+    xid = metric.get("xid")
+    if not isinstance(xid, dict):
+        return
+    if metric.get("unit") != "code":
+        add(["metrics", i, "xid"], "an XID policy needs unit: code (the value is the code of the last XID)")
+    if metric.get("thresholds"):
+        add(["metrics", i, "thresholds"], "thresholds on an XID code compare codes as numbers and stay firing until "
+            "the exporter restarts; the xid policy already alerts per code")
+    seen: dict[int, str] = {}
+    for level in ("critical", "warning", "info", "ignore"):
+        codes = xid.get(level) if isinstance(xid.get(level), list) else []
+        for j, code in enumerate(codes):
+            if isinstance(code, int) and code in seen:
+                add(["metrics", i, "xid", level, j], f"XID {code} is already listed under {seen[code]}")
+            seen.setdefault(code, level)
+
+
+def _alert_names(metrics: list) -> list[tuple[str, str, list]]:
+    """(alert name, severity, path of its threshold) for every threshold, with the default name
+    the loader derives when ``alert`` is not given."""
+    out = []
+    for i, metric in enumerate(metrics):
+        if not isinstance(metric, dict) or not isinstance(metric.get("name"), str):
+            continue
+        camel = Metric(name=metric["name"], kind="gauge", unit="none", presence="optional").camel
+        for j, t in enumerate(metric.get("thresholds") if isinstance(metric.get("thresholds"), list) else []):
+            if isinstance(t, dict) and isinstance(t.get("severity"), str):
+                name = t.get("alert") or f"Gpu{camel}{'High' if t.get('op') in ('>', '>=') else 'Low'}"
+                path = ["metrics", i, "thresholds", j] + (["alert"] if "alert" in t else ["severity"])
+                out.append((str(name), t["severity"], path))
+    return out
+
+
+def _alert_name_problems(metrics: list, add) -> None:
+    """One alert name must mean one severity: with kube-prometheus-stack's default inhibit rule
+    (``equal: [namespace, alertname]``) one GPU's critical alert would mute every GPU's warning of
+    the same name (issue 11, item 11). gpumon's own alert names are taken."""
+    first: dict[str, tuple[str, list]] = {}
+    for name, severity, path in _alert_names(metrics):
+        if name in BUILTIN_ALERTS:
+            add(path, f"alert name {name!r} is one of gpumon's own alerts; name the threshold differently")
+        elif name in first and first[name][0] != severity:
+            add(path, f"alert {name!r} is already used at severity {first[name][0]} ({_format_path(first[name][1])}); "
+                f"give the {severity} level its own name (e.g. {name}{severity.capitalize()}): an inhibit rule "
+                "equal on alertname would let one GPU's critical mute every GPU's warning")
+        first.setdefault(name, (severity, path))
+
+
+def _runbook_problems(alerts: dict, add) -> None:
+    """A relative runbook base is a broken link in every notification; it is accepted only when
+    the spec says so (``runbook_url_relative: true``), issue 11, item 12."""
+    url = alerts.get("runbook_url")
+    if not isinstance(url, str) or not url:
+        return
+    if "://" not in url and not alerts.get("runbook_url_relative"):
+        add(["alerts", "runbook_url"], f"runbook_url {url!r} is relative: Alertmanager notifications and Grafana carry "
+            "it verbatim, so every link is broken; use an absolute base (https://…/output/runbooks), or set "
+            "runbook_url_relative: true if the links are only read in a git forge's view of output/rules/")
 
 
 def _build(plain: dict, path: str) -> Spec:
@@ -566,6 +718,9 @@ def _build(plain: dict, path: str) -> Spec:
         for_=parse_duration(al["for"]) if "for" in al else defaults.for_,
         labels=tuple(sorted((al.get("labels") or {}).items())),
         runbook_url=al.get("runbook_url", defaults.runbook_url).rstrip("/"),
+        runbook_url_relative=bool(al.get("runbook_url_relative", defaults.runbook_url_relative)),
+        namespace=(al["namespace"] if "namespace" in al
+                   else (plain.get("prometheus_rule") or {}).get("namespace", PrometheusRuleMeta.namespace)),
         inventory_lookback=_dur(al, "inventory_lookback", defaults.inventory_lookback),
         gap_window=_dur(al, "gap_window", defaults.gap_window),
         gap_min_ratio=float(al.get("gap_min_ratio", defaults.gap_min_ratio)),
@@ -608,6 +763,13 @@ def _dashboards(raw: dict) -> DashboardSettings:
     )
 
 
+def _xid(raw: dict) -> XidPolicy:
+    d = XidPolicy()
+    return XidPolicy(window=_dur(raw, "window", d.window),
+                     **{k: tuple(raw.get(k, getattr(d, k))) for k in ("critical", "warning", "info", "ignore")},
+                     other=raw.get("other", d.other))
+
+
 def _dur(section: dict, key: str, default: float) -> float:
     return parse_duration(section[key]) if key in section else default
 
@@ -622,7 +784,7 @@ def _metric(m: dict, alerts: AlertSettings) -> Metric:
             alert=t.get("alert", f"Gpu{camel}{direction}"),
             severity=t["severity"], op=t["op"], value=float(t["value"]),
             for_=parse_duration(t["for"]) if "for" in t else alerts.for_,
-            summary=t.get("summary"),
+            summary=t.get("summary"), rate=parse_duration(t["rate"]) if "rate" in t else None,
         ))
     return Metric(
         name=m["name"], kind=m["kind"], unit=m["unit"], presence=m["presence"],
@@ -630,4 +792,5 @@ def _metric(m: dict, alerts: AlertSettings) -> Metric:
         range_min=rng[0], range_max=rng[1], thresholds=tuple(thresholds),
         mig=m.get("mig", "device"), frozen_check=bool(m.get("frozen_check", False)),
         legacy_names=tuple(m.get("legacy_names", [])), alert_labels=tuple(m.get("alert_labels", [])),
+        xid=_xid(m["xid"]) if isinstance(m.get("xid"), dict) else None,
     )

@@ -202,27 +202,6 @@ def relations(plain: dict, add: Add) -> None:
             "to tell flapping (up alternating) from one outage")
 
 
-def thresholds(plain: dict, add: Add) -> None:
-    """A threshold a plausible reading can cross (readings are filtered to the range and below the
-    DCGM blank codes before the comparison)."""
-    for i, metric in enumerate(_l(plain.get("metrics"))):
-        metric = _d(metric)
-        rng = _l(metric.get("range"))
-        lo, hi = (_number(rng[0]), _number(rng[1])) if len(rng) == 2 else (None, None)
-        if lo is not None and hi is not None and lo > hi:
-            continue  # an inverted range is reported on its own
-        for j, t in enumerate(_l(metric.get("thresholds"))):
-            t = _d(t)
-            value, op = _number(t.get("value")), t.get("op")
-            if value is None:
-                continue
-            never = ((op == ">" and hi is not None and value >= hi) or (op == ">=" and hi is not None and value > hi)
-                     or (op == "<" and lo is not None and value <= lo) or (op == "<=" and lo is not None and value < lo))
-            if never:
-                add(["metrics", i, "thresholds", j, "value"], f"`value {op} {value}` can never hold for a plausible "
-                    f"reading (range [{lo}, {hi}]): the alert would never fire; move the threshold or the range")
-
-
 #: the exporter.labels keys that identify a GPU (kept on every alert)
 IDENTITY_KEYS = ("cluster", "node", "gpu", "gpu_index", "mig_instance")
 
@@ -260,5 +239,5 @@ def problems(plain: dict, add: Add, label_defaults: dict[str, str | None]) -> No
     walk(plain, add)
     durations(plain, add)
     relations(plain, add)
-    thresholds(plain, add)
+    # thresholds that can never fire: spec._threshold_problems (issue 11, item 10)
     labels(plain, add, label_defaults)

@@ -30,7 +30,7 @@ JOURNAL = ".gpumon-journal"
 TMP_PREFIX = ".gpumon-tmp."
 #: the relative paths gpumon renders (``generator.render`` refuses any other): the only paths a
 #: manifest line may name
-OWN_PATH = re.compile(r"(rules|dashboards|kubernetes|tests|runbooks)/[A-Za-z0-9][A-Za-z0-9._-]*\.(yaml|json|md)")
+OWN_PATH = re.compile(r"(rules|dashboards|kubernetes|tests|runbooks|alertmanager)/[A-Za-z0-9][A-Za-z0-9._-]*\.(yaml|json|md)")
 #: temporary files of gpumon's naming: the current one, and ``.<name>.<8 chars>`` (tempfile.mkstemp
 #: with the prefix earlier versions used) beside a rendered file
 _TMP_NAME = re.compile(re.escape(TMP_PREFIX) + r".+")

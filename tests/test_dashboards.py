@@ -361,7 +361,7 @@ def test_firing_alerts_are_gpumon_alerts(spec):
     expr = queries.firing_alerts(spec, build_groups(spec))
     matcher = re.search(r'alertname=~"([^"]+)"', expr).group(1)
     assert set(matcher.split("|")) == {r.alert for r in all_rules(spec) if r.alert}
-    assert {"GpuMetricMissing", "GpuExporterDown", "GpuXidError"} <= set(matcher.split("|"))
+    assert {"GpuMetricMissing", "GpuExporterDown", "GpuXidCritical"} <= set(matcher.split("|"))
 
 
 # --------------------------------------------------------------------------- uids, files, golden

@@ -117,8 +117,7 @@ def test_group_only_with_the_section_and_promtool_accepts_it(tmp_path, promtool)
         "GpuExporterDaemonSetNotReady", "GpuExporterDaemonSetMissing", "GpuKubeStateMetricsMissing",
         "GpuDevicePluginUnhealthy"]
     recorded = [r.record for r in group.rules if r.record]
-    assert recorded == [names.NODE_GPU_DEVICES_REPORTING, names.GPU_DEVICES_REPORTING, names.NODE_GPUS_EXPECTED,
-                        names.GPUS_EXPECTED, names.NODE_GPUS_MISSING, names.GPUS_MISSING, names.NODE_EXPORTER_PODS,
+    assert recorded == [names.NODE_GPUS_EXPECTED, names.GPUS_EXPECTED, names.NODE_GPUS_MISSING, names.GPUS_MISSING, names.NODE_EXPORTER_PODS,
                         names.NODE_EXPORTER_UP]
     joined = "\n".join(r.expr for r in group.rules)
     for selector in ('kube_node_status_capacity{job="kube-state-metrics",resource="nvidia_com_gpu",unit="integer"',
@@ -273,7 +272,7 @@ def test_real_prometheus_healthy_cluster_then_faults(cluster):
     assert sorted(a["gpu"] for a in by_name["GpuLost"]) == ["6", "7"]
     assert by_name["GpuNodeGpusMissing"] == [{
         "__name__": "ALERTS", "alertname": "GpuNodeGpusMissing", "alertstate": "firing", "job": "dcgm-exporter",
-        "Hostname": "gpu-node-b", "severity": "warning"}]
+        "Hostname": "gpu-node-b", "namespace": "monitoring", "severity": "warning"}]
     assert sorted((a["Hostname"], a["reason"]) for a in by_name["GpuNodeExporterMissing"]) == [
         ("gpu-node-c", "no_exporter_pod"), ("gpu-node-d", "pod_not_scraped")]
     restarting = by_name["GpuExporterPodRestarting"]

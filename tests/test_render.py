@@ -208,3 +208,21 @@ def test_yaml_text_does_not_depend_on_libyaml(monkeypatch, default_spec):
         assert slow.keys() == files.keys()
         for path, text in files.items():
             assert slow[path] == text, (spec.path, path)
+
+
+def test_every_alert_keeps_the_cluster_label(default_spec):
+    """Under a global ruler (Thanos, Mimir) every alert must say which cluster (issue 11, item 4):
+    with a cluster label in the spec, no alert's expression may drop it (GpuExporterTargetMissing
+    was a bare absent(up{job=...}), which keeps only job)."""
+    import promql_parser
+    from generator.lint.context import build
+    from generator.readers.model import Inputs
+    from generator.readers.promql import output_labels
+    from generator.spec import parse_spec
+    root = Path(default_spec.path).parent
+    for path in (default_spec.path, root / "examples" / "kubernetes.yaml"):
+        spec = parse_spec(Path(path).read_text().replace("cluster: null ", "cluster: cluster "), "c.yaml")
+        ctx = build(spec, Inputs())
+        dropped = [r.alert for r in all_rules(spec) if r.alert
+                   and not output_labels(promql_parser.parse(r.expr), ctx.record_labels).may_have("cluster")]
+        assert dropped == [], dropped

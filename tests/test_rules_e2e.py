@@ -55,7 +55,7 @@ def alerts(prom, state: str | None = None) -> list[dict]:
 
 def test_partial_loss_fires_for_exactly_that_gpu_then_target_down_pages_once(fleet):
     prom, state, node_b = fleet
-    assert prom.wait_for(lambda: prom.query('job:gpumon_gpus_reporting:count == 8'), 60), prom.logs()
+    assert prom.wait_for(lambda: prom.query('job:gpumon_gpu_devices_reporting:count == 8'), 60), prom.logs()
     # Healthy: every rule has evaluated on full data; nothing pending or firing.
     assert prom.wait_for(lambda: prom.query('job_dcgm_field:gpumon_coverage:ratio{dcgm_field="DCGM_FI_DEV_GPU_TEMP"} == 1'), 30)
     seen: list[dict] = []  # what was pending or firing, kept for the message (it may resolve at once)

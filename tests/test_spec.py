@@ -105,9 +105,23 @@ def test_semantic_rules_on_kinds(tmp_path):
              "    presence: required\n    thresholds: [{severity: warning, op: '>', value: 1}]\n")
     assert errors_of(tmp_path, text) == [
         "spec.yaml:9:19: metrics[0].frozen_check: frozen_check needs kind: counter (it checks that the counter increases)",
-        "spec.yaml:14:17: metrics[1].thresholds: thresholds on a counter compare an ever-growing total; use a gauge, "
-        "or alert on a rate in your own rules",
+        "spec.yaml:14:18: metrics[1].thresholds[0]: a threshold on a counter compares an ever-growing total; add "
+        "`rate: 5m` to compare its per-second rate (reset safe)",
     ]
+
+
+def test_rate_thresholds_on_counters(tmp_path):
+    """Counters take thresholds on their per-second rate, with a window >= 2 x max(scrape, collect)
+    (issue 11, item 9); a gauge cannot take a rate."""
+    counter = ("  - name: DCGM_FI_DEV_ECC_SBE_VOL_TOTAL\n    kind: counter\n    unit: count\n    presence: optional\n"
+               "    thresholds: [{alert: GpuEccStorm, severity: warning, op: '>', value: 10, rate: 30s}]\n")
+    assert errors_of(tmp_path, BASE + counter) == [
+        "spec.yaml:13:84: metrics[1].thresholds[0].rate: rate window 30s is shorter than 2 x max(scrape, collect "
+        "interval) = 1m: rate() would often see one sample and return nothing"]
+    spec = parse_spec(BASE + counter.replace("rate: 30s", "rate: 5m"))
+    assert spec.metrics[1].thresholds[0].rate == 300
+    gauge = BASE.replace("presence: required", "presence: required\n    thresholds: [{severity: warning, op: '>', value: 1, rate: 5m}]")
+    assert errors_of(tmp_path, gauge)[0].endswith("rate needs kind: counter (a gauge is compared as it is)")
 
 
 def test_yaml_syntax_error_and_non_mapping(tmp_path):
@@ -183,3 +197,88 @@ def test_dashboards_of_one_spec_never_show_another_specs_alerts():
 
 def test_nothing_reads_the_raw_document_after_loading():
     assert not hasattr(parse_spec(BASE, "spec.yaml"), "raw")
+
+
+def test_threshold_that_can_never_fire_is_a_spec_error(tmp_path):
+    """Thresholds only see plausible readings: > 183 on [5, 110] renders a dead alert (issue 11, item 10)."""
+    text = BASE.replace("presence: required", "presence: required\n    range: [5, 110]\n    thresholds:\n"
+                        "      - {alert: GpuTempDead, severity: critical, op: '>', value: 183}\n"
+                        "      - {alert: GpuTempEdge, severity: warning, op: '>=', value: 110}\n"
+                        "      - {alert: GpuTempCold, severity: warning, op: '<', value: 5}\n"
+                        "      - {alert: GpuTempColdEdge, severity: warning, op: '<=', value: 5}")
+    assert errors_of(tmp_path, text) == [
+        "spec.yaml:11:66: metrics[0].thresholds[0].value: threshold > 183 can never fire: thresholds only see "
+        "plausible readings and the plausible maximum 110 does not pass it; lower the threshold or widen `range`",
+        "spec.yaml:13:65: metrics[0].thresholds[2].value: threshold < 5 can never fire: thresholds only see "
+        "plausible readings and the plausible minimum 5 does not pass it; raise the threshold or widen `range`",
+    ]
+    # without a maximum only the DCGM blank codes bound the readings
+    text = BASE.replace("presence: required", "presence: required\n    thresholds:\n"
+                        "      - {alert: GpuTempBlank, severity: warning, op: '>', value: 140737488355328}")
+    assert "can never fire" in errors_of(tmp_path, text)[0]
+
+
+def test_one_alert_name_at_two_severities_is_a_spec_error(tmp_path):
+    """kube-prometheus-stack's inhibit rule (equal: [namespace, alertname]) would let one GPU's
+    critical mute every GPU's warning of the same name (issue 11, item 11)."""
+    text = BASE.replace("presence: required", "presence: required\n    thresholds:\n"
+                        "      - {alert: GpuTempHot, severity: warning, op: '>', value: 83}\n"
+                        "      - {alert: GpuTempHot, severity: critical, op: '>', value: 90}\n"
+                        "      - {severity: warning, op: '>', value: 80}\n"
+                        "      - {severity: critical, op: '>', value: 95}\n"
+                        "      - {alert: GpuLost, severity: critical, op: '>', value: 99}")
+    errors = errors_of(tmp_path, text)
+    assert errors[0].startswith("spec.yaml:11:17: metrics[0].thresholds[1].alert: alert 'GpuTempHot' is already "
+                                "used at severity warning (metrics[0].thresholds[0].alert); give the critical level")
+    # default names derive from the metric: two unnamed levels of one direction collide
+    assert errors[1].startswith("spec.yaml:13:20: metrics[0].thresholds[3].severity: alert 'GpuGpuTempHigh' is "
+                                "already used at severity warning")
+    assert errors[2] == ("spec.yaml:14:17: metrics[0].thresholds[4].alert: alert name 'GpuLost' is one of "
+                         "gpumon's own alerts; name the threshold differently")
+    assert len(errors) == 3
+
+
+def test_builtin_alert_names_are_the_rendered_ones(default_spec, root):
+    from generator.rules import all_rules
+    from generator.spec import BUILTIN_ALERTS
+    kube = load_spec(root / "examples" / "kubernetes.yaml")
+    threshold_names = {t.alert for s in (default_spec, kube) for m in s.metrics for t in m.thresholds}
+    rendered = {r.alert for s in (default_spec, kube) for r in all_rules(s) if r.alert}
+    assert rendered - threshold_names == BUILTIN_ALERTS
+
+
+def test_relative_runbook_url_needs_saying_so(tmp_path):
+    """A relative runbook base is a broken link in every notification (issue 11, item 12)."""
+    text = BASE + "alerts:\n  runbook_url: ../runbooks\n"
+    assert errors_of(tmp_path, text) == [
+        "spec.yaml:10:16: alerts.runbook_url: runbook_url '../runbooks' is relative: Alertmanager notifications and "
+        "Grafana carry it verbatim, so every link is broken; use an absolute base (https://…/output/runbooks), or set "
+        "runbook_url_relative: true if the links are only read in a git forge's view of output/rules/"]
+    ok = parse_spec(text + "  runbook_url_relative: true\n")
+    assert ok.alerts.runbook_url == "../runbooks"
+    # no base at all: alerts carry no runbook_url rather than a broken one
+    from generator.rules import all_rules
+    bare = parse_spec(BASE)
+    assert all("runbook_url" not in dict(r.annotations) for r in all_rules(bare) if r.alert)
+
+
+def test_alerts_carry_the_namespace_label(tmp_path):
+    from generator.rules import all_rules
+    spec = parse_spec(BASE)
+    assert {r.label_map.get("namespace") for r in all_rules(spec) if r.alert} == {"monitoring"}
+    spec = parse_spec(BASE + "prometheus_rule:\n  namespace: gpu-ops\n")
+    assert {r.label_map.get("namespace") for r in all_rules(spec) if r.alert} == {"gpu-ops"}
+    spec = parse_spec(BASE + "alerts:\n  namespace: null\n")
+    assert {r.label_map.get("namespace") for r in all_rules(spec) if r.alert} == {None}
+
+
+def test_xid_policy_is_checked(tmp_path):
+    text = BASE.replace("presence: required", "presence: required\n    xid: {critical: [79], info: [79, 13]}")
+    assert errors_of(tmp_path, text) == [
+        "spec.yaml:9:10: metrics[0].xid: an XID policy needs unit: code (the value is the code of the last XID)",
+        "spec.yaml:9:34: metrics[0].xid.info[0]: XID 79 is already listed under critical"]
+    # the XID field is sparse; a spec needs one required field beside it (issue #15)
+    spec = parse_spec(BASE + "  - {name: DCGM_FI_DEV_XID_ERRORS, kind: gauge, unit: code, presence: sparse,\n"
+                             "     xid: {window: 10m, ignore: [13]}}\n")
+    policy = spec.metrics[1].xid
+    assert policy.window == 600 and policy.ignore == (13,) and 79 in policy.critical and policy.other == "warning"

@@ -18,6 +18,7 @@ import pytest
 
 from generator.localprom import ExpositionServer
 from generator.render import render
+from generator.rules import names
 from generator.spec import parse_spec
 from generator.writer import write
 
@@ -86,16 +87,17 @@ def test_query_deduplicates_the_pairs(topo):
                              t.result('count by (cluster) (DCGM_FI_DEV_GPU_TEMP)')} == {"a": "4", "b": "4"}, 90)
     assert ok, t.result('count by (cluster, replica) (DCGM_FI_DEV_GPU_TEMP)')
     # without dedup every GPU is there twice: the replicas really are a pair
-    raw = t.query_instant('count(DCGM_FI_DEV_GPU_TEMP)', dedup="false")["data"]["result"]
-    assert raw[0]["value"][1] == "16"
+    def raw():
+        return [r["value"][1] for r in t.query_instant('count(DCGM_FI_DEV_GPU_TEMP)', dedup="false")["data"]["result"]]
+    assert t.wait_for(lambda: raw() == ["16"], 60), raw()
 
 
 def test_ruler_healthy_fleet_pages_nothing(topo):
     t = topo["topo"]
-    assert t.wait_for(lambda: t.result('job:gpumon_gpus_reporting:count'), 90), t.logs()
+    assert t.wait_for(lambda: t.result(names.GPU_DEVICES_REPORTING), 90), t.logs()
     # the Ruler's own records come back through Query with the cluster label kept
-    assert t.wait_for(lambda: {r["metric"].get("cluster") for r in t.result("job_gpu:gpumon_inventory:group")}
-                      == {"a", "b"}, 60), t.result("job_gpu:gpumon_inventory:group")
+    assert t.wait_for(lambda: {r["metric"].get("cluster") for r in t.result(names.INVENTORY)}
+                      == {"a", "b"}, 60), t.result(names.INVENTORY)
     assert not t.wait_for(lambda: t.alerts(None), 8), f"healthy global view fired: {t.alerts(None)}"
 
 

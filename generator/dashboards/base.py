@@ -26,7 +26,10 @@ def uid(spec: Spec, key: str) -> str:
 
 
 def runbook(spec: Spec, alert: str) -> str:
-    """Runbook address of ``alert``: ``<alerts.runbook_url>/<alert>.md`` (as the alert annotations)."""
+    """Runbook address of ``alert``: ``<alerts.runbook_url>/<alert>.md`` (as the alert annotations);
+    without a base, the rendered file's path."""
+    if not spec.alerts.runbook_url:
+        return f"output/runbooks/{alert}.md"
     return f"{spec.alerts.runbook_url}/{alert}.md"
 
 

@@ -60,9 +60,10 @@ def dashboard(spec: Spec, groups: list[RuleGroup]) -> db.Dashboard:
     """The node / GPU detail dashboard builder; ``groups`` are the rendered rule groups."""
     lab = spec.exporter.labels
     b = Board()
-    gpus = f"sum({q.sel(spec, names.NODE_GPUS_REPORTING, NODE)})"
+    gpus = f"sum({q.sel(spec, names.NODE_GPU_DEVICES_REPORTING, NODE)})"
     b.add(stat_panel("GPUs reporting", [Query(gpus, "GPUs")], COUNT,
-                     description="GPUs on the selected nodes reporting a required field now.",
+                     description="Physical GPUs (distinct UUIDs; MIG instances count once) on the selected "
+                                 "nodes reporting a required field now.",
                      no_value=base.no_value(spec, "No GPU on these nodes reports now.", "GpuLost")), 6, 4)
     target_up = (f"up{{{q.target_sel(spec)}}}\n* on (job, instance) group_left ({by(lab.node_identity)})\n"
                  f"{q.target_nodes(spec, NODE)}")

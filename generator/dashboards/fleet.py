@@ -19,13 +19,17 @@ TITLE = "GPU fleet overview"
 
 
 def _counts(spec: Spec) -> tuple[str, str]:
-    """(GPUs reporting now, GPUs seen within the lookback). Per-job recording rules carry no
-    cluster label, so with a cluster label the counts come from the per-GPU inventory."""
+    """(physical GPUs reporting now, physical GPUs seen within the lookback): distinct UUIDs, so
+    MIG instances do not count as GPUs. With a cluster label the counts come from the per-GPU
+    inventory (narrowed by the cluster picker)."""
     if not spec.exporter.labels.cluster:
         job = f'{{{matcher("job", spec.exporter.job)}}}'
-        return f"sum({names.GPUS_REPORTING}{job})", f"sum({names.GPUS_KNOWN}{job})"
+        return f"sum({names.GPU_DEVICES_REPORTING}{job})", f"sum({names.GPU_DEVICES_KNOWN}{job})"
+    lab = spec.exporter.labels
     inv = q.sel(spec, names.INVENTORY, FLEET)
-    return f"count({inv})", f"count(max_over_time({inv}[{format_duration(spec.alerts.inventory_lookback)}]))"
+    device = f"{lab.cluster}, {lab.node}, {lab.gpu}"
+    return (f"count(group by ({device}) ({inv}))",
+            f"count(group by ({device}) (max_over_time({inv}[{format_duration(spec.alerts.inventory_lookback)}])))")
 
 
 def metric_panel(spec: Spec, m: Metric) -> db.Panel:

@@ -37,7 +37,7 @@ def _build_groups(spec: Spec) -> tuple[RuleGroup, ...]:
     slow = spec.alerts.slow_group_interval
     groups = [
         RuleGroup(f"{p}.inventory", tuple(inventory.field_present(spec) + inventory.inventory(spec)
-                                          + inventory.aggregates(spec))),
+                                          + inventory.target_node(spec) + inventory.aggregates(spec))),
         RuleGroup(f"{p}.coverage", tuple(inventory.counts(spec) + inventory.coverage(spec)), interval=slow),
         RuleGroup(f"{p}.exporter", tuple(exporter.rules(spec))),
         RuleGroup(f"{p}.presence", tuple(presence.rules(spec))),

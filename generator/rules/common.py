@@ -9,16 +9,24 @@ from .model import Rule
 
 
 def alert(spec: Spec, name: str, expr: str, *, severity: str, for_: float, kind: str,
-          labels: dict[str, str] | None = None, **context) -> Rule:
-    """Build an alerting rule with severity, the spec's extra labels, annotation texts of
-    ``kind`` (templates/annotations.yaml) and a ``runbook_url`` of ``<base>/<name>.md``."""
-    all_labels = dict(spec.alerts.labels)
+          labels: dict[str, str] | None = None, own_namespace: bool = False, **context) -> Rule:
+    """Build an alerting rule with severity, the ``namespace`` label (kube-prometheus-stack groups
+    and inhibits by it), the spec's extra labels, annotation texts of ``kind``
+    (templates/annotations.yaml) and, when the spec names a base, a ``runbook_url`` of
+    ``<base>/<name>.md``. Alerts about a Kubernetes object pass ``own_namespace`` and keep its
+    namespace instead."""
+    # ``own_namespace``: the expression keeps the namespace of the object it is about (an exporter
+    # pod or DaemonSet), which is the better routing key than the rule's
+    all_labels = {"namespace": spec.alerts.namespace} if spec.alerts.namespace and not own_namespace else {}
+    all_labels.update(spec.alerts.labels)
     all_labels.update(labels or {})
     all_labels["severity"] = severity
     ctx = _base_context(spec)
     ctx.update(context)
     ctx.setdefault("for_", format_duration(for_))
-    notes = annotations(kind, **ctx) + (("runbook_url", f"{spec.alerts.runbook_url}/{name}.md"),)
+    notes = annotations(kind, **ctx)
+    if spec.alerts.runbook_url:
+        notes += (("runbook_url", f"{spec.alerts.runbook_url}/{name}.md"),)
     return Rule(expr=expr.strip(), alert=name, for_=for_, labels=tuple(sorted(all_labels.items())),
                 annotations=notes, kind=kind)
 

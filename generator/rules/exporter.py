@@ -5,18 +5,52 @@ from __future__ import annotations
 from ..spec import Spec
 from .common import alert
 from .model import Rule
-from .promql import dur, job_sel, num
+from . import names
+from .promql import by, dur, job_sel, num
+
+
+def with_node(spec: Spec, expr: str) -> str:
+    """``expr`` (per target: job, instance) with the node label of the target's GPU series seen
+    within the inventory lookback, so a down target's alert names its node (Alertmanager inhibits
+    that node's GPU alerts by it). A target never seen with GPU series keeps its alert without a
+    node label. ``topk`` keeps one node should a pod address move to another node's exporter."""
+    lab = spec.exporter.labels
+    on = by(("job",) + ((lab.cluster,) if lab.cluster else ()) + ("instance",))
+    seen = f"max_over_time({job_sel(spec, names.TARGET_NODE)}[{dur(spec.alerts.inventory_lookback)}])"
+    node = f"topk by ({on}) (1, {seen})"
+    return (f"(\n  {expr}\n)\n* on ({on}) group_left ({lab.node})\n{node}\n"
+            f"or\n(\n  {expr}\n)\nunless on ({on})\n{seen}")
+
+
+#: cluster label value of GpuExporterTargetMissing when the job had no target in any cluster
+NO_CLUSTER = "(none seen)"
 
 
 def target_missing(spec: Spec) -> Rule:
-    """No ``up`` series at all for the job. ``absent()`` with an equality matcher keeps ``job``."""
-    return alert(spec, "GpuExporterTargetMissing", f"absent({job_sel(spec, 'up')})",
-                 severity="critical", for_=spec.alerts.for_, kind="exporter_target_missing")
+    """No ``up`` series at all for the job. ``absent()`` with an equality matcher keeps ``job``.
+
+    With a cluster label in the spec, per cluster: a cluster whose targets were scraped within
+    the inventory lookback and are all gone now. ``absent()`` alone keeps only ``job``, so under a
+    global ruler (Thanos, Mimir) it stayed silent while any other cluster had a target (issue 11,
+    item 4). ``absent()`` still covers a job that never had a target: no cluster to name, so its
+    cluster label says :data:`NO_CLUSTER`."""
+    up = job_sel(spec, "up")
+    cluster = spec.exporter.labels.cluster
+    expr = f"absent({up})"
+    if cluster:
+        keep = by(("job", cluster))
+        seen = f"max_over_time({up}[{dur(spec.alerts.inventory_lookback)}])"
+        expr = (f"group by ({keep}) ({seen})\nunless on ({keep})\ngroup by ({keep}) ({up})\n"
+                f"or\n(\n  label_replace(absent({up}), \"{cluster}\", \"{NO_CLUSTER}\", \"\", \"\")\n"
+                f"  unless on (job)\n  group by (job) ({seen})\n)")
+    return alert(spec, "GpuExporterTargetMissing", expr,
+                 severity="critical", for_=spec.alerts.for_, kind="exporter_target_missing", cluster=cluster,
+                 lookback=dur(spec.alerts.inventory_lookback))
 
 
 def down(spec: Spec) -> Rule:
     """A target whose scrapes fail (``up == 0``)."""
-    return alert(spec, "GpuExporterDown", f"{job_sel(spec, 'up')} == 0",
+    return alert(spec, "GpuExporterDown", with_node(spec, f"{job_sel(spec, 'up')} == 0"),
                  severity="critical", for_=spec.alerts.for_, kind="exporter_down")
 
 
@@ -26,8 +60,8 @@ def flapping(spec: Spec) -> Rule:
     so one clean outage (one change down, one up) does not also count as flapping."""
     w = dur(spec.alerts.flapping_window)
     up = job_sel(spec, "up")
-    expr = (f"avg_over_time({up}[{w}]) < {num(spec.alerts.flapping_min_up_ratio)}\n"
-            f"and\nchanges({up}[{w}]) > 2")
+    expr = with_node(spec, f"avg_over_time({up}[{w}]) < {num(spec.alerts.flapping_min_up_ratio)}\n"
+                     f"  and\n  changes({up}[{w}]) > 2")
     return alert(spec, "GpuExporterFlapping", expr, severity="warning", for_=spec.alerts.for_,
                  kind="exporter_flapping", window=w)
 
@@ -35,21 +69,46 @@ def flapping(spec: Spec) -> Rule:
 def empty(spec: Spec) -> Rule:
     """Up, but zero samples: dcgm-exporter serves an empty page while DCGM is not readable.
     ``scrape_samples_scraped`` is also 0 when the scrape fails, hence ``and up == 1``."""
-    expr = f"{job_sel(spec, 'scrape_samples_scraped')} == 0\nand\n{job_sel(spec, 'up')} == 1"
+    expr = with_node(spec, f"{job_sel(spec, 'scrape_samples_scraped')} == 0\n  and\n  {job_sel(spec, 'up')} == 1")
     return alert(spec, "GpuExporterEmpty", expr, severity="critical", for_=spec.alerts.for_,
                  kind="exporter_empty")
 
 
 def scrape_slow(spec: Spec) -> Rule:
     """Scrape duration above a share of the timeout: the step before scrapes time out
-    (dcgm-exporter#607: ~10.001 s against the 10 s default on big nodes)."""
-    limit = spec.alerts.scrape_slow_ratio * spec.exporter.scrape_timeout
-    expr = f"{job_sel(spec, 'scrape_duration_seconds')} > {num(round(limit, 3))}"
+    (dcgm-exporter#607: ~10.001 s against the 10 s default on big nodes). The timeout is the
+    target's ``scrape_timeout_seconds`` where Prometheus exposes it, else the spec's."""
+    ratio = spec.alerts.scrape_slow_ratio
+    limit = ratio * spec.exporter.scrape_timeout
+    duration, timeout = job_sel(spec, "scrape_duration_seconds"), job_sel(spec, "scrape_timeout_seconds")
+    on = by(("job",) + ((spec.exporter.labels.cluster,) if spec.exporter.labels.cluster else ()) + ("instance",))
+    # the target's own timeout when Prometheus exposes it (--enable-feature=extra-scrape-metrics):
+    # a target scraped with a 2 s timeout was never flagged against the spec's 10 s (issue 11, item 6)
+    expr = with_node(spec, f"{duration} > on ({on}) ({num(ratio)} * {timeout})\n  or\n"
+                           f"  ({duration} > {num(round(limit, 3))} unless on ({on}) {timeout})")
     return alert(spec, "GpuExporterScrapeSlow", expr, severity="warning", for_=max(spec.alerts.for_, 600.0),
                  kind="exporter_scrape_slow", ratio_pct=num(round(spec.alerts.scrape_slow_ratio * 100, 1)),
                  timeout=dur(spec.exporter.scrape_timeout))
 
 
+def legacy_names(spec: Spec) -> Rule | None:
+    """A target serving the 1.x names of required fields (``dcgm_gpu_temp``, label ``uuid``:
+    dcgm-exporter's 1.x compatibility mode) and none of the current ones: every GPU alert is blind
+    for its node and nothing else fires (issue 11, item 3), so it pages once for the target. The
+    names come from the spec's ``legacy_names``; a selector per name (no regex on metric names)."""
+    legacy = [n for m in spec.required_metrics for n in m.legacy_names]
+    if not legacy:
+        return None
+    lab = spec.exporter.labels
+    on = ("job",) + ((lab.cluster,) if lab.cluster else ()) + ("instance",)
+    served = " or ".join(job_sel(spec, n) for n in legacy)
+    expr = (f"group by ({by(on + (lab.node,))}) (\n  {served}\n)\nunless on ({by(on + (lab.node,))})\n"
+            f'{job_sel(spec, names.FIELD_PRESENT)}')
+    return alert(spec, "GpuExporterLegacyNames", expr, severity="critical", for_=spec.alerts.for_,
+                 kind="exporter_legacy_names", legacy=", ".join(legacy[:3]))
+
+
 def rules(spec: Spec) -> list[Rule]:
     """All exporter-target alerts, in a stable order."""
-    return [target_missing(spec), down(spec), flapping(spec), empty(spec), scrape_slow(spec)]
+    out = [target_missing(spec), down(spec), flapping(spec), empty(spec), scrape_slow(spec), legacy_names(spec)]
+    return [r for r in out if r]

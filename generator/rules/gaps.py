@@ -26,18 +26,32 @@ def sample_ratios(spec: Spec) -> list[Rule]:
     return out
 
 
+def field_recent(spec: Spec) -> float:
+    """Seconds within which an intermittent field must have been seen: a field missing for
+    longer is missing *now*, the presence tiers' case (dropped for good: GpuMetricMissing /
+    GpuNodeMetricMissing / GpuMetricAbsent), not a gap. Shorter than the time the ratio needs to
+    fall below the minimum after a drop (half of ``(1 - gap_min_ratio) x gap_window``), and at
+    least two sample intervals."""
+    al = spec.alerts
+    return max(2 * spec.exporter.sample_interval, min(300.0, (1 - al.gap_min_ratio) * al.gap_window / 2))
+
+
 def intermittent(spec: Spec) -> Rule:
     """Alert when the ratio is below ``gap_min_ratio`` for a GPU that was in the inventory at the
     start of the window (a new node or GPU has a short history, not gaps) and reported recently
     (a GPU gone for good is GpuLost's case). Both inventory checks look at a short window, not an
     instant: a GPU whose fields all come and go drops out of the inventory at every other
-    evaluation, which reset ``for`` and kept this alert silent (found by the rendered rule tests)."""
+    evaluation, which reset ``for`` and kept this alert silent (found by the rendered rule tests).
+    The field itself must have been seen within :func:`field_recent`: a field dropped for good
+    paged here once per GPU besides its presence alert (issue 11, item 1)."""
     w = dur(spec.alerts.gap_window)
     recent = dur(max(300.0, 4 * spec.exporter.sample_interval))
     ids = by(gpu_ids(spec))
+    field = by(("job", "instance") + spec.exporter.labels.identity + (names.FIELD_LABEL,))
     expr = (f"{names.sample_ratio(w)} < {num(spec.alerts.gap_min_ratio)}\n"
             f"and on ({ids})\nmax_over_time({names.INVENTORY}[{recent}] offset {w})\n"
-            f"and on ({ids})\nmax_over_time({names.INVENTORY}[{recent}])")
+            f"and on ({ids})\nmax_over_time({names.INVENTORY}[{recent}])\n"
+            f"and on ({field})\nmax_over_time({names.FIELD_PRESENT}[{dur(field_recent(spec))}])")
     return alert(spec, "GpuMetricIntermittent", expr, severity="warning", for_=spec.alerts.for_,
                  kind="metric_intermittent", window=w)
 

@@ -36,15 +36,34 @@ def inventory(spec: Spec) -> list[Rule]:
     return [record(names.INVENTORY, f"group by ({by(ids)}) ({src})")]
 
 
+def target_node(spec: Spec) -> list[Rule]:
+    """Which node each exporter target serves, from its GPU series: the exporter alerts (from
+    ``up`` and ``scrape_*``, which carry no node label) join it, so Alertmanager can match a down
+    target with its node's GPU alerts."""
+    lab = spec.exporter.labels
+    keep = by(("job",) + ((lab.cluster,) if lab.cluster else ()) + ("instance", lab.node))
+    src = f'{names.FIELD_PRESENT}{{{matcher("job", spec.exporter.job)},{matcher(lab.node, "", "!=")}}}'
+    return [record(names.TARGET_NODE, f"group by ({keep}) ({src})")]
+
+
 def counts(spec: Spec) -> list[Rule]:
-    """GPUs reporting now (per job and node) and GPUs seen within the inventory lookback."""
-    nodes = node_ids(spec)
+    """Physical GPUs (distinct UUIDs) reporting now per job and node, physical GPUs seen within
+    the inventory lookback, and MIG instances reporting now per job and node. The inventory has
+    one series per MIG instance: counted as is, one GPU in 4 MIG slices read 4 GPUs (issue 11,
+    item 7), so physical GPUs and MIG instances are counted apart and named so."""
+    lab = spec.exporter.labels
+    nodes = by(node_ids(spec))
     lookback = dur(spec.alerts.inventory_lookback)
     fleet = by(fleet_ids(spec))
+    device = f"{nodes}, {lab.gpu}"
+    mig = f'{names.INVENTORY}{{{lab.mig_instance}!=""}}'
     return [
-        record(names.GPUS_REPORTING, f"count by ({fleet}) ({names.INVENTORY})"),
-        record(names.GPUS_KNOWN, f"count by ({fleet}) (max_over_time({names.INVENTORY}[{lookback}]))"),
-        record(names.NODE_GPUS_REPORTING, f"count by ({by(nodes)}) ({names.INVENTORY})"),
+        record(names.NODE_GPU_DEVICES_REPORTING, f"count by ({nodes}) (group by ({device}) ({names.INVENTORY}))"),
+        record(names.GPU_DEVICES_REPORTING, f"sum by ({fleet}) ({names.NODE_GPU_DEVICES_REPORTING})"),
+        record(names.GPU_DEVICES_KNOWN,
+               f"count by ({fleet}) (group by ({device}) (max_over_time({names.INVENTORY}[{lookback}])))"),
+        record(names.NODE_MIG_INSTANCES_REPORTING, f"count by ({nodes}) ({mig})"),
+        record(names.MIG_INSTANCES_REPORTING, f"sum by ({fleet}) ({names.NODE_MIG_INSTANCES_REPORTING})"),
     ]
 
 

@@ -10,7 +10,7 @@ cluster/node-metrics.md): ``kube_node_status_capacity{node,resource,unit}``,
 ``kube_daemonset_status_{desired_number_scheduled,number_ready,number_unavailable}{namespace,daemonset}``.
 
 Everything per node is written in the exporter's terms (``job`` = the dcgm-exporter job, its node
-label, ``cluster`` when set), so it lines up with ``job_node:gpumon_gpus_reporting:count``.
+label, ``cluster`` when set), so it lines up with ``job_node:gpumon_gpu_devices_reporting:count``.
 ``up`` has no node label: a target is tied to its node through its ``namespace``/``pod`` target
 labels (set by ServiceMonitor/PodMonitor and the usual kubernetes_sd relabelling) and
 ``kube_pod_info``; a node that reports GPUs in the inventory has a target in any case, which keeps
@@ -89,14 +89,6 @@ def _node_matcher(k: Kubernetes) -> str:
 
 # --------------------------------------------------------------------------- recording rules
 
-
-def devices_reporting(spec: Spec) -> list[Rule]:
-    """Physical GPUs reporting now per node and per job: distinct UUIDs of the inventory, so the
-    MIG instances of one GPU count once."""
-    nodes = by(node_ids(spec))
-    per_gpu = f"group by ({nodes}, {spec.exporter.labels.gpu}) ({names.INVENTORY})"
-    return [record(names.NODE_GPU_DEVICES_REPORTING, f"count by ({nodes}) (\n  {per_gpu}\n)"),
-            record(names.GPU_DEVICES_REPORTING, f"sum by (job) ({names.NODE_GPU_DEVICES_REPORTING})")]
 
 
 def expected_from_capacity(spec: Spec, k: Kubernetes) -> str:
@@ -263,7 +255,7 @@ def pod_restarting(spec: Spec, k: Kubernetes) -> Rule:
     """An exporter container restarted more than ``max_restarts`` times in ``restart_window``."""
     w = dur(k.restart_window)
     expr = f"{restarts_in(k, k.restart_window)} > {k.max_restarts}"
-    return alert(spec, "GpuExporterPodRestarting", expr, severity="warning", for_=0.0,
+    return alert(spec, "GpuExporterPodRestarting", expr, own_namespace=True, severity="warning", for_=0.0,
                  kind="exporter_pod_restarting", window=w, max_restarts=num(k.max_restarts))
 
 
@@ -273,7 +265,7 @@ def oom_killed(spec: Spec, k: Kubernetes) -> Rule:
     restart condition keeps a days-old kill from firing forever."""
     w = dur(k.restart_window)
     expr = oom_kills_in(spec, k, k.restart_window)
-    return alert(spec, "GpuExporterOOMKilled", expr, severity="warning", for_=0.0,
+    return alert(spec, "GpuExporterOOMKilled", expr, own_namespace=True, severity="warning", for_=0.0,
                  kind="exporter_oom_killed", window=w)
 
 
@@ -284,7 +276,7 @@ def daemonset_not_ready(spec: Spec, k: Kubernetes) -> Rule:
     ready = daemonset_status(k, "number_ready")
     unavailable = daemonset_status(k, "number_unavailable")
     expr = f"(\n  {desired}\n  - {ready}\n) > 0\nor\n{unavailable} > 0"
-    return alert(spec, "GpuExporterDaemonSetNotReady", expr, severity="warning", for_=k.daemonset_for,
+    return alert(spec, "GpuExporterDaemonSetNotReady", expr, own_namespace=True, severity="warning", for_=k.daemonset_for,
                  kind="exporter_daemonset_not_ready", for_text=format_duration(k.daemonset_for))
 
 
@@ -292,9 +284,15 @@ def daemonset_missing(spec: Spec, k: Kubernetes) -> Rule:
     """kube-state-metrics is up but knows no exporter DaemonSet by that namespace and name
     (uninstalled, renamed, or the spec is wrong). ``absent`` keeps the equality matchers as labels."""
     m = {"namespace": k.exporter.namespace, "daemonset": k.exporter.daemonset}
-    expr = (f"absent({_ksm(k, 'kube_daemonset_status_desired_number_scheduled', **m)})\n"
-            f"and on ()\ngroup({_ksm(k, 'up')} == 1)")
-    return alert(spec, "GpuExporterDaemonSetMissing", expr, severity="critical", for_=spec.alerts.for_,
+    ds = _ksm(k, 'kube_daemonset_status_desired_number_scheduled', **m)
+    expr = f"absent({ds})\nand on ()\ngroup({_ksm(k, 'up')} == 1)"
+    cluster = spec.exporter.labels.cluster
+    if cluster:
+        # per cluster (a global ruler sees several): absent() would keep only the matchers
+        expr = (f'label_replace(label_replace(\n  group by ({cluster}) ({_ksm(k, "up")} == 1)\n'
+                f"  unless on ({cluster})\n  group by ({cluster}) ({ds}),\n"
+                f'  "namespace", "{k.exporter.namespace}", "", ""), "daemonset", "{k.exporter.daemonset}", "", "")')
+    return alert(spec, "GpuExporterDaemonSetMissing", expr, own_namespace=True, severity="critical", for_=spec.alerts.for_,
                  kind="exporter_daemonset_missing", namespace=k.exporter.namespace, daemonset=k.exporter.daemonset)
 
 
@@ -302,6 +300,14 @@ def ksm_missing(spec: Spec, k: Kubernetes) -> Rule:
     """No successful kube-state-metrics scrape: every alert of this group is blind without it."""
     up = _ksm(k, "up")
     expr = f"absent({up})\nor\nmax by (job) ({up}) == 0"
+    cluster = spec.exporter.labels.cluster
+    if cluster:
+        # per cluster: a cluster whose kube-state-metrics vanished (seen within the lookback) or is down
+        keep = by(("job", cluster))
+        seen = f"max_over_time({up}[{dur(spec.alerts.inventory_lookback)}])"
+        expr = (f"group by ({keep}) ({seen})\nunless on ({keep})\ngroup by ({keep}) ({up})\n"
+                f"or\nmax by ({keep}) ({up}) == 0\n"
+                f"or\n(\n  absent({up})\n  unless on (job)\n  group by (job) ({seen})\n)")
     return alert(spec, "GpuKubeStateMetricsMissing", expr, severity="warning", for_=spec.alerts.for_,
                  kind="kube_state_metrics_missing", ksm_job=k.ksm_job)
 
@@ -321,7 +327,7 @@ def rules(spec: Spec) -> list[Rule]:
     k = spec.kubernetes
     if k is None:
         return []
-    out = devices_reporting(spec) + expected(spec, k)
+    out = expected(spec, k)   # physical GPUs reporting: generator/rules/inventory.py counts()
     if k.ksm_job is not None:
         out += exporter_targets(spec, k)
     out += [node_exporter_missing(spec, k), node_gpus_missing(spec, k)]

@@ -10,14 +10,20 @@ FIELD_LABEL = "dcgm_field"
 
 #: 1 per (target, GPU, field) for every required/optional field present now (keeps ``instance``)
 FIELD_PRESENT = "job_gpu:dcgm_field_present:group"
+#: 1 per exporter target and the node its GPU series name (how exporter alerts learn their node)
+TARGET_NODE = "job_instance:gpumon_target_node:group"
 #: 1 per GPU reporting at least one required field now: the GPU inventory
 INVENTORY = "job_gpu:gpumon_inventory:group"
-#: GPUs reporting now, per job
-GPUS_REPORTING = "job:gpumon_gpus_reporting:count"
-#: GPUs seen within the inventory lookback, per job
-GPUS_KNOWN = "job:gpumon_gpus_known:count"
-#: GPUs reporting now, per node
-NODE_GPUS_REPORTING = "job_node:gpumon_gpus_reporting:count"
+#: per GPU and field, the reading when it cannot be real (label ``reason``), else no series
+IMPLAUSIBLE = "job_gpu:dcgm_field_implausible:max"
+#: physical GPUs reporting now (distinct UUIDs: the MIG instances of one GPU count once), per job / per node
+GPU_DEVICES_REPORTING = "job:gpumon_gpu_devices_reporting:count"
+NODE_GPU_DEVICES_REPORTING = "job_node:gpumon_gpu_devices_reporting:count"
+#: physical GPUs seen within the inventory lookback, per job
+GPU_DEVICES_KNOWN = "job:gpumon_gpu_devices_known:count"
+#: MIG instances reporting now (series with a MIG instance label), per job / per node
+MIG_INSTANCES_REPORTING = "job:gpumon_mig_instances_reporting:count"
+NODE_MIG_INSTANCES_REPORTING = "job_node:gpumon_mig_instances_reporting:count"
 #: share of inventory GPUs reporting each field, per job and per node (0..1)
 COVERAGE = "job_dcgm_field:gpumon_coverage:ratio"
 NODE_COVERAGE = "job_node_dcgm_field:gpumon_coverage:ratio"
@@ -43,9 +49,6 @@ def energy_watts(level: str, window: str) -> str:
 NODE_GPUS_EXPECTED = "job_node:gpumon_gpus_expected:count"
 #: GPUs the fleet should report, per job
 GPUS_EXPECTED = "job:gpumon_gpus_expected:count"
-#: physical GPUs reporting now (distinct UUIDs: MIG instances of one GPU count once), per node / per job
-NODE_GPU_DEVICES_REPORTING = "job_node:gpumon_gpu_devices_reporting:count"
-GPU_DEVICES_REPORTING = "job:gpumon_gpu_devices_reporting:count"
 #: expected minus reporting physical GPUs, at least 0, per node (every expected node) / per job
 NODE_GPUS_MISSING = "job_node:gpumon_gpus_missing:count"
 GPUS_MISSING = "job:gpumon_gpus_missing:count"

@@ -81,17 +81,26 @@ def gpu_metric_missing(spec: Spec, m: Metric) -> Rule:
                  kind="gpu_metric_missing", labels={names.FIELD_LABEL: m.name}, metric=m.name, title=m.title)
 
 
+def lost_window(spec: Spec) -> float:
+    """Seconds a GPU (and its node) must have been silent to count as gone: 4 sample intervals.
+    Compared with "reporting now", a flapping target's failed scrapes no longer reset ``for``:
+    a GPU lost on a flapping node stayed pending forever (issue 11, item 5)."""
+    return 4 * spec.exporter.sample_interval
+
+
 def gpu_lost(spec: Spec) -> Rule:
     """A GPU seen within the inventory lookback that reports nothing now, on a node that still
     reports other GPUs (a GPU off the bus; an exporter that no longer sees it). Compared per
-    device (UUID), so re-partitioning MIG instances is not a lost GPU."""
+    device (UUID), so re-partitioning MIG instances is not a lost GPU. "Now" and "still reports"
+    look at :func:`lost_window`, so the scrapes a flapping target misses do not count."""
     lab = spec.exporter.labels
     device = by(tuple(x for x in gpu_ids(spec) if x != lab.mig_instance))
     nodes = by(node_ids(spec))
     lookback = dur(spec.alerts.inventory_lookback)
+    recent = f"max_over_time({names.INVENTORY}[{dur(lost_window(spec))}])"
     expr = (f"(\n  group by ({device}) (max_over_time({names.INVENTORY}[{lookback}]))\n"
-            f"  unless on ({device})\n  {names.INVENTORY}\n)\n"
-            f"and on ({nodes})\ngroup by ({nodes}) ({names.INVENTORY})")
+            f"  unless on ({device})\n  {recent}\n)\n"
+            f"and on ({nodes})\ngroup by ({nodes}) ({recent})")
     return alert(spec, "GpuLost", expr, severity="critical", for_=spec.alerts.for_, kind="gpu_lost",
                  lookback=format_duration(spec.alerts.inventory_lookback))
 

@@ -4,20 +4,23 @@ from __future__ import annotations
 
 from ..durations import format_duration
 from ..spec import DCGM_BLANK_MIN, Metric, Spec, Threshold
-from .common import alert
+from . import names
+from .common import alert, record
 from .model import Rule
-from .promql import by, dur, gpu_ids, job_sel, num, valid_values
+from ..promqltext import matcher
+from .promql import by, dur, fleet_ids, gpu_ids, job_sel, node_ids, num, selector, valid_values
 
 
 def _reason(expr: str, reason: str) -> str:
     return f'label_replace({expr}, "reason", "{reason}", "", "")'
 
 
-def implausible(spec: Spec, m: Metric) -> Rule:
-    """Readings that cannot be real, labelled with a ``reason``: ``dcgm_blank`` (a DCGM blank /
-    not-supported code >= 2^47 passed through as a number; dcgm_structs.h), ``nan`` (NaN compares
-    unequal to itself), ``above_range`` / ``below_range`` (outside the spec's plausible range,
-    e.g. 0 C or 0 W on a running GPU)."""
+def implausible_readings(spec: Spec, m: Metric) -> Rule:
+    """Recording rule: per GPU, the reading of ``m`` when it cannot be real, labelled with a
+    ``reason``: ``dcgm_blank`` (a DCGM blank / not-supported code >= 2^47 passed through as a
+    number; dcgm_structs.h), ``nan`` (NaN compares unequal to itself), ``above_range`` /
+    ``below_range`` (outside the spec's plausible range, e.g. 0 C or 0 W on a running GPU). The
+    three implausible tiers read it."""
     s = job_sel(spec, m.name)
     parts = [_reason(f"{s} >= {DCGM_BLANK_MIN}", "dcgm_blank"), _reason(f"{s} != {s}", "nan")]
     if m.range_max is not None:
@@ -25,16 +28,59 @@ def implausible(spec: Spec, m: Metric) -> Rule:
     if m.range_min is not None:
         parts.append(_reason(f"{s} < {num(m.range_min)}", "below_range"))
     inner = "\n  or\n  ".join(parts)
-    expr = f"max by ({by(gpu_ids(spec, m))}, reason) (\n  {inner}\n)"
+    return record(names.IMPLAUSIBLE, f"max by ({by(gpu_ids(spec, m))}, reason) (\n  {inner}\n)",
+                  {names.FIELD_LABEL: m.name})
+
+
+def _implausible_sel(spec: Spec, m: Metric) -> str:
+    return selector(names.IMPLAUSIBLE, job=spec.exporter.job, **{names.FIELD_LABEL: m.name})
+
+
+def _plausible(spec: Spec, m: Metric, level: tuple[str, ...]) -> str:
+    """``group by (level)`` of the GPUs with a plausible reading of ``m`` now."""
+    return f"group by ({by(level)}) ({valid_values(spec, m)})"
+
+
+def _range_text(m: Metric) -> str:
     if m.has_range:
         lo = "-inf" if m.range_min is None else num(m.range_min)
         hi = "+inf" if m.range_max is None else num(m.range_max)
-        range_text = f"plausible {lo}..{hi} {m.unit}"
-    else:
-        range_text = "the spec gives no range: only DCGM blank codes and NaN are implausible"
+        return f"plausible {lo}..{hi} {m.unit}"
+    return "the spec gives no range: only DCGM blank codes and NaN are implausible"
+
+
+def fleet_implausible(spec: Spec, m: Metric) -> Rule:
+    """Every GPU of the job (and cluster) that reports ``m`` reads it implausibly: one cause (a
+    DCGM blank for a field the fleet's model does not support, an exporter build serving zeros),
+    one page, instead of one per GPU (issue 11, item 2)."""
+    fleet = fleet_ids(spec)
+    expr = (f"count by ({by(fleet)}, reason) ({_implausible_sel(spec, m)})\n"
+            f"unless on ({by(fleet)})\n{_plausible(spec, m, fleet)}")
+    return alert(spec, "GpuFleetTelemetryImplausible", expr, severity="warning", for_=spec.alerts.implausible_for,
+                 kind="fleet_implausible_value", labels={names.FIELD_LABEL: m.name}, metric=m.name, title=m.title,
+                 range_text=_range_text(m), cluster=spec.exporter.labels.cluster)
+
+
+def node_implausible(spec: Spec, m: Metric) -> Rule:
+    """Every GPU of one node that reports ``m`` reads it implausibly, while other nodes of the job
+    (and cluster) have plausible readings: that node's exporter, driver or model."""
+    nodes, fleet = node_ids(spec), fleet_ids(spec)
+    expr = (f"(\n  count by ({by(nodes)}, reason) ({_implausible_sel(spec, m)})\n"
+            f"  unless on ({by(nodes)})\n  {_plausible(spec, m, nodes)}\n)\n"
+            f"and on ({by(fleet)})\n{_plausible(spec, m, fleet)}")
+    return alert(spec, "GpuNodeTelemetryImplausible", expr, severity="warning", for_=spec.alerts.implausible_for,
+                 kind="node_implausible_value", labels={names.FIELD_LABEL: m.name}, metric=m.name, title=m.title,
+                 range_text=_range_text(m))
+
+
+def implausible(spec: Spec, m: Metric) -> Rule:
+    """Implausible readings on a GPU whose node has plausible readings of ``m`` on other GPUs
+    (the node and fleet tiers cover the rest)."""
+    nodes = node_ids(spec)
+    expr = f"{_implausible_sel(spec, m)}\nand on ({by(nodes)})\n{_plausible(spec, m, nodes)}"
     return alert(spec, "GpuTelemetryImplausible", expr, severity="warning", for_=spec.alerts.implausible_for,
-                 kind="implausible_value", labels={"dcgm_field": m.name}, metric=m.name, title=m.title,
-                 range_text=range_text)
+                 kind="implausible_value", labels={names.FIELD_LABEL: m.name}, metric=m.name, title=m.title,
+                 range_text=_range_text(m))
 
 
 def threshold(spec: Spec, m: Metric, t: Threshold) -> Rule:
@@ -43,12 +89,68 @@ def threshold(spec: Spec, m: Metric, t: Threshold) -> Rule:
     reset ``for``."""
     keep = by(gpu_ids(spec, m) + m.alert_labels)
     agg = "max" if t.op in (">", ">=") else "min"
-    expr = f"{agg} by ({keep}) (\n  {valid_values(spec, m)}\n) {t.op} {num(t.value)}"
+    unit = m.unit
+    if t.rate is not None:
+        # per-second rate of a counter: rate() is reset safe (a driver reload); a GPU whose counter
+        # served a DCGM blank code within the window is left out (the jump would read as a storm)
+        s, w = job_sel(spec, m.name), dur(t.rate)
+        expr = (f"{agg} by ({keep}) (rate({s}[{w}])) {t.op} {num(t.value)}\n"
+                f"unless on ({keep})\nmax by ({keep}) (max_over_time({s}[{w}]) >= {DCGM_BLANK_MIN})")
+        unit = f"{m.unit}/s (rate over {w})"
+    else:
+        expr = f"{agg} by ({keep}) (\n  {valid_values(spec, m)}\n) {t.op} {num(t.value)}"
     # An error-code field (XID) is a different story from a reading past a limit: own texts and runbook.
     kind = "xid" if m.unit == "code" else "threshold"
     return alert(spec, t.alert, expr, severity=t.severity, for_=t.for_, kind=kind,
-                 labels={"dcgm_field": m.name}, metric=m.name, title=m.title, unit=m.unit,
+                 labels={"dcgm_field": m.name}, metric=m.name, title=m.title, unit=unit,
                  op=t.op, value=num(t.value), severity_name=t.severity, for_text=format_duration(t.for_))
+
+
+#: alert name per XID policy severity (one name per severity: see the spec's alert-name check)
+XID_ALERTS = {"critical": "GpuXidCritical", "warning": "GpuXidWarning", "info": "GpuXidInformational"}
+
+
+def _xid_selected(spec: Spec, m: Metric, codes: tuple[int, ...], others: tuple[int, ...] | None = None) -> str:
+    """Series of ``m`` whose code is one of ``codes``; with ``others``, any code > 0 but those.
+    By the ``err_code`` label when the spec keeps it (dcgm-exporter PR #309/#326), else by value."""
+    s = job_sel(spec, m.name)
+    if "err_code" in m.alert_labels:
+        listed = "|".join(str(c) for c in (others if others is not None else codes))
+        op = "!~" if others is not None else "=~"
+        return f'{m.name}{{{matcher("job", spec.exporter.job)},{matcher("err_code", listed or "0", op)}}} > 0'
+    if others is not None:
+        chain = " or ".join(f"{s} == {c}" for c in others)
+        return f"{s} > 0" + (f" unless ({chain})" if chain else "")
+    return "(" + " or ".join(f"{s} == {c}" for c in codes) + ")"
+
+
+def xid(spec: Spec, m: Metric, severity: str) -> Rule | None:
+    """An XID whose code the spec's policy puts at ``severity`` appeared within the policy window.
+    The field holds the *last* code until the exporter restarts (NVIDIA/DCGM#227,
+    NVIDIA/dcgm-exporter#500), so ``> 0`` stayed firing for days, and paged critical for
+    application XIDs (13, 31, 43) as much as for 79 (issue 11, item 8). "New" = the series' value
+    differs from (or the series did not exist) one window ago: a new XID is a new ``err_code``
+    series, or a new value without that label; the alert resolves ``window`` after the last new
+    one. Two identical XIDs in a row cannot be told apart (NVIDIA/dcgm-exporter#190)."""
+    policy = m.xid
+    codes = policy.codes(severity)
+    if policy.other == severity:
+        listed = tuple(c for level in ("critical", "warning", "info", "ignore") for c in policy.codes(level))
+        selected = _xid_selected(spec, m, (), others=(0,) + listed if "err_code" in m.alert_labels else listed)
+        if codes:
+            selected = f"({selected})\nor\n({_xid_selected(spec, m, codes)})"
+    elif codes:
+        selected = _xid_selected(spec, m, codes)
+    else:
+        return None
+    s = job_sel(spec, m.name)
+    w = dur(policy.window)
+    keep = by(gpu_ids(spec, m) + m.alert_labels)
+    expr = f"max by ({keep}) (\n  {selected}\n  unless\n  ({s} offset {w} == {s})\n)"
+    listed_text = ", ".join(str(c) for c in codes) or "none"
+    return alert(spec, XID_ALERTS[severity], expr, severity=severity, for_=0.0, kind="xid_policy",
+                 labels={names.FIELD_LABEL: m.name}, metric=m.name, title=m.title, window=w,
+                 codes=listed_text, other=policy.other == severity, severity_name=severity)
 
 
 def frozen(spec: Spec, m: Metric) -> Rule:
@@ -84,12 +186,15 @@ def profiling_stuck(spec: Spec) -> Rule | None:
 
 
 def rules(spec: Spec) -> list[Rule]:
-    """Value alerts for every spec'd metric: implausible, thresholds, frozen counters, and the
+    """Value alerts for every spec'd metric: the implausible readings (recorded first, then three
+    tiers that exclude each other like the presence tiers), thresholds, frozen counters, and the
     busy-but-profiling-zero divergence."""
-    out: list[Rule] = []
+    out: list[Rule] = [implausible_readings(spec, m) for m in spec.metrics]
     for m in spec.metrics:
-        out.append(implausible(spec, m))
+        out += [fleet_implausible(spec, m), node_implausible(spec, m), implausible(spec, m)]
         out += [threshold(spec, m, t) for t in m.thresholds]
+        if m.xid is not None:
+            out += [r for r in (xid(spec, m, sev) for sev in ("critical", "warning", "info")) if r]
         if m.frozen_check:
             out.append(frozen(spec, m))
     stuck = profiling_stuck(spec)

@@ -18,14 +18,26 @@ def target_missing(spec: Spec, step: float) -> list[Scenario]:
     # The job never had a target (scrape config or ServiceMonitor selects nothing).
     never = Scenario("exporter target missing: no up series for the job at all", hold + 4, step)
     never.add("up", {"job": "node-exporter", "instance": "10.0.0.1:9100"}, never.const(1))
-    never.expect(hold + 2, rule.alert, [Firing(rule, job, 1)])
+    cluster = spec.exporter.labels.cluster
+    never.expect(hold + 2, rule.alert, [Firing(rule, {**job, cluster: exporter.NO_CLUSTER} if cluster else job, 1)])
     # The only target is removed (DaemonSet deleted): up goes stale.
     gone_at = 3
     removed = Scenario("exporter target missing: the last target is removed", gone_at + hold + 4, step)
     add_target(removed, spec, fleet.instance_of(1), up=[1] * gone_at + ["stale"])
     removed.quiet(gone_at - 1, rule.alert)
-    removed.expect(gone_at + hold + 2, rule.alert, [Firing(rule, job, 1)])
-    return [never, removed]
+    # with a cluster label the alert names the cluster that lost its targets
+    removed.expect(gone_at + hold + 2, rule.alert, [Firing(rule, fleet.fleet_labels(spec), 1)])
+    out = [never, removed]
+    if cluster:
+        # issue 11, item 4: one cluster's targets all vanish while another cluster's stay (a global ruler)
+        lost = Scenario("exporter target missing: every target of one cluster vanishes, another cluster stays",
+                        gone_at + hold + 4, step)
+        add_target(lost, spec, fleet.instance_of(1))
+        add_target(lost, spec, fleet.instance_of(3), up=[1] * gone_at + ["stale"], extra={cluster: fleet.CLUSTER_B})
+        lost.quiet(gone_at - 1, rule.alert)
+        lost.expect(gone_at + hold + 2, rule.alert, [Firing(rule, {**job, cluster: fleet.CLUSTER_B}, 1)])
+        out.append(lost)
+    return out
 
 
 def down(spec: Spec, step: float) -> list[Scenario]:
@@ -99,6 +111,44 @@ def scrape_slow(spec: Spec, step: float) -> list[Scenario]:
     add_target(sc, spec, fleet.instance_of(2), duration=sc.const(slow))
     add_target(sc, spec, fleet.instance_of(3), duration=[fast, slow] + [fast] * (length - 2))
     sc.expect(hold + 2, rule.alert, [Firing(rule, target_labels(spec, fleet.instance_of(2)), slow)])
+    # issue 11, item 6: Prometheus' own scrape_timeout_seconds (extra-scrape-metrics) wins over the
+    # spec: slow for a 2 s timeout although far below the spec's; not slow for a longer timeout
+    own = Scenario("exporter scrape slow: the target's own scrape_timeout_seconds wins over the spec's timeout",
+                   length, step)
+    short = round(spec.exporter.scrape_timeout / 5, 3)
+    long = round(spec.exporter.scrape_timeout * 2, 3)
+    near_short = round(short * (spec.alerts.scrape_slow_ratio + 1) / 2, 3)
+    add_target(own, spec, fleet.instance_of(4), duration=own.const(near_short))
+    own.add("scrape_timeout_seconds", target_labels(spec, fleet.instance_of(4)), own.const(short))
+    add_target(own, spec, fleet.instance_of(5), duration=own.const(slow))
+    own.add("scrape_timeout_seconds", target_labels(spec, fleet.instance_of(5)), own.const(long))
+    own.expect(hold + 2, rule.alert, [Firing(rule, target_labels(spec, fleet.instance_of(4)), near_short)])
+    return [sc, own]
+
+
+def legacy_names(spec: Spec, step: float) -> list[Scenario]:
+    """A node whose exporter serves 1.x names (dcgm_gpu_temp, label uuid) pages once, for its target
+    (issue 11, item 3: it fired nothing); the node serving current names pages nothing."""
+    rule = exporter.legacy_names(spec)
+    if rule is None:
+        return []
+    hold = steps(rule.for_, step)
+    sc = Scenario("exporter legacy names: a node serving dcgm-exporter 1.x names pages once for its target",
+                  hold + 4, step)
+    current, old = fleet.gpus(1, 2), fleet.gpus(1, 2, first_node=2)
+    add_target(sc, spec, current[0].instance)
+    add_target(sc, spec, old[0].instance)
+    for g in current:
+        fleet.add_gpu(sc, spec, g, spec.required_metrics)
+    lab = spec.exporter.labels
+    for g in old:
+        labels = fleet.series_labels(spec, g)
+        labels["uuid"] = labels.pop(lab.gpu)
+        for m in spec.required_metrics:
+            for name in m.legacy_names:
+                sc.add(name, labels, fleet.healthy(m, sc.length, step))
+    want = {**target_labels(spec, old[0].instance), lab.node: old[0].node}
+    sc.expect(hold + 2, rule.alert, [Firing(rule, want, 1)])
     return [sc]
 
 
@@ -106,6 +156,6 @@ def scenarios(spec: Spec) -> list[Scenario]:
     """Every exporter-target scenario for ``spec``."""
     step = test_step(spec)
     out: list[Scenario] = []
-    for build in (target_missing, down, flapping, empty, scrape_slow):
+    for build in (target_missing, down, flapping, empty, scrape_slow, legacy_names):
         out += build(spec, step)
     return out

@@ -3,7 +3,9 @@ scrape, or a GPU that appeared recently (short history), does not."""
 
 from __future__ import annotations
 
-from ..rules import gaps
+import math
+
+from ..rules import gaps, presence
 from ..spec import Spec
 from . import fleet
 from .fleet import add_gpu, add_target, gpu_ids, steps
@@ -72,7 +74,44 @@ def whole_gpu_intermittent(spec: Spec, step: float) -> list[Scenario]:
     return [sc]
 
 
+def dropped_for_good(spec: Spec, step: float) -> list[Scenario]:
+    """A field dropped for good on one GPU, and another dropped fleet-wide, after a full gap window
+    of history: their sample ratios fall below the minimum, but the fields are missing *now*, which
+    is the presence tiers' case (GpuMetricMissing, GpuMetricAbsent). GpuMetricIntermittent stays
+    quiet (issue 11, item 1: it paged once per GPU from ~11 to ~30 min after the drop)."""
+    rule = gaps.intermittent(spec)
+    req = spec.required_metrics
+    if len(req) < 3:                  # one field per GPU, one fleet-wide, and one left for the inventory
+        return []
+    m_gpu, m_fleet = req[0], req[1]
+    window = steps(spec.alerts.gap_window, step)
+    hold = steps(rule.for_, step)
+    drop = window + 1                 # a whole window of history first
+    # the ratio is below the minimum from about (1 - min) x window after the drop, then ``for``
+    at = drop + math.ceil((1 - spec.alerts.gap_min_ratio) * window) + hold + 2
+    if at >= drop + window - 1:       # the ratio series ends one window after the drop
+        return []
+    sc = Scenario(f"{m_gpu.name} dropped for good on one GPU and {m_fleet.name} fleet-wide: presence alerts, "
+                  "no gap alert", at + 2, step)
+    gpus = fleet.gpus(2, 2)
+    victim = gpus[1]
+    add_target(sc, spec, fleet.instance_of(1))
+    add_target(sc, spec, fleet.instance_of(2))
+    for g in gpus:
+        over = {m_fleet.name: fleet.lost_from(fleet.healthy(m_fleet, sc.length, step), drop)}
+        if g == victim:
+            over[m_gpu.name] = fleet.lost_from(fleet.healthy(m_gpu, sc.length, step), drop)
+        add_gpu(sc, spec, g, req, over)
+    sc.quiet(at, rule.alert)
+    gpu_rule = presence.gpu_metric_missing(spec, m_gpu)
+    sc.expect(at, gpu_rule.alert, [Firing(gpu_rule, fleet.gpu_ids(spec, victim), 1)])
+    absent = presence.metric_absent(spec, m_fleet)
+    if at >= drop + steps(presence._absent_window(spec), step) + steps(absent.for_, step) + 1:
+        sc.expect(at, absent.alert, [Firing(absent, fleet.fleet_labels(spec), 1)])
+    return [sc]
+
+
 def scenarios(spec: Spec) -> list[Scenario]:
     """Every gap scenario for ``spec``."""
     step = test_step(spec)
-    return intermittent(spec, step) + whole_gpu_intermittent(spec, step)
+    return intermittent(spec, step) + whole_gpu_intermittent(spec, step) + dropped_for_good(spec, step)

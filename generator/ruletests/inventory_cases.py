@@ -62,17 +62,31 @@ def counts(spec: Spec, step: float) -> list[Scenario]:
         add_gpu(sc, spec, g, spec.required_metrics, over)
     job = fleet.fleet_labels(spec)
     at = 4
-    sc.expect_expr(at, names.GPUS_REPORTING, [(selector(names.GPUS_REPORTING, job), 3)])
-    sc.expect_expr(at, names.GPUS_KNOWN, [(selector(names.GPUS_KNOWN, job), 4)])
-    sc.expect_expr(at, names.NODE_GPUS_REPORTING, [
-        (selector(names.NODE_GPUS_REPORTING, node_ids(spec, fleet.node_name(1))), 2),
-        (selector(names.NODE_GPUS_REPORTING, node_ids(spec, fleet.node_name(2))), 1)])
+    sc.expect_expr(at, names.GPU_DEVICES_REPORTING, [(selector(names.GPU_DEVICES_REPORTING, job), 3)])
+    sc.expect_expr(at, names.GPU_DEVICES_KNOWN, [(selector(names.GPU_DEVICES_KNOWN, job), 4)])
+    sc.expect_expr(at, names.NODE_GPU_DEVICES_REPORTING, [
+        (selector(names.NODE_GPU_DEVICES_REPORTING, node_ids(spec, fleet.node_name(1))), 2),
+        (selector(names.NODE_GPU_DEVICES_REPORTING, node_ids(spec, fleet.node_name(2))), 1)])
     cov = f'{names.COVERAGE}{{{matcher(names.FIELD_LABEL, m.name)}}}'
     sc.expect_expr(at, cov, [(selector(names.COVERAGE, {**job, names.FIELD_LABEL: m.name}), 2 / 3)])
     node1 = node_ids(spec, fleet.node_name(1))
     ncov = f'{names.NODE_COVERAGE}{{{matcher(names.FIELD_LABEL, m.name)},{matcher(spec.exporter.labels.node, fleet.node_name(1))}}}'
     sc.expect_expr(at, ncov, [(selector(names.NODE_COVERAGE, {**node1, names.FIELD_LABEL: m.name}), 0.5)])
-    return [sc]
+    # issue 11, item 7: one GPU in 4 MIG slices is one physical GPU and 4 MIG instances
+    mig = Scenario("inventory: a GPU in 4 MIG slices counts as one physical GPU and 4 MIG instances", 4, step)
+    plain, sliced = fleet.gpus(1, 1), fleet.mig_instances(2, 0, 4)
+    for inst in sorted({g.instance for g in plain + sliced}):
+        add_target(mig, spec, inst)
+    for g in plain + sliced:
+        add_gpu(mig, spec, g, spec.required_metrics)
+    node2 = node_ids(spec, fleet.node_name(2))
+    mig.expect_expr(2, names.GPU_DEVICES_REPORTING, [(selector(names.GPU_DEVICES_REPORTING, job), 2)])
+    mig.expect_expr(2, names.NODE_GPU_DEVICES_REPORTING, [
+        (selector(names.NODE_GPU_DEVICES_REPORTING, node_ids(spec, fleet.node_name(1))), 1),
+        (selector(names.NODE_GPU_DEVICES_REPORTING, node2), 1)])
+    mig.expect_expr(2, names.MIG_INSTANCES_REPORTING, [(selector(names.MIG_INSTANCES_REPORTING, job), 4)])
+    mig.expect_expr(2, names.NODE_MIG_INSTANCES_REPORTING, [(selector(names.NODE_MIG_INSTANCES_REPORTING, node2), 4)])
+    return [sc, mig]
 
 
 def energy(spec: Spec, step: float) -> list[Scenario]:

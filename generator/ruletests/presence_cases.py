@@ -116,7 +116,9 @@ def target_down(spec: Spec, step: float) -> Scenario:
             if g.instance == inst2 else None
         add_gpu(sc, spec, g, spec.required_metrics, over)
     at = LOSS_AT + hold + 2
-    sc.expect(at, down.alert, [Firing(down, target_labels(spec, inst2), 0)])
+    # the down target's alert names its node (from the GPU series seen before), so Alertmanager
+    # can match it with that node's GPU alerts
+    sc.expect(at, down.alert, [Firing(down, {**target_labels(spec, inst2), spec.exporter.labels.node: fleet.node_name(2)}, 0)])
     quiet = {presence.gpu_lost(spec).alert, exporter.empty(spec).alert}
     for m in spec.required_metrics:
         quiet.update(r.alert for r in _tiers(spec, m))
@@ -131,13 +133,14 @@ def gpu_lost(spec: Spec, step: float) -> Scenario:
     hold = steps(rule.for_, step)
     lookback = steps(spec.alerts.inventory_lookback, step)
     sc = Scenario("GPU lost: one GPU stops reporting every field while its node reports the others; "
-                  "the alert resolves after the inventory lookback", LOSS_AT + max(hold, lookback) + 4, step)
+                  "the alert resolves after the inventory lookback",
+                  LOSS_AT + max(hold + steps(presence.lost_window(spec), step), lookback) + 4, step)
     all_gpus = fleet.gpus(1, 2)        # one node is enough: the alert needs a sibling GPU
     victim = all_gpus[1]
     over = {m.name: lost_from(fleet.healthy(m, sc.length, step), LOSS_AT) for m in spec.required_metrics}
     _fleet(sc, spec, all_gpus, {victim: over})
     sc.quiet(LOSS_AT - 1, rule.alert)
-    at = LOSS_AT + hold + 2
+    at = LOSS_AT + steps(presence.lost_window(spec), step) + hold + 2
     sc.expect(at, rule.alert, [Firing(rule, gpu_ids(spec, victim), 1)])
     quiet = set()
     for m in spec.required_metrics:
@@ -152,6 +155,29 @@ def gpu_lost(spec: Spec, step: float) -> Scenario:
             sc.quiet(k, gap.alert)
     if lookback > hold + 2:
         sc.quiet(LOSS_AT + lookback + 1, rule.alert)
+    return sc
+
+
+def gpu_lost_on_flapping_node(spec: Spec, step: float) -> Scenario:
+    """A GPU falls off the bus on a node whose exporter fails every other scrape: every failed
+    scrape marks all the node's series stale, which reset ``for`` of GpuLost, so it never fired
+    (issue 11, item 5). The sibling GPU, present at every successful scrape, is not lost."""
+    rule = presence.gpu_lost(spec)
+    hold = steps(rule.for_, step)
+    recent = steps(presence.lost_window(spec), step)
+    sc = Scenario("GPU lost on a flapping node (up 1 0 1 0): GpuLost for that GPU only",
+                  LOSS_AT + recent + hold + 4, step)
+    up = [1 if i % 2 == 0 or i < LOSS_AT else 0 for i in range(sc.length)]
+    gpus = fleet.gpus(1, 2)
+    victim = gpus[1]
+    add_target(sc, spec, gpus[0].instance, up=up)
+    for g in gpus:
+        over = {}
+        for m in spec.required_metrics:
+            samples = [v if u == 1 else "stale" for v, u in zip(fleet.healthy(m, sc.length, step), up)]
+            over[m.name] = lost_from(samples, LOSS_AT) if g == victim else samples
+        add_gpu(sc, spec, g, spec.required_metrics, over)
+    sc.expect(LOSS_AT + recent + hold + 2, rule.alert, [Firing(rule, gpu_ids(spec, victim), 1)])
     return sc
 
 
@@ -201,5 +227,6 @@ def scenarios(spec: Spec) -> list[Scenario]:
         out.append(fleet_field_lost(spec, m, step))
     if spec.exporter.labels.cluster and spec.required_metrics:
         out.append(cluster_field_lost(spec, spec.required_metrics[0], step))
-    out += [gpu_lost(spec, step), target_down(spec, step), identity_label_missing(spec, step), mig_quiet(spec, step)]
+    out += [gpu_lost(spec, step), gpu_lost_on_flapping_node(spec, step), target_down(spec, step),
+            identity_label_missing(spec, step), mig_quiet(spec, step)]
     return out

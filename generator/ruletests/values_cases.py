@@ -10,7 +10,7 @@ from collections import defaultdict
 from ..rules import values
 from ..spec import Metric, Spec, Threshold
 from . import fleet
-from .fleet import add_target, firing_value, gpu_ids, holds, steps
+from .fleet import add_target, as_token, firing_value, gpu_ids, holds, steps
 from .model import Firing, Scenario, test_step
 from .series import NAN, STALE
 
@@ -62,8 +62,11 @@ def implausible(spec: Spec, m: Metric, step: float) -> Scenario:
         cases.append(("below_range", fleet.below_range(m)))
     sc = Scenario(f"{m.name}: sentinel {SENTINEL}, NaN and out-of-range readings are implausible; "
                   "no threshold alert fires", hold + 2, step)
-    gpus = fleet.gpus(1, len(cases))
+    gpus = fleet.gpus(1, len(cases) + 1)
     add_target(sc, spec, gpus[0].instance)
+    # a sibling with a plausible reading: these are per-GPU problems, not the node's or fleet's
+    sibling = gpus.pop()
+    sc.add(m.name, _series(spec, sibling, m, _alert_label_values(m, 0, healthy=True)), sc.const(fleet.baseline(m)))
     firing = []
     for gpu, (reason, value) in zip(gpus, cases):
         extra = _alert_label_values(m, 0, healthy=True)
@@ -74,6 +77,35 @@ def implausible(spec: Spec, m: Metric, step: float) -> Scenario:
     sc.expect(hold, rule.alert, firing)
     sc.quiet(hold, *sorted(names))
     return sc
+
+
+def implausible_tiers(spec: Spec, m: Metric, step: float) -> list[Scenario]:
+    """A DCGM blank on every GPU of the fleet pages once (GpuFleetTelemetryImplausible), on every GPU
+    of one node once for that node (GpuNodeTelemetryImplausible), never once per GPU (issue 11,
+    item 2: 12 GpuTelemetryImplausible for one sentinel on DCGM_FI_DEV_MEMORY_TEMP)."""
+    impl, node_rule, fleet_rule = values.implausible(spec, m), values.node_implausible(spec, m), \
+        values.fleet_implausible(spec, m)
+    hold = steps(impl.for_, step) + 2
+    gpus = fleet.gpus(2, 2)
+    ok = _alert_label_values(m, 0, healthy=True)
+    everywhere = Scenario(f"{m.name}: a DCGM blank on every GPU of the fleet pages once for the fleet",
+                          hold + 2, step)
+    one_node = Scenario(f"{m.name}: a DCGM blank on every GPU of one node pages once for that node",
+                        hold + 2, step)
+    for sc in (everywhere, one_node):
+        for inst in sorted({g.instance for g in gpus}):
+            add_target(sc, spec, inst)
+    for g in gpus:
+        everywhere.add(m.name, _series(spec, g, m, ok), everywhere.const(SENTINEL))
+        bad = g.node == fleet.node_name(2)
+        one_node.add(m.name, _series(spec, g, m, ok), one_node.const(SENTINEL if bad else fleet.baseline(m)))
+    everywhere.expect(hold, fleet_rule.alert, [Firing(fleet_rule, {**fleet.fleet_labels(spec), "reason": "dcgm_blank"},
+                                                      len(gpus))])
+    everywhere.quiet(hold, node_rule.alert, impl.alert)
+    one_node.expect(hold, node_rule.alert, [Firing(node_rule, {**fleet.node_ids(spec, fleet.node_name(2)),
+                                                               "reason": "dcgm_blank"}, 2)])
+    one_node.quiet(hold, fleet_rule.alert, impl.alert)
+    return [everywhere, one_node]
 
 
 def threshold_fires(spec: Spec, m: Metric, t: Threshold, step: float) -> Scenario:
@@ -108,6 +140,28 @@ def threshold_fires(spec: Spec, m: Metric, t: Threshold, step: float) -> Scenari
     return sc
 
 
+def rate_threshold_fires(spec: Spec, m: Metric, t: Threshold, step: float) -> Scenario:
+    """A counter rising faster than ``t`` (per second, over ``t.rate``) on one GPU fires for that
+    GPU only; a sibling whose counter resets (driver reload) stays quiet: rate() is reset safe
+    (NVIDIA/DCGM#313: a correctable-ECC storm on one GPU of four)."""
+    rule = values.threshold(spec, m, t)
+    per_s = float(t.value * 2 + 1) if t.op in (">", ">=") else 0.0
+    inc = as_token(per_s * step)
+    window, hold = steps(t.rate, step), steps(t.for_, step)
+    start = 2
+    at = start + window + hold + 2
+    sc = Scenario(f"{t.alert} ({t.severity}): {m.name} rising {fleet.fmt_value(per_s)}/s on one GPU fires; "
+                  "a counter reset on another does not", at + 2, step)
+    storm, reset = fleet.gpus(1, 2)
+    add_target(sc, spec, storm.instance)
+    base = 1000
+    sc.add(m.name, _series(spec, storm, m), [base] * start + [base + (i - start + 1) * inc for i in range(start, sc.length)])
+    sc.add(m.name, _series(spec, reset, m), [base] * (start + 3) + [0] * (sc.length - start - 3))
+    sc.quiet(start - 1, t.alert)
+    sc.expect(at, t.alert, [Firing(rule, gpu_ids(spec, storm, m), per_s)])
+    return sc
+
+
 def threshold_spike(spec: Spec, m: Metric, t: Threshold, step: float) -> Scenario | None:
     """intel/xpumanager#130, one absurd (or merely high) sample does not fire a threshold with ``for``; an absurd
     one is reported as implausible at that step only. None when ``for`` is under two steps."""
@@ -121,10 +175,11 @@ def threshold_spike(spec: Spec, m: Metric, t: Threshold, step: float) -> Scenari
     at = 2
     sc = Scenario(f"{t.alert} ({t.severity}): a single {fleet.fmt_value(spike)} spike of {m.name} does not fire",
                   at + hold + 4, step)
-    gpu = fleet.gpus(1, 1)[0]
+    gpu, sibling = fleet.gpus(1, 2)
     add_target(sc, spec, gpu.instance)
     sc.add(m.name, _series(spec, gpu, m, _alert_label_values(m, base, True)),
            [base] * at + [spike] + [base] * (sc.length - at - 1))
+    sc.add(m.name, _series(spec, sibling, m, _alert_label_values(m, base, True)), sc.const(base))
     sc.quiet(at, t.alert)
     sc.quiet(at + hold + 2, t.alert)
     if absurd and impl.for_ <= step / 2:       # with implausible_for, one sample is not enough
@@ -133,6 +188,48 @@ def threshold_spike(spec: Spec, m: Metric, t: Threshold, step: float) -> Scenari
         sc.expect(at, impl.alert, [Firing(impl, ids, spike)])
         sc.quiet(at + 1, impl.alert)
     return sc
+
+
+def xid_policy(spec: Spec, m: Metric, step: float) -> list[Scenario]:
+    """The spec's XID policy (issue 11, item 8): XID 79 pages critical, an unlisted code warning, an
+    application XID (13) only informs; each resolves one policy window after the XID although the
+    exporter keeps serving the code (NVIDIA/DCGM#227), where ``> 0`` stayed firing until a restart."""
+    policy = m.xid
+    window = steps(policy.window, step)
+    start = 3
+    sc = Scenario(f"{m.name}: XID policy by code; every XID alert resolves {fleet.fmt_seconds(policy.window)} "
+                  "after the last new XID", start + window + 4, step)
+    picks = {}
+    for severity in ("critical", "warning", "info"):
+        codes = policy.codes(severity)
+        if policy.other == severity:
+            listed = {c for lv in ("critical", "warning", "info", "ignore") for c in policy.codes(lv)}
+            picks[severity] = next(c for c in range(62, 1000) if c not in listed)
+        elif codes:
+            picks[severity] = 79 if 79 in codes else codes[0]
+    gpus = fleet.gpus(1, len(picks) + 1)
+    add_target(sc, spec, gpus[0].instance)
+    firing: dict[str, list[Firing]] = {}
+    for gpu, (severity, code) in zip(gpus, picks.items()):
+        rule = values.xid(spec, m, severity)
+        healthy = _alert_label_values(m, 0, healthy=True)
+        event = {**_alert_label_values(m, code, healthy=False), "err_code": str(code)} \
+            if "err_code" in m.alert_labels else {}
+        if event:
+            sc.add(m.name, _series(spec, gpu, m, healthy), [0] * start + [STALE])
+            sc.add(m.name, _series(spec, gpu, m, event), ["_"] * start + [code] * (sc.length - start))
+        else:
+            sc.add(m.name, _series(spec, gpu, m), [0] * start + [code] * (sc.length - start))
+        ids = gpu_ids(spec, gpu, m)
+        ids.update({k: v for k, v in event.items() if k in m.alert_labels})
+        firing[rule.alert] = [Firing(rule, ids, code)]
+    quiet_gpu = gpus[-1]            # err_code 0 all along: never an XID alert
+    sc.add(m.name, _series(spec, quiet_gpu, m, _alert_label_values(m, 0, healthy=True)), sc.const(0))
+    for name, f in firing.items():
+        sc.quiet(start - 1, name)
+        sc.expect(start + 1, name, f)
+        sc.quiet(start + window + 2, name)
+    return [sc]
 
 
 def frozen(spec: Spec, m: Metric, step: float) -> list[Scenario]:
@@ -198,11 +295,17 @@ def scenarios(spec: Spec) -> list[Scenario]:
     out: list[Scenario] = []
     for m in spec.metrics:
         out.append(implausible(spec, m, step))
+        out += implausible_tiers(spec, m, step)
         for t in m.thresholds:
+            if t.rate is not None:
+                out.append(rate_threshold_fires(spec, m, t, step))
+                continue
             out.append(threshold_fires(spec, m, t, step))
             spike = threshold_spike(spec, m, t, step)
             if spike:
                 out.append(spike)
         if m.frozen_check:
             out += frozen(spec, m, step)
+        if m.xid is not None:
+            out += xid_policy(spec, m, step)
     return out + profiling_stuck(spec, step)

@@ -24,8 +24,8 @@ GPU_MISSING = ("only some GPUs lack it: the GPU may be in a bad state (XID error
                "support the field; check `nvidia-smi -q -i <index>` and the exporter log for that GPU")
 DISAPPEARED = "it was reported earlier in the window: look for an exporter upgrade, restart or XID at that time"
 LEGACY = ("the exporter runs in 1.x compatibility mode (use-old-namespace / -o with 1.x-compatibility-metrics.csv), "
-          "which exports dcgm_* names and a lowercase uuid label: switch it off, or declare the names as "
-          "legacy_names and render rules that accept both")
+          "which exports dcgm_* names and a lowercase uuid label: switch it off (gpumon's rules do not read the "
+          "1.x names; the spec's legacy_names only make GpuExporterLegacyNames page for such a node)")
 RENAMED = ("dcgm-exporter renamed the Hostname label to hostname after 4.8.2 (PR #655): set "
            "exporter.labels.node in the spec to the label your exporter uses and re-render, or pin the exporter version")
 MIG = ("DCGM does not report this field per MIG instance: mark it `mig: unsupported` in the spec and use "

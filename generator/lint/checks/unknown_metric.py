@@ -6,7 +6,8 @@ What: selectors of names starting with ``DCGM``/``dcgm``, and recording-rule-sha
 dcgm-exporter's ``default-counters.csv``/``dcp-metrics-included.csv`` (commented fields count:
 users enable them), gpumon's recording rules and the recording rules of the linted files.
 Old 1.x names (``dcgm_gpu_temp``, exporter ``-o``/``1.x-compatibility-metrics.csv``) are errors
-with the current name as hint; fields the exporter knows but the spec does not list are ``info``
+with the current name as hint, unless the same expression also reads the current name (or gpumon's
+field-presence series): it then tells the two namings apart on purpose; fields the exporter knows but the spec does not list are ``info``
 (gpumon does not check their presence). Other metrics (``up``, node-exporter ...) are not checked.
 Why: a typo or a renamed field selects nothing, so the panel says "No data" and the alert never
 fires — silently (NVIDIA/gpu-monitoring-tools#143, openobserve/dashboards#30).
@@ -20,6 +21,7 @@ from typing import Iterator
 
 from ...findings import Finding
 from ...readers import promql
+from ...rules.names import FIELD_PRESENT
 from ._base import make, parsed
 
 ID = "unknown-metric"
@@ -29,11 +31,14 @@ SEVERITY = "error"
 def check(inputs, ctx) -> Iterator[Finding]:
     for query, ast in parsed(inputs):
         seen = set()
+        selected = {promql.metric_name(vs) for vs, _ in promql.selectors(ast)}
         for vs, _ in promql.selectors(ast):
             name = promql.metric_name(vs)
             if name in seen or not ctx.is_gpu_metric(name):
                 continue
             seen.add(name)
+            if name in ctx.legacy and (ctx.legacy[name] in selected or FIELD_PRESENT in selected):
+                continue  # compares the 1.x name with the current one on purpose (GpuExporterLegacyNames)
             if name in ctx.legacy:
                 current = ctx.legacy[name]
                 hint = f"use {current}" if current else "use the DCGM_FI_* name of this field"

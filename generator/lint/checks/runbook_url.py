@@ -1,0 +1,59 @@
+"""``runbook-url-not-absolute``: an alert's ``runbook_url`` that no notification can open.
+
+What: an alerting rule whose ``runbook_url`` annotation is relative (``../runbooks/X.md``), has no
+host, or is a placeholder (``example.com``/``.org``/``.net``, ``*.example``/``*.invalid``,
+``localhost``, ``<...>``, ``CHANGEME``, ``TODO``, an unexpanded ``${VAR}``). A relative link that
+starts with the spec's own base is accepted when the spec says so (``alerts.runbook_url_relative:
+true``): it resolves in a git forge's file view of ``output/rules/``, the only place it works.
+Why: Alertmanager, chat and pager notifications carry the annotation verbatim, so a relative or
+placeholder link is broken in every page (issue 11, item 12).
+Silence: set ``alerts.runbook_url`` to an absolute base (``https://…/output/runbooks``), set
+``alerts.runbook_url_relative: true`` in the spec for gpumon's own relative links,
+``# gpumon-lint: ignore runbook-url-not-absolute`` on the rule, or ``--disable runbook-url-not-absolute``.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Iterator
+from urllib.parse import urlparse
+
+from ...findings import Finding
+from ._base import make
+
+ID = "runbook-url-not-absolute"
+SEVERITY = "warning"
+_PLACEHOLDER_HOST = re.compile(r"(^|\.)(example\.(com|org|net)|[^.]+\.(example|invalid|test)|localhost)$|^127\.")
+_PLACEHOLDER_TEXT = re.compile(r"<[^>]*>|\bCHANGE_?ME\b|\bTODO\b|\bFIXME\b|\$\{[^}]*\}|\bXXX\b", re.IGNORECASE)
+
+
+def problem(url: str) -> str | None:
+    """Why ``url`` cannot be opened from a notification, or None when it can."""
+    if _PLACEHOLDER_TEXT.search(url):
+        return "is a placeholder"
+    parsed = urlparse(url)
+    if parsed.scheme not in ("http", "https") or not parsed.netloc:
+        return "is relative: notifications carry it verbatim, so the link is broken"
+    if _PLACEHOLDER_HOST.search(parsed.hostname or ""):
+        return f"points at the placeholder host {parsed.hostname}"
+    return None
+
+
+def _accepted_relative(url: str, ctx) -> bool:
+    """gpumon's own relative links, when the spec declares them deliberate."""
+    al = ctx.spec.alerts
+    return bool(al.runbook_url_relative and al.runbook_url and "://" not in al.runbook_url
+                and url.startswith(al.runbook_url + "/"))
+
+
+def check(inputs, ctx) -> Iterator[Finding]:
+    for rule in inputs.rules:
+        url = rule.annotations.get("runbook_url") if rule.kind == "alert" else None
+        if not isinstance(url, str) or _accepted_relative(url, ctx):
+            continue
+        why = problem(url)
+        if why:
+            yield make(ID, SEVERITY, rule.subject, f"runbook_url {url!r} {why}",
+                       "set alerts.runbook_url in the spec to an absolute base, e.g. "
+                       "https://github.com/<org>/<repo>/blob/main/output/runbooks",
+                       rule.annotation_locations.get("runbook_url", rule.location))

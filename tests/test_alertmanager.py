@@ -1,0 +1,147 @@
+"""The rendered Alertmanager layer: amtool accepts it, and a real Alertmanager fed by a real
+Prometheus (evaluating the rendered rules on a simulated fleet with faults) sends one notification
+group per cause, with the inhibited alerts suppressed (issue 11)."""
+
+from __future__ import annotations
+
+import copy
+import shutil
+import subprocess
+import time
+
+import pytest
+import yaml
+
+from generator import alertmanager
+from generator.localprom import LocalAlertmanager, LocalPrometheus, WebhookReceiver
+from generator.render import render
+from generator.rules import build_groups
+from generator.simulate import Fault, Fleet, Simulator, dumps_faults
+from generator.spec import parse_spec
+
+#: a minimal alertmanager.yml the fragment is merged into (a catch-all root route)
+MINIMAL = {"route": {"receiver": "default", "group_by": ["namespace"]}, "receivers": [{"name": "default"}]}
+
+
+def merged(fragment: dict, receiver_url: str | None = None, base: dict = MINIMAL) -> dict:
+    """``base`` with the fragment's routes, receivers and inhibit rules merged in, as its header says."""
+    cfg = copy.deepcopy(base)
+    cfg["route"].setdefault("routes", [])[:0] = fragment["route"]["routes"]
+    receivers = copy.deepcopy(fragment["receivers"])
+    if receiver_url:
+        for r in receivers:
+            r["webhook_configs"] = [{"url": receiver_url, "send_resolved": False}]
+    cfg["receivers"] += receivers
+    cfg.setdefault("inhibit_rules", []).extend(fragment["inhibit_rules"])
+    return cfg
+
+
+def test_fragment_tiers(default_spec):
+    frag = alertmanager.fragment(default_spec, build_groups(default_spec))
+    rules = {(tuple(r["source_matchers"]), tuple(r["target_matchers"])): r["equal"] for r in frag["inhibit_rules"]}
+    assert rules[(('alertname="GpuMetricAbsent"',), ('alertname=~"GpuNodeMetricMissing|GpuMetricMissing|'
+                                                     'GpuMetricIntermittent"',))] == ["job", "dcgm_field"]
+    assert rules[(('alertname="GpuNodeMetricMissing"',), ('alertname=~"GpuMetricMissing|GpuMetricIntermittent"',))] \
+        == ["job", "Hostname", "dcgm_field"]
+    target = next(r for r in frag["inhibit_rules"] if "GpuExporterFlapping" in r["source_matchers"][0])
+    assert "GpuLost" not in target["target_matchers"][0] and target["equal"] == ["job", "Hostname"]
+    assert frag["route"]["routes"][0]["group_by"] == ["Hostname", "alertname"]
+
+
+def test_cluster_label_flows_into_grouping_and_equal(default_spec):
+    text = open(default_spec.path).read().replace("cluster: null ", "cluster: cluster ")
+    spec = parse_spec(text, "c.yaml")
+    frag = alertmanager.fragment(spec, build_groups(spec))
+    assert frag["route"]["routes"][0]["group_by"] == ["cluster", "Hostname", "alertname"]
+    assert all("cluster" in r["equal"] for r in frag["inhibit_rules"])
+    crd = alertmanager.alertmanager_config(spec, build_groups(spec))
+    assert crd["kind"] == "AlertmanagerConfig" and crd["apiVersion"] == "monitoring.coreos.com/v1alpha1"
+    assert crd["metadata"]["namespace"] == "monitoring" == spec.alerts.namespace
+    assert len(crd["spec"]["inhibitRules"]) == len(frag["inhibit_rules"])
+
+
+def test_amtool_accepts_the_merged_fragment(tmp_path, root):
+    amtool = shutil.which("amtool")
+    assert amtool, "amtool not found: run `make test` (it installs Debian's prometheus-alertmanager)"
+    frag = yaml.safe_load((root / "output/alertmanager/gpumon-alertmanager.yaml").read_text())
+    path = tmp_path / "alertmanager.yml"
+    path.write_text(yaml.safe_dump(merged(frag, "http://127.0.0.1:1/")))
+    proc = subprocess.run([amtool, "check-config", str(path)], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert f" - {len(frag['inhibit_rules'])} inhibit rules" in proc.stdout and " - 2 receivers" in proc.stdout
+
+
+# --------------------------------------------------------------------------- a real Alertmanager
+
+#: the test spec: the validate spec with time compressed (1 s scrapes, `for` of 2 s)
+FAST = {"  for: 5m\n": "  for: 2s\n", "for: 5m}": "for: 2s}", "for: 2m}": "for: 2s}", "for: 10m}": "for: 2s}",
+        "inventory_lookback: 1h": "inventory_lookback: 2m", "gap_window: 30m": "gap_window: 1m",
+        "flapping_window: 10m": "flapping_window: 30s", "frozen_window: 10m": "frozen_window: 30s"}
+
+#: one cause each, and the notification group it must produce: (alertname, node or None)
+CAUSES = {
+    "a field dropped fleet-wide (dcgm-exporter#571)": (Fault("drop", metric="DCGM_FI_DEV_MEM_COPY_UTIL"),
+                                                       ("GpuMetricAbsent", None)),
+    "one node's exporter answers HTTP 500": (Fault("http500", node="gpu-node-2"), ("GpuExporterDown", "gpu-node-2")),
+    "one node lacks a field": (Fault("drop", metric="DCGM_FI_DEV_SM_CLOCK", node="gpu-node-1"),
+                               ("GpuNodeMetricMissing", "gpu-node-1")),
+    "a DCGM blank on one GPU": (Fault("sentinel", metric="DCGM_FI_DEV_MEMORY_TEMP", node="gpu-node-3", gpu=0),
+                                ("GpuTelemetryImplausible", "gpu-node-3")),
+    # 95 C trips both levels; the critical one mutes the warning of the same GPU and field
+    "one GPU at 95 C": (Fault("value", metric="DCGM_FI_DEV_GPU_TEMP", node="gpu-node-4", gpu=1, value="95"),
+                        ("GpuTemperatureCritical", "gpu-node-4")),
+}
+
+
+@pytest.fixture(scope="module")
+def delivered(tmp_path_factory, root):
+    text = (root / "tests/data/validate-spec.yaml").read_text()
+    for old, new in FAST.items():
+        assert old in text, old
+        text = text.replace(old, new)
+    spec = parse_spec(text, "fast.yaml")
+    files = render(spec)
+    folder = tmp_path_factory.mktemp("am")
+    (folder / "rules.yaml").write_text(files["rules/gpumon.rules.yaml"])
+    frag = yaml.safe_load(files["alertmanager/gpumon-alertmanager.yaml"])
+    for route in frag["route"]["routes"]:      # notify at once (the rendered route waits 30 s)
+        route.update(group_wait="1s", group_interval="1h", repeat_interval="1h")
+    faults = folder / "faults.yaml"
+    fleet = Fleet(4, 2, fault_file=faults)
+    with WebhookReceiver() as hook, LocalAlertmanager(merged(frag, hook.url)) as am, Simulator(fleet) as sim, \
+            LocalPrometheus({"dcgm-exporter": list(sim.targets.values())}, [folder / "rules.yaml"],
+                            alertmanagers=[f"127.0.0.1:{am.port}"]) as prom:
+        assert prom.wait_for(lambda: len(prom.query('count_over_time(up{job="dcgm-exporter"}[1m]) >= 5')) == 4, 60)
+        faults.write_text(dumps_faults([f for f, _ in CAUSES.values()]))
+        want = {exp for _, exp in CAUSES.values()}
+
+        def groups():
+            seen = {}
+            for n in hook.notifications:
+                seen.setdefault(n["groupKey"], n)
+            return seen
+
+        def done():
+            got = {(n["commonLabels"].get("alertname"), n["commonLabels"].get("Hostname")) for n in groups().values()}
+            return want <= got
+
+        prom.wait_for(done, 90)
+        time.sleep(3)  # anything else that would page has had its chance (for: 2s, group_wait: 1s)
+        yield groups(), am.alerts(), prom
+
+
+def test_one_notification_group_per_cause(delivered):
+    groups, _, prom = delivered
+    got = sorted((n["commonLabels"].get("alertname"), n["commonLabels"].get("Hostname")) for n in groups.values())
+    assert got == sorted(exp for _, exp in CAUSES.values()), (got, [a["metric"] for a in prom.query("ALERTS")])
+    sent = [a["labels"]["alertname"] for n in groups.values() for a in n["alerts"]]
+    assert "GpuTemperatureHigh" not in sent
+
+
+def test_inhibited_alert_is_suppressed_not_lost(delivered):
+    _, alerts, prom = delivered
+    high = [a for a in alerts if a["labels"]["alertname"] == "GpuTemperatureHigh"]
+    assert high and all(a["status"]["state"] == "suppressed" and a["status"]["inhibitedBy"] for a in high)
+    # Prometheus fires both levels: the rules are right, the inhibition decides what pages
+    firing = {r["metric"]["alertname"] for r in prom.query('ALERTS{alertstate="firing"}')}
+    assert {"GpuTemperatureHigh", "GpuTemperatureCritical"} <= firing

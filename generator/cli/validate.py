@@ -40,11 +40,17 @@ _BACKEND_PREFIX = {"prometheus": "", "thanos": "", "victoriametrics": "", "mimir
                    "rules-loaded, inventory, metadata, kubernetes (only with the spec's kubernetes section).")
 @click.option("--label-limit", type=click.IntRange(1), default=None,
               help="Warn about series with more label names than this [default: 30 with --backend mimir, else off].")
+@click.option("--dashboards", "dashboards", multiple=True, type=click.Path(exists=True), metavar="PATH",
+              help="Grafana dashboards to run panel by panel (JSON files, ConfigMaps, folders; repeatable). "
+                   "Without SPEC only the dashboards are checked.")
+@click.option("--dashboard-max-queries", type=click.IntRange(1), default=600, show_default=True,
+              help="Cap on the queries --dashboards sends (variables, panel targets, selector probes).")
 @click.option("--format", "fmt", type=click.Choice(["text", "json", "sarif", "junit", "github"]), default="text",
               show_default=True)
 @click.option("-o", "--output", "out_file", type=click.Path(dir_okay=False), help="Write the report here too.")
 def validate(spec, url, backend, path_prefix, tenant, headers, bearer_token_file, basic_auth_file, ca_file,
-             insecure_skip_verify, timeout, lookback, concurrency, checks, label_limit, fmt, out_file) -> None:
+             insecure_skip_verify, timeout, lookback, concurrency, checks, label_limit, dashboards,
+             dashboard_max_queries, fmt, out_file) -> None:
     """Check a live Prometheus against SPEC: targets, every spec'd series on every GPU, values,
     gaps, loaded rules, driver versions. Says what is missing, where, since when and why."""
     from .. import reporters, writer
@@ -57,7 +63,7 @@ def validate(spec, url, backend, path_prefix, tenant, headers, bearer_token_file
         lookback_s = parse_duration(lookback)
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--lookback") from None
-    chosen = tuple(c.strip() for c in checks.split(",")) if checks else tuple(CHECKS)
+    chosen = tuple(c.strip() for c in checks.split(",")) if checks else () if dashboards and not spec else tuple(CHECKS)
     unknown = [c for c in chosen if c not in CHECKS]
     if unknown:
         raise click.BadParameter(f"unknown check(s) {', '.join(unknown)}; choose from {', '.join(CHECKS)}",
@@ -83,7 +89,8 @@ def validate(spec, url, backend, path_prefix, tenant, headers, bearer_token_file
     with client:
         limit = label_limit or (30 if backend == "mimir" else None)
         report, code = run_validate(model, client, lookback=lookback_s, concurrency=concurrency, checks=chosen,
-                                    label_limit=limit)
+                                    label_limit=limit, dashboards=tuple(dashboards),
+                                    dashboard_max_queries=dashboard_max_queries)
     text = reporters.render(report, fmt, color=fmt == "text" and sys.stdout.isatty())
     click.echo(text, nl=False)
     if out_file:

@@ -34,7 +34,8 @@ EXIT_OK, EXIT_FAILED, EXIT_ERROR, EXIT_INCONCLUSIVE = 0, 1, 2, 3
 
 def validate(spec: Spec, client: PromClient, *, lookback: float = 3600.0, concurrency: int = 4,
              checks: tuple[str, ...] = tuple(CHECKS), progress: bool = True,
-             label_limit: int | None = None) -> tuple[Report, int]:
+             label_limit: int | None = None, dashboards: tuple[str, ...] = (),
+             dashboard_max_queries: int | None = None) -> tuple[Report, int]:
     """Run the checks against the server behind ``client``.
 
     Args:
@@ -45,6 +46,8 @@ def validate(spec: Spec, client: PromClient, *, lookback: float = 3600.0, concur
         checks: which of :data:`CHECKS` to run (reachability always runs).
         progress: show progress on a TTY when the run takes over a second.
         label_limit: warn about series with more label names than this (Mimir: 30); None = off.
+        dashboards: Grafana dashboard files/folders whose panels to run (:mod:`.dashboards`).
+        dashboard_max_queries: cap on the queries the dashboard step sends.
     Returns:
         (report, exit code).
     """
@@ -65,6 +68,14 @@ def validate(spec: Spec, client: PromClient, *, lookback: float = 3600.0, concur
                 result = CHECKS[name].run(ctx)
                 report.findings += result.findings
                 report.checks += result.cases
+        if dashboards:
+            from . import dashboards as dash_check
+            result, verdicts = dash_check.run(ctx, list(dashboards), report.findings,
+                                              dashboard_max_queries or dash_check.MAX_QUERIES)
+            report.findings += result.findings
+            report.checks += result.cases
+            report.panels = [v.as_dict() for v in verdicts]
+            report.summary["dashboards"] = dash_check.summary(verdicts)
     finally:
         ctx.close()
     report.summary["queries"] = ctx.queries

@@ -185,7 +185,7 @@ class Judge:
         if not errs:
             return False
         v.verdict = "panel-query-error"
-        v.message = "; ".join(f"query {t.ref}: {a.message}" for t, a in errs[:3])
+        v.message = "; ".join(f"query {t.ref}: {_cut(a.message)}" for t, a in errs[:3])
         return True
 
     def _variable_empty(self, pr, v) -> bool:
@@ -276,8 +276,6 @@ class Judge:
     def _series_labels(self, pr) -> list[dict]:
         out = []
         for t in pr.targets:
-            if t.ast is None or exprs.filters(t.ast):
-                return []  # a filtered panel shows a subset on purpose
             for a in t.answers:
                 if isinstance(a, Answer):
                     out += [item.get("metric") or {} for item in a.data if item.get("values") or item.get("value")]
@@ -297,6 +295,9 @@ class Judge:
         if not gpus:
             return ""
         seen = [self.ctx.gpu(lab) for lab in labels]
+        identified = any(g.uuid or g.node for g in seen)
+        if identified and any(t.ast is None or exprs.filters(t.ast) for t in pr.targets):
+            return ""  # a filtered panel lists a subset of GPUs on purpose
         if any(g.uuid for g in seen):
             covered = {g.uuid for g in seen if g.uuid}
             lost = [g for g in gpus if g.uuid and g.uuid not in covered]
@@ -313,7 +314,7 @@ class Judge:
             v.causes = sorted({c for m in v.metrics for c in self.causes(m, set(lost_nodes))})
             return (f"shows {len(nodes)} of {len({g.where for g in gpus})} nodes; missing: " + ", ".join(lost_nodes))
         else:
-            return ""
+            return self._aggregate_gap(v, gpus)
         lost = list({(g.uuid, g.where, g.index): g for g in lost}.values())
         if not lost:
             return ""
@@ -324,6 +325,26 @@ class Judge:
         v.causes = sorted({c for m in (culprits or v.metrics) for c in self.causes(m, nodes)})
         by = f" ({', '.join(culprits)} missing there)" if culprits else ""
         return f"shows {total - len(lost)} of {total} {unit}; missing{by}: {gpu_list(lost)}"
+
+    def _aggregate_gap(self, v, gpus) -> str:
+        """A panel without GPU labels (max/avg/sum over the fleet) covers fewer GPUs when a field
+        it reads is missing on some: the inventory says which."""
+        inv = self.ctx.inventory
+        lacking: dict[str, list] = {}
+        for m in v.metrics:
+            if m not in self.spec or m not in inv.seen:
+                continue
+            gone = [g for g in gpus if g.key not in inv.now.get(m, set())]
+            if gone:
+                lacking[m] = gone
+        if not lacking:
+            return ""
+        lost = list({g.key: g for gs in lacking.values() for g in gs}.values())
+        nodes = {g.where for g in lost}
+        v.causes = sorted({c for m in lacking for c in self.causes(m, nodes)})
+        total = len(gpus)
+        return (f"aggregates over {total - len(lost)} of {total} GPUs ({', '.join(lacking)} missing on "
+                f"{gpu_list(lost)})")
 
     def _coverage_note(self, pr) -> str:
         return ""
@@ -342,3 +363,8 @@ _HINTS = {
     "panel-unsupported": "gpumon evaluates Prometheus queries only; check this panel by eye",
     "panel-not-evaluated": "raise --dashboard-max-queries",
 }
+
+
+def _cut(text: str, limit: int = 300) -> str:
+    """A server message short enough for a table cell (many-to-many errors list whole series)."""
+    return text if len(text) <= limit else text[:limit] + " ..."

@@ -70,10 +70,11 @@ class Timing:
     interval: float
     rate_interval: float
     step: float
+    span: float | None = None  # the time range asked (``end - start`` before aligning to the step)
 
     @property
     def range(self) -> float:
-        return self.end - self.start
+        return self.span if self.span is not None else self.end - self.start
 
     def macros(self) -> dict[str, str]:
         """``{macro name without $: text}`` as Grafana substitutes them."""
@@ -101,4 +102,4 @@ def timing(panel: dict, target: dict, end: float, lookback: float, scrape_interv
     step = max(interval, math.ceil(lookback / MAX_POINTS))
     rate = max(interval + scrape_interval, 4 * scrape_interval)
     start = math.floor((end - lookback) / step) * step  # Grafana aligns the range to the step
-    return Timing(start, end, interval, rate, step)
+    return Timing(start, end, interval, rate, step, lookback)

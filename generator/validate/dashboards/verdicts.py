@@ -366,5 +366,7 @@ _HINTS = {
 
 
 def _cut(text: str, limit: int = 300) -> str:
-    """A server message short enough for a table cell (many-to-many errors list whole series)."""
-    return text if len(text) <= limit else text[:limit] + " ..."
+    """A server message short enough for a table cell: many-to-many errors list whole series
+    between their head and the reason at the end, so keep both ends."""
+    half = limit // 2
+    return text if len(text) <= limit else f"{text[:half]} ... {text[-half:]}"

@@ -45,8 +45,9 @@ _BACKEND_PREFIX = {"prometheus": "", "thanos": "", "victoriametrics": "", "mimir
                    "Without SPEC only the dashboards are checked.")
 @click.option("--dashboard-max-queries", type=click.IntRange(1), default=600, show_default=True,
               help="Cap on the queries --dashboards sends (variables, panel targets, selector probes).")
-@click.option("--format", "fmt", type=click.Choice(["text", "json", "sarif", "junit", "github"]), default="text",
-              show_default=True)
+@click.option("--format", "fmt", type=click.Choice(["text", "json", "sarif", "junit", "github", "html"]),
+              default="text", show_default=True,
+              help="html: one self-contained file (with -o the terminal gets the text report).")
 @click.option("-o", "--output", "out_file", type=click.Path(dir_okay=False), help="Write the report here too.")
 def validate(spec, url, backend, path_prefix, tenant, headers, bearer_token_file, basic_auth_file, ca_file,
              insecure_skip_verify, timeout, lookback, concurrency, checks, label_limit, dashboards,
@@ -92,7 +93,9 @@ def validate(spec, url, backend, path_prefix, tenant, headers, bearer_token_file
                                     label_limit=limit, dashboards=tuple(dashboards),
                                     dashboard_max_queries=dashboard_max_queries)
     text = reporters.render(report, fmt, color=fmt == "text" and sys.stdout.isatty())
-    click.echo(text, nl=False)
+    # an HTML file is for a browser: with -o, the terminal gets the text report instead
+    shown = reporters.render(report, "text", color=sys.stdout.isatty()) if fmt == "html" and out_file else text
+    click.echo(shown, nl=False)
     if out_file:
         try:
             writer.atomic_write(Path(out_file), (reporters.render(report, fmt) if fmt == "text" else text).encode())

@@ -21,7 +21,7 @@ from ..durations import format_duration
 from ..findings import Report
 from ..promapi import PromClient
 from ..spec import Spec
-from . import (continuity, counters, duplicates, inventory, kubernetes, metadata, optional, presence, reachability,
+from . import (continuity, counters, coverage, duplicates, inventory, kubernetes, metadata, optional, presence, reachability,
                rules_loaded, targets, values)
 from .base import Context
 
@@ -68,6 +68,8 @@ def validate(spec: Spec, client: PromClient, *, lookback: float = 3600.0, concur
                 result = CHECKS[name].run(ctx)
                 report.findings += result.findings
                 report.checks += result.cases
+        if {"presence", "values", "continuity"} & set(checks) and not ctx.skip_gpu_checks:
+            report.coverage = coverage.matrix(ctx, report.findings)
         if dashboards:
             from . import dashboards as dash_check
             result, verdicts = dash_check.run(ctx, list(dashboards), report.findings,

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import re
+from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
@@ -21,9 +22,12 @@ from generator import render
 from generator.cli import cli
 from generator.localprom import LocalPrometheus
 from generator.promapi import PromClient
+from generator.reporters import render as render_report
 from generator.simulate import Fault, Fleet, Simulator
 from generator.spec import parse_spec
 from generator.validate import validate
+
+from . import browser
 
 DATA = Path(__file__).parent / "data"
 #: the test spec with rule groups evaluated every second (the slow groups default to 1m)
@@ -184,3 +188,43 @@ def test_cli_without_a_spec(env, tmp_path, monkeypatch):
     assert [c for c in doc["checks"] if not c.startswith("dashboards/")] == ["reachability/query-api"]
     assert {p["title"]: p["verdict"] for p in doc["panels"]}["GPU SM Clocks"] == "panel-partial"
     assert doc["summary"]["dashboards"].startswith("8 panels in 1 dashboard(s): 5 ok, 1 no data, 2 partial")
+
+
+class _Dom(HTMLParser):
+    """Elements with data-* attributes, as (tag, attrs) pairs."""
+
+    def __init__(self):
+        super().__init__()
+        self.elements: list[tuple[str, dict]] = []
+
+    def handle_starttag(self, tag, attrs):
+        attrs = dict(attrs)
+        if any(k.startswith("data-") or k == "id" for k in attrs):
+            self.elements.append((tag, attrs))
+
+
+def test_html_report_in_chromium(verdicts, tmp_path):
+    """The HTML report opens in a real browser; its coverage matrix has one missing cell per
+    (GPU, required field) the fleet lacks, each linked to a series-missing finding, and every
+    series-missing finding is behind at least one cell."""
+    report, _ = verdicts
+    page = tmp_path / "report.html"
+    page.write_text(render_report(report, "html"))
+    source = page.read_text()
+    assert "<link" not in source and "<script" not in source and "url(" not in source and "@import" not in source
+    dom = _Dom()
+    dom.feed(browser.dump_dom(page))
+    cells = [a for t, a in dom.elements if t == "td" and "data-state" in a]
+    missing = [a for a in cells if a["data-state"] == "missing"]
+    # FB_USED on both GPUs of gpu-node-2, SM_CLOCK on gpu-node-1 gpu 1, MEM_COPY_UTIL on all 6
+    assert len(missing) == 2 + 1 + 6
+    rows = {a["id"]: a for t, a in dom.elements if t == "tr" and a.get("id", "").startswith("f")}
+    series_missing = {i for i, a in rows.items() if a["data-check"] == "series-missing"}
+    assert {a["data-finding"] for a in missing} == series_missing
+    assert len(series_missing) == sum(f.check == "series-missing" for f in report.findings) == 3
+    assert len(cells) == 6 * len(report.coverage["fields"])
+    panels = [a for t, a in dom.elements if t == "tr" and "data-verdict" in a]
+    assert len(panels) == len(report.panels)
+    assert sum(a["data-verdict"] == "panel-ok" for a in panels) == sum(v["verdict"] == "panel-ok" for v in report.panels)
+    shot = browser.screenshot(page, tmp_path / "report.png")
+    assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 20000

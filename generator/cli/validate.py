@@ -20,7 +20,7 @@ _BACKEND_PREFIX = {"prometheus": "", "thanos": "", "victoriametrics": "", "mimir
 
 
 @click.command(epilog=VALIDATE_EPILOG)
-@click.argument("spec", required=False, type=click.Path(dir_okay=False))
+@click.argument("args", nargs=-1, type=click.Path(), metavar="[SPEC] [DASHBOARD...]")
 @click.option("--prom", "url", required=True, metavar="URL", help="Prometheus-compatible API base URL.")
 @click.option("--backend", type=click.Choice(sorted(_BACKEND_PREFIX)), default="prometheus", show_default=True,
               help="Server kind; mimir implies --path-prefix /prometheus.")
@@ -49,17 +49,25 @@ _BACKEND_PREFIX = {"prometheus": "", "thanos": "", "victoriametrics": "", "mimir
               default="text", show_default=True,
               help="html: one self-contained file (with -o the terminal gets the text report).")
 @click.option("-o", "--output", "out_file", type=click.Path(dir_okay=False), help="Write the report here too.")
-def validate(spec, url, backend, path_prefix, tenant, headers, bearer_token_file, basic_auth_file, ca_file,
+def validate(args, url, backend, path_prefix, tenant, headers, bearer_token_file, basic_auth_file, ca_file,
              insecure_skip_verify, timeout, lookback, concurrency, checks, label_limit, dashboards,
              dashboard_max_queries, fmt, out_file) -> None:
     """Check a live Prometheus against SPEC: targets, every spec'd series on every GPU, values,
-    gaps, loaded rules, driver versions. Says what is missing, where, since when and why."""
+    gaps, loaded rules, driver versions. Says what is missing, where, since when and why.
+
+    With --dashboards, also run every panel of those Grafana dashboards and say which are empty
+    and why; paths after SPEC (or instead of it) are more dashboards, so
+    `--dashboards output/dashboards extra.json` works as written."""
     from .. import reporters, writer
     from ..durations import parse_duration
     from ..promapi import BACKEND_QUERY_PARAMS, PromClient, PromError
     from ..validate import CHECKS
     from ..validate import validate as run_validate
 
+    spec, more = _split_args(args)
+    if more and not dashboards:
+        raise click.BadParameter(f"{more[0]} is not a spec; pass dashboards with --dashboards", param_hint="SPEC")
+    dashboards = tuple(dashboards) + more
     try:
         lookback_s = parse_duration(lookback)
     except ValueError as exc:
@@ -103,3 +111,27 @@ def validate(spec, url, backend, path_prefix, tenant, headers, bearer_token_file
             click.echo(f"gpumon validate: cannot write {out_file}: {exc.strerror or exc}", err=True)
             sys.exit(EXIT_ERROR)
     sys.exit(code)
+
+
+def _split_args(args: tuple[str, ...]) -> tuple[str | None, tuple[str, ...]]:
+    """(the spec, other paths): the spec is the first YAML file with a top-level ``metrics:`` key
+    and no ``kind:`` (a ConfigMap of a dashboard has one); every other path is a dashboard."""
+    spec, rest = None, []
+    for path in args:
+        if spec is None and _is_spec(Path(path)):
+            spec = path
+        else:
+            rest.append(path)
+    return spec, tuple(rest)
+
+
+def _is_spec(path: Path) -> bool:
+    if path.suffix in (".yaml", ".yml") and not path.exists():
+        return True  # load_or_exit says how to get one
+    if not path.is_file() or path.suffix not in (".yaml", ".yml"):
+        return False
+    try:
+        lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError:
+        return False
+    return any(ln.startswith("metrics:") for ln in lines) and not any(ln.startswith("kind:") for ln in lines)

@@ -138,6 +138,10 @@ def _matrix(cov: dict, ids: dict[str, str]) -> list[str]:
                 out.append(_cell(row, f, ids))
             out.append("</tr>")
         out.append("</tbody></table>")
+    for target in cov.get("dark_targets") or []:
+        out.append(f'<p class="dark" data-target="{escape(target)}">{_swatch(STATES["down"][0])} target '
+                   f"<code>{escape(target)}</code> is down and showed no GPU in the lookback: its GPUs are not in "
+                   "the matrix (see target-down).</p>")
     out.append('<p class="hint">* required field. Hover a cell for details; coloured cells link to their finding.</p>')
     return out
 

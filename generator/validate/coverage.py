@@ -35,7 +35,8 @@ def _field(f: Finding) -> str:
 
 def matrix(ctx, findings: list[Finding]) -> dict:
     """``{"fields": [...], "required": [...], "rows": [{"cluster", "node", "gpu", "uuid", "mig",
-    "cells": {field: {"state", "finding"?, "ratio"?}}}], "counts": {state: n}}``."""
+    "cells": {field: {"state", "finding"?, "ratio"?}}}], "counts": {state: n}, "dark_targets": [...]}``;
+    dark targets are down and had no GPU seen in the lookback (so no row can show them)."""
     inv = ctx.inventory
     metrics = list(ctx.spec.tracked_metrics)
     by_field: dict[str, list[Finding]] = {}
@@ -54,8 +55,10 @@ def matrix(ctx, findings: list[Finding]) -> dict:
     for row in rows:
         for cell in row["cells"].values():
             counts[cell["state"]] = counts.get(cell["state"], 0) + 1
+    seen_on = {inv.instance.get(k, "") for k in inv.gpus}
+    dark = sorted(i for i in ctx.targets.down if i not in seen_on)  # down since before the lookback
     return {"fields": [m.name for m in metrics], "required": [m.name for m in metrics if m.required],
-            "rows": rows, "counts": counts}
+            "rows": rows, "counts": counts, "dark_targets": dark}
 
 
 def _num(text: str) -> int:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 #: GitHub's maximum comment body (characters)
 GITHUB_LIMIT = 65536
-_NOTE = ("\n_… {n} more change(s) not shown here: the comment is capped at {limit:,} characters (GitHub's limit). "
+_NOTE = ("\n_… {n} more change(s) not shown here: the comment is capped at {limit:,} characters{why}. "
          "Run `gpumon diff` locally for everything._\n")
 
 
@@ -33,7 +33,8 @@ def render(head: str, sections: list[tuple[str, list[str]]], limit: int = GITHUB
     """``head`` (title, summary), then each non-empty section as ``<details>``, within ``limit``."""
     out = head
     cut = 0
-    reserve = len(_NOTE.format(n=10 ** 6, limit=limit)) + 200
+    why = " (GitHub's limit)" if limit == GITHUB_LIMIT else ""
+    reserve = len(_NOTE.format(n=10 ** 6, limit=limit, why=why)) + 200
     for title, lines in sections:
         if not lines:
             continue
@@ -59,5 +60,5 @@ def render(head: str, sections: list[tuple[str, list[str]]], limit: int = GITHUB
         if kept:
             out += "\n" + details(title, [ln for k in kept for ln in k], count)
     if cut:
-        out += _NOTE.format(n=cut, limit=limit)
+        out += _NOTE.format(n=cut, limit=limit, why=why)
     return out

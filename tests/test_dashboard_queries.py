@@ -3,8 +3,14 @@ macros, variable interpolation, and what a query reads or masks (no server)."""
 
 from __future__ import annotations
 
+import json
+
+import httpx
 import pytest
 
+from generator.promapi import PromClient
+from generator.spec import default_spec_path, load_spec
+from generator.validate import validate
 from generator.validate.dashboards import exprs, timing, variables
 
 
@@ -84,3 +90,34 @@ def test_mask_and_filters_from_the_ast():
     assert not exprs.filters(ast)
     ast, _ = exprs.parse('topk(1, a) + on(x) b{c=~"d|e"}')
     assert exprs.filters(ast) and [s.text for s in exprs.selectors(ast)] == ["a", 'b{c=~"d|e"}']
+
+
+# --------------------------------------------------------------------------- against a mocked API
+
+
+def _partial_server(request):
+    """A Thanos Query whose store is down: every answer empty, range answers with a warning."""
+    path = request.url.path
+    if path == "/api/v1/query":
+        q = request.url.params.get("query", "")
+        result = [{"metric": {}, "value": [1.0, "1"]}] if q == "vector(1)" else []
+        return httpx.Response(200, json={"status": "success", "data": {"resultType": "vector", "result": result}})
+    if path == "/api/v1/query_range":
+        return httpx.Response(200, json={"status": "success", "data": {"resultType": "matrix", "result": []},
+                                         "warnings": ["store 10.0.0.7:10901 unavailable"]})
+    if path == "/api/v1/targets":
+        return httpx.Response(200, json={"status": "success", "data": {"activeTargets": []}})
+    return httpx.Response(404, text="404 page not found")
+
+
+def test_a_partial_response_makes_an_empty_panel_inconclusive(tmp_path):
+    """An empty panel on a partial answer (a Thanos store down) cannot prove "no data": exit 3."""
+    dash = tmp_path / "d.json"
+    dash.write_text(json.dumps({"uid": "d", "title": "D", "panels": [
+        {"id": 1, "type": "timeseries", "title": "Temp", "targets": [{"refId": "A", "expr": "DCGM_FI_DEV_GPU_TEMP"}]}]}))
+    spec = load_spec(default_spec_path())
+    with PromClient("http://thanos:9090", transport=httpx.MockTransport(_partial_server)) as client:
+        report, code = validate(spec, client, progress=False, checks=(), dashboards=(str(dash),))
+    (f,) = [f for f in report.findings if f.check.startswith("panel-")]
+    assert f.check == "panel-no-data" and f.severity == "inconclusive" and "store 10.0.0.7:10901" in f.message
+    assert code == 3

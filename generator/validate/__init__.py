@@ -8,6 +8,10 @@ declares the finding ids it reports (``FINDINGS``). What several checks need (ta
 inventory, loaded rule groups) is a shared fact on the context (:mod:`.facts`), computed on first
 use, so a check finds the same whether it runs alone or after the others.
 
+After the checks: the coverage matrix (:mod:`.coverage`, GPUs x fields, for the HTML report) and,
+with ``dashboards``, every panel of those Grafana dashboards run on the server (:mod:`.dashboards`:
+one verdict per panel, linked to the findings above).
+
 Exit codes (:func:`exit_code`): 0 all checks pass; 1 a check failed; 2 could not check
 (connection, auth, not a Prometheus API); 3 inconclusive (partial data or failed queries) and
 nothing failed. Warnings and info never fail a run.

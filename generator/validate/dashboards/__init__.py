@@ -22,7 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ...findings import Finding
-from ...promapi import Answer, PromError
+from ...promapi import PromError
 from ...readers import loader
 from ..base import CheckResult
 from . import api, exprs, timing, variables, verdicts
@@ -108,8 +108,8 @@ def run(ctx, paths: list[str], prior: list[Finding], max_queries: int = MAX_QUER
         resolved = variables.resolve(dash.variables, call, var_timing.macros(), ctx.client.base)
         resolved_by_dash[id(dash)] = resolved
         for panel in dash.panels:
-            if panel.type in _NO_DATA_TYPES or panel.doc.get("collapsed") is not None and panel.type == "row":
-                continue
+            if panel.type in _NO_DATA_TYPES:
+                continue  # rows are containers: their panels come next in dash.panels
             pr = _prepare(dash, panel, resolved, end, ctx.lookback, scrape)
             if pr is not None:
                 runs.append(pr)
@@ -212,24 +212,25 @@ def _row_title(body: dict, row_pointer: str | None) -> str:
     return str(node.get("title", "")) if isinstance(node, dict) else ""
 
 
+#: Grafana's special data sources, by name or uid
+_SPECIAL = {"-- Grafana --": "Grafana built-in", "grafana": "Grafana built-in", "-- Mixed --": "mixed",
+            "-- Dashboard --": "dashboard"}
+
+
 def _datasource_kind(ds, resolved: dict) -> str:
-    """``prometheus`` when ``ds`` is the server under test (a Prometheus reference, the data
-    source variable, the default), else the kind of data source it is."""
-    if ds is None or ds == "" or ds == "default":
+    """``prometheus`` when ``ds`` is the server under test (the default data source, the data
+    source variable, a Prometheus reference or a data source name), else the kind it is."""
+    if ds in (None, "", "default"):
         return "prometheus"
     if isinstance(ds, str):
-        if ds.startswith("$") or ds.startswith("${"):
-            return "prometheus"
-        if ds in ("-- Grafana --", "grafana"):
-            return "Grafana built-in"
-        if ds == "-- Mixed --":
-            return "mixed"
-        return "prometheus"  # a data source name: the dashboard's own Prometheus, we assume
+        return "prometheus" if ds.startswith("$") else _SPECIAL.get(ds, "prometheus")
     if isinstance(ds, dict):
         uid, kind = str(ds.get("uid") or ""), str(ds.get("type") or "")
-        if uid.startswith("$") or kind in ("", "prometheus", "datasource") and uid not in ("grafana", "-- Grafana --"):
-            return "prometheus" if kind != "datasource" or uid.startswith("$") else "Grafana built-in"
-        return kind or "unknown"
+        if uid.startswith("$") or kind in ("", "prometheus"):
+            return "prometheus"
+        if kind == "datasource":
+            return _SPECIAL.get(uid, "Grafana built-in")
+        return kind
     return "unknown"
 
 
@@ -246,7 +247,8 @@ def _one(ctx, kind: str, args: tuple, tm: timing.Timing):
     except PromError as exc:
         return exc
     finally:
-        ctx.queries += 1
+        with ctx._lock:
+            ctx.queries += 1
 
 
 def _many(ctx, calls: dict) -> dict:
@@ -266,16 +268,9 @@ def _many(ctx, calls: dict) -> dict:
     return {k: f.result() for k, f in futures.items()}
 
 
-def answered(ans) -> bool:
-    return isinstance(ans, Answer)
-
-
-def summary(verdicts: list[Verdict]) -> str:
-    """``38 panels: 30 ok, 5 no data, ...`` in :data:`~.verdicts.VERDICTS` order."""
-    counts = {k: sum(1 for v in verdicts if v.verdict == k) for k in verdicts_module.VERDICTS}
+def summary(found: list[Verdict]) -> str:
+    """``38 panels in 3 dashboard(s): 30 ok, 5 no data, ...`` in :data:`~.verdicts.VERDICTS` order."""
+    counts = {k: sum(1 for v in found if v.verdict == k) for k in verdicts.VERDICTS}
     parts = [f"{n} {k.removeprefix('panel-').replace('-', ' ')}" for k, n in counts.items() if n]
-    dashes = len({(v.file, v.uid, v.dashboard) for v in verdicts})
-    return f"{len(verdicts)} panels in {dashes} dashboard(s): " + (", ".join(parts) or "none")
-
-
-verdicts_module = verdicts
+    dashes = len({(v.file, v.uid, v.dashboard) for v in found})
+    return f"{len(found)} panels in {dashes} dashboard(s): " + (", ".join(parts) or "none")

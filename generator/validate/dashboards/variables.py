@@ -44,6 +44,7 @@ class Resolved:
     label: str | None = None
     error: str | None = None
     datasource: bool = False
+    multi: bool = False
 
     @property
     def empty(self) -> bool:
@@ -67,8 +68,6 @@ class Resolved:
             return values[0] if fmt is None else escape_regex(values[0])
         escaped = [escape_regex(v) for v in values]
         return "(" + "|".join(escaped) + ")" if len(escaped) != 1 else escaped[0]
-
-    multi: bool = False
 
 
 def escape_regex(value: str) -> str:

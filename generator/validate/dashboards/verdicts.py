@@ -152,7 +152,7 @@ class Judge:
             if rule(pr, v):
                 break
         else:
-            v.message = "shows data" + self._coverage_note(pr)
+            v.message = "shows data"
         if v.verdict != "panel-ok":
             partial = [a for t in pr.targets for a in t.answers if isinstance(a, Answer) and a.partial]
             sev = v.severity
@@ -345,9 +345,6 @@ class Judge:
         total = len(gpus)
         return (f"aggregates over {total - len(lost)} of {total} GPUs ({', '.join(lacking)} missing on "
                 f"{gpu_list(lost)})")
-
-    def _coverage_note(self, pr) -> str:
-        return ""
 
 
 _HINTS = {

@@ -154,7 +154,8 @@ def test_traps(env):
     report, code = run(env, [DATA / "dashboards" / "traps.json"], checks=())
     got = {v["title"]: v for v in report.panels}
     assert set(got) == {"Temperature by an empty picker", "Memory copy utilisation, masked", "Many-to-many join",
-                        "Exporter logs", "Power by node over $window"}  # the text panel has no queries
+                        "Exporter logs", "Power by node over $window",
+                        "Temperature by a framebuffer-anchored picker"}  # the text panel has no queries
     assert got["Temperature by an empty picker"]["verdict"] == "panel-variable-empty"
     assert "$host" in got["Temperature by an empty picker"]["message"]
     assert got["Memory copy utilisation, masked"]["verdict"] == "panel-masked"
@@ -167,6 +168,11 @@ def test_traps(env):
     assert power["verdict"] == "panel-ok" and power["row"] == "Collapsed"
     assert "[10m]" in power["queries"][0] and "[4s]" in power["queries"][1]
     assert 'Hostname=~"(gpu-node-1|gpu-node-2|gpu-node-3)"' in power["queries"][0]
+    # a picker anchored on a field gpu-node-2 lacks: its GPUs vanish from the panel (NVIDIA/dcgm-exporter#236)
+    picker = got["Temperature by a framebuffer-anchored picker"]
+    assert (picker["verdict"], picker["severity"]) == ("panel-variable-empty", "warning"), picker
+    assert picker["message"].startswith("$fbnode (label_values(DCGM_FI_DEV_FB_USED{") and "but not gpu-node-2" in picker["message"]
+    assert 'Hostname=~"(gpu-node-1|gpu-node-3)"' in picker["queries"][0]
     assert code == 1
 
 

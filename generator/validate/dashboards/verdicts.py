@@ -5,15 +5,17 @@ expected empty), partial, ok."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 from ...findings import Finding
 from ...promapi import Answer, PromError
-from ..base import gpu_list
+from ..base import gpu_list, other_spelling
 from . import exprs
 
 #: verdict -> severity of its finding (``panel-ok`` has none). ``panel-no-data`` is a warning
-#: when every series it lacks is an optional field (the spec says it may be absent).
+#: when every series it lacks is an optional field (the spec says it may be absent), and
+#: ``panel-variable-empty`` when the variable only lacks some GPUs (the panel shows the others).
 SEVERITY = {"panel-no-data": "error", "panel-query-error": "error", "panel-variable-empty": "error",
             "panel-partial": "warning", "panel-masked": "warning", "panel-expected-empty": "info",
             "panel-unsupported": "info", "panel-not-evaluated": "inconclusive"}
@@ -43,7 +45,7 @@ class Verdict:
     queries: list[str] = field(default_factory=list)
     causes: list[str] = field(default_factory=list)
     finding: Finding | None = None
-    only_optional: bool = False  # every series a no-data panel lacks is an optional field
+    downgraded: str | None = None  # a milder severity than the verdict's (optional fields, a picker gap)
 
     @property
     def case(self) -> str:
@@ -51,9 +53,7 @@ class Verdict:
 
     @property
     def severity(self) -> str:
-        if self.verdict == "panel-no-data" and self.only_optional:
-            return "warning"
-        return SEVERITY.get(self.verdict, "ok")
+        return self.downgraded or SEVERITY.get(self.verdict, "ok")
 
     def as_dict(self) -> dict:
         return {"dashboard": self.dashboard, "uid": self.uid, "file": self.file, "panel_id": self.panel_id,
@@ -245,7 +245,7 @@ class Judge:
         v.message = "no data: " + "; ".join(self._missing_text(s) for s in real)
         v.causes = sorted({c for s in real if s.metric for c in self.causes(s.metric)})
         if all(self.optional(s.metric) for s in real):
-            v.only_optional = True
+            v.downgraded = "warning"  # the spec allows optional fields to be absent
         return True
 
     def _partial(self, pr, v) -> bool:
@@ -260,7 +260,9 @@ class Judge:
             return True
         gap = self._gpu_gap(pr, v)
         if gap:
-            v.verdict, v.message = "panel-partial", gap
+            v.verdict, v.message = gap
+            if v.verdict == "panel-variable-empty":
+                v.downgraded = "warning"  # the panel shows the other GPUs
             return True
         return False
 
@@ -285,19 +287,21 @@ class Judge:
         """Metrics whose absence on a GPU is a failure: required (or not in the spec)."""
         return [m for m in v.metrics if not self.sparse(m) and not self.optional(m)]
 
-    def _gpu_gap(self, pr, v) -> str:
+    def _gpu_gap(self, pr, v) -> tuple[str, str] | None:
+        """(verdict, message) when the panel shows fewer GPUs or nodes than the inventory: a
+        variable that lacks them (``panel-variable-empty``), else ``panel-partial``."""
         if not self._checked_metrics(v) or len(self._checked_metrics(v)) < len(v.metrics):
-            return ""
+            return None
         labels = self._series_labels(pr)
         if not labels:
-            return ""
+            return None
         gpus = self._expected(v.metrics)
         if not gpus:
-            return ""
+            return None
         seen = [self.ctx.gpu(lab) for lab in labels]
         identified = any(g.uuid or g.node for g in seen)
         if identified and any(t.ast is None or exprs.filters(t.ast) for t in pr.targets):
-            return ""  # a filtered panel lists a subset of GPUs on purpose
+            return None  # a filtered panel lists a subset of GPUs on purpose
         if any(g.uuid for g in seen):
             covered = {g.uuid for g in seen if g.uuid}
             lost = [g for g in gpus if g.uuid and g.uuid not in covered]
@@ -310,21 +314,64 @@ class Judge:
             nodes = {g.where for g in seen if g.node}
             lost_nodes = sorted({g.where for g in gpus} - nodes)
             if not lost_nodes:
-                return ""
+                return None
             v.causes = sorted({c for m in v.metrics for c in self.causes(m, set(lost_nodes))})
-            return (f"shows {len(nodes)} of {len({g.where for g in gpus})} nodes; missing: " + ", ".join(lost_nodes))
+            picker = self._picker(pr, [g for g in gpus if g.where in lost_nodes], v)
+            if picker:
+                return "panel-variable-empty", picker
+            return "panel-partial", (f"shows {len(nodes)} of {len({g.where for g in gpus})} nodes; missing: "
+                                     + ", ".join(lost_nodes))
         else:
-            return self._aggregate_gap(v, gpus)
+            gap = self._aggregate_gap(v, gpus)
+            return ("panel-partial", gap) if gap else None
         lost = list({(g.uuid, g.where, g.index): g for g in lost}.values())
         if not lost:
-            return ""
+            return None
+        picker = self._picker(pr, lost, v)
+        if picker:
+            return "panel-variable-empty", picker
         total = len({(g.uuid or g.index, g.where) for g in gpus})
         inv = self.ctx.inventory
         culprits = [m for m in v.metrics if m in inv.now and any(g.key not in inv.now[m] for g in lost)]
         nodes = {g.where for g in lost}
         v.causes = sorted({c for m in (culprits or v.metrics) for c in self.causes(m, nodes)})
         by = f" ({', '.join(culprits)} missing there)" if culprits else ""
-        return f"shows {total - len(lost)} of {total} {unit}; missing{by}: {gpu_list(lost)}"
+        return "panel-partial", f"shows {total - len(lost)} of {total} {unit}; missing{by}: {gpu_list(lost)}"
+
+    def _picker(self, pr, lost, v) -> str:
+        """Why ``lost`` GPUs are not in the panel when a variable is to blame: anchored on a
+        metric some GPUs lack, it does not list them, so the selection excludes them
+        (NVIDIA/dcgm-exporter#236). Empty when no variable explains it."""
+        resolved = self.resolved.get(id(pr.dash), {})
+        for name in sorted({n for t in pr.targets for n in t.used}):
+            r = resolved.get(name)
+            if not r or r.type != "query" or not r.label or not r.values:
+                continue
+            if r.all_selected and r.all_value is not None:
+                continue  # a catch-all allValue (".*") selects GPUs the picker lacks too
+            gone = [g for g in lost if self._label_value(g, r.label) not in (None, "", *r.values)]
+            if gone:
+                values = sorted({self._label_value(g, r.label) for g in gone})
+                anchors = re.findall(r"[A-Za-z_:][\w:]*(?=\s*[{,)])", r.definition)
+                v.causes = sorted({c for m in anchors for c in self.causes(m, {g.where for g in gone})})
+                return (f"${name} ({r.definition}) lists {len(r.values)} value(s) but not {', '.join(values)}: "
+                        f"{gpu_list(gone)} vanish from the picker and from this panel")
+        return ""
+
+    def _label_value(self, gpu, label: str) -> str | None:
+        """The value a GPU has for ``label``, when it is one gpumon knows (identity or instance)."""
+        lab = self.ctx.labels
+        if label == "instance":
+            return self.ctx.inventory.instance.get(gpu.key)
+        if label in (lab.node, other_spelling(lab.node)):
+            return gpu.node
+        if label in (lab.gpu, other_spelling(lab.gpu)):
+            return gpu.uuid
+        if label == lab.gpu_index:
+            return gpu.index
+        if lab.cluster and label == lab.cluster:
+            return gpu.cluster
+        return None
 
     def _aggregate_gap(self, v, gpus) -> str:
         """A panel without GPU labels (max/avg/sum over the fleet) covers fewer GPUs when a field

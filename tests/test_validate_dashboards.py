@@ -234,3 +234,11 @@ def test_html_report_in_chromium(verdicts, tmp_path):
     assert sum(a["data-verdict"] == "panel-ok" for a in panels) == sum(v["verdict"] == "panel-ok" for v in report.panels)
     shot = browser.screenshot(page, tmp_path / "report.png")
     assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 20000
+
+
+def test_documented_example_still_occurs(verdicts):
+    """docs/checks/validate/dashboards.md shows a finding recorded from this fleet."""
+    example = json.loads((DATA / "validate-examples.json").read_text())["dashboards"]
+    report, _ = verdicts
+    found = {(f.check, f.severity, f.subject, f.message, f.hint) for f in report.findings}
+    assert (example["check"], example["severity"], example["subject"], example["message"], example["hint"]) in found

@@ -3,15 +3,15 @@ and say which panels are empty and why.
 
 Steps, one module each:
 
-1. load the dashboards (JSON files, ConfigMaps, folders: the lint loader, :mod:`generator.readers`);
-2. resolve template variables on the server (:mod:`.variables`), the data source variable being
+1. load the dashboards (JSON files, ConfigMaps, folders: the lint loader, ``generator.readers``);
+2. resolve template variables on the server (``variables``), the data source variable being
    the server under test;
 3. interpolate every target of every panel (rows and collapsed rows included) with Grafana's
-   macros (:mod:`.timing`) and run it as a range query over the lookback, or an instant query
-   when the target says so (:mod:`.api`); queries are capped (``max_queries``);
+   macros (``timing``) and run it as a range query over the lookback, or an instant query
+   when the target says so (``api``); queries are capped (``--dashboard-max-queries``);
 4. for empty or masked panels, ask whether each selector they read has series (one query per
    distinct selector, cached), and read the GPU inventory and the other checks' findings;
-5. classify each panel (:mod:`.verdicts`) into one verdict and a finding when it is not ok.
+5. classify each panel (``verdicts``) into one verdict and a finding when it is not ok.
 
 Needs before it: the reachability check (the API answers), the targets fact (scrape interval,
 for ``$__rate_interval``) and the inventory fact (which GPUs should appear).
@@ -28,6 +28,16 @@ from ..base import CheckResult
 from . import api, exprs, timing, variables, verdicts
 from .verdicts import FINDINGS, Verdict  # noqa: F401 - re-exported
 
+CHECK = "dashboards"
+WHY = ('People start from a Grafana panel that says "No data" or shows one GPU too few. Knowing which series '
+       "are missing does not say which panels of which dashboards are empty, and a linter cannot see it: the "
+       "query is valid, the series just are not there, or a picker anchored on one field hides the GPUs that "
+       "lack it (NVIDIA/dcgm-exporter#236), or `or vector(0)` turns the absence into a healthy-looking 0. "
+       "Running every panel on the server it will run against answers it (issue #14).")
+SILENCE = ("Fix the cause the finding links to (a `series-missing` finding, a rule group not loaded). For a "
+           "panel that is empty by design, make its emptiness explicit: read only sparse fields, or filter "
+           "(`< 1`, `unless`), and it is `panel-expected-empty`. Leave a dashboard out of `--dashboards` to "
+           "skip it; `panel-unsupported` panels (Loki, TestData) are reported as info only.")
 #: queries one run may send for dashboards (variables, targets, selector probes)
 MAX_QUERIES = 600
 #: panel types without queries of their own

@@ -161,7 +161,7 @@ class Judge:
                 sev, msg = "inconclusive", msg + " (partial response: " + "; ".join(partial[0].warnings)[:200] + ")"
             hint = _HINTS[v.verdict]
             if v.causes:
-                hint = "explained by: " + "; ".join(v.causes) + ". " + hint
+                hint += "; explained by " + "; ".join(v.causes)
             loc = dash.at(pr.pointer) if hasattr(dash, "at") else None
             v.finding = Finding(v.verdict, sev, f"{dash.title} / {v.title or 'panel ' + str(v.panel_id)}", msg, hint,
                                 location=loc, labels=(("dashboard", v.uid), ("panel", str(v.panel_id))),
@@ -400,7 +400,7 @@ _HINTS = {
     "panel-query-error": "the server rejected the query: fix its syntax or the variables it uses",
     "panel-variable-empty": "anchor the variable on a series every GPU has (gpumon's inventory rule "
                             "job_gpu:gpumon_inventory:group), not on one field (NVIDIA/dcgm-exporter#236)",
-    "panel-partial": "some GPUs or queries are missing from the panel: see the findings it is explained by",
+    "panel-partial": "some GPUs or queries are missing from the panel: make their series exist, or fix the selector",
     "panel-masked": "`or vector(0)` turns \"no data\" into a healthy-looking 0: drop it, or use "
                     "`or on() (absent(...) * 0)`-style guards only where 0 is true",
     "panel-expected-empty": "empty is the healthy state here; nothing to do",

@@ -73,10 +73,8 @@ def as_json(report: Report) -> str:
     """``{"tool", "summary", "checks", "findings": [...]}`` with sorted keys."""
     doc = {"tool": report.tool, "summary": report.summary, "checks": report.checks,
            "findings": [f.as_dict() for f in report.sorted_findings()]}
-    if report.panels:
+    if report.panels:  # validate --dashboards: one verdict per panel
         doc["panels"] = report.panels
-    if report.coverage:
-        doc["coverage"] = report.coverage
     return json.dumps(doc, indent=2, sort_keys=True) + "\n"
 
 

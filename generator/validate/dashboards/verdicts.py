@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from ...durations import format_duration
 from ...findings import Finding
 from ...promapi import Answer, PromError
 from ..base import gpu_list, other_spelling
@@ -122,7 +123,7 @@ class Judge:
         return sorted(set(out))
 
     def _missing_text(self, sel: exprs.Selector) -> str:
-        window = f"the last {self.ctx.lookback / 60:g}m" if self.ctx.lookback < 7200 else "the lookback"
+        window = f"the last {format_duration(self.ctx.lookback)}"
         if sel.metric and sel.metric != sel.text and self.series.get(sel.metric):
             return (f"`{sel.text}` selects nothing, though {sel.metric} has {self.series[sel.metric]} series "
                     "(a label or variable value does not match)")

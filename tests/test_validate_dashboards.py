@@ -242,3 +242,16 @@ def test_documented_example_still_occurs(verdicts):
     report, _ = verdicts
     found = {(f.check, f.severity, f.subject, f.message, f.hint) for f in report.findings}
     assert (example["check"], example["severity"], example["subject"], example["message"], example["hint"]) in found
+
+
+def test_without_an_inventory_the_dashboards_own_gpus_are_expected(env):
+    """A spec whose job the server does not have (or none): the GPUs the dashboard's panels show
+    between them are the ones every per-GPU panel should show."""
+    spec = parse_spec(SPEC_TEXT.replace("job: dcgm-exporter", "job: not-this-one"), "<other job>")
+    with PromClient(env["prom"].url) as client:
+        report, _ = validate(spec, client, lookback=20.0, progress=False, checks=(),
+                             dashboards=(str(DATA / "dcgm-exporter-dashboard.json"),))
+    got = {v["title"]: v for v in report.panels}
+    assert got["GPU SM Clocks"]["verdict"] == "panel-partial"
+    assert got["GPU SM Clocks"]["message"].startswith("shows 5 of 6 GPUs")
+    assert got["GPU Temperature"]["verdict"] == "panel-ok"

@@ -162,7 +162,7 @@ def run(ctx, paths: list[str], prior: list[Finding], max_queries: int = MAX_QUER
                                 for k, v in wanted.items()})
     series = {k: (None if isinstance(a, PromError) else int(float(a.data[0]["value"][1])) if a.data else 0)
               for k, a in probe_answers.items()}
-    judge = verdicts.Judge(ctx, prior, series, resolved_by_dash)
+    judge = verdicts.Judge(ctx, prior, series, resolved_by_dash, runs)
     out: list[Verdict] = []
     for pr in runs:
         v = judge.verdict(pr)

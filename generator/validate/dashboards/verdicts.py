@@ -92,9 +92,25 @@ def selectors_to_probe(pr) -> list:
 class Judge:
     """Classifies panel runs (see the module docstring)."""
 
-    def __init__(self, ctx, prior: list[Finding], series: dict[str, int | None], resolved: dict):
+    def __init__(self, ctx, prior: list[Finding], series: dict[str, int | None], resolved: dict, runs=()):
         self.ctx, self.prior, self.series, self.resolved = ctx, prior, series, resolved
         self.spec = {m.name: m for m in ctx.spec.metrics}
+        self.seen_gpus = self._seen_in(runs)
+
+    def _seen_in(self, runs) -> dict[str, list]:
+        """Per dashboard file: every GPU (by UUID) any of its panels shows: the expected GPUs when
+        the inventory has none (no spec, or a spec whose job is not the dashboards')."""
+        out: dict[str, dict] = {}
+        for pr in runs:
+            for t in pr.targets:
+                for a in t.answers:
+                    if not isinstance(a, Answer):
+                        continue
+                    for item in a.data:
+                        g = self.ctx.gpu(item.get("metric") or {})
+                        if g.uuid:
+                            out.setdefault(pr.dash.file, {}).setdefault(g.uuid, g)
+        return {k: list(v.values()) for k, v in out.items()}
 
     # ------------------------------------------------------------------ helpers
     def sparse(self, metric: str | None) -> bool:
@@ -268,9 +284,11 @@ class Judge:
         return False
 
     # ------------------------------------------------------------------ GPU coverage
-    def _expected(self, metrics: list[str]):
+    def _expected(self, metrics: list[str], pr=None):
         inv = self.ctx.inventory
         gpus = [inv.gpus[k] for k in inv.reporting if k in inv.gpus]
+        if not gpus and pr is not None:
+            gpus = self.seen_gpus.get(pr.dash.file, [])
         unsupported_on_mig = any(getattr(self.spec.get(m), "mig", "") == "unsupported" for m in metrics)
         if unsupported_on_mig:
             gpus = [g for g in gpus if not g.mig]
@@ -296,7 +314,7 @@ class Judge:
         labels = self._series_labels(pr)
         if not labels:
             return None
-        gpus = self._expected(v.metrics)
+        gpus = self._expected(v.metrics, pr)
         if not gpus:
             return None
         seen = [self.ctx.gpu(lab) for lab in labels]

@@ -103,6 +103,13 @@ def _summary(report: Report) -> list[str]:
         out.append(f'<span class="badge" data-severity="{sev}" data-count="{report.count(sev)}" '
                    f'style="background:{colour}">{report.count(sev)} {sev}</span>')
     out.append(f" {len(report.checks)} checks run</p>")
+    if report.panels:
+        counts: dict[str, int] = {}
+        for p in report.panels:
+            counts[p["verdict"]] = counts.get(p["verdict"], 0) + 1
+        tally = ", ".join(f"{n} {v.removeprefix('panel-')}" for v, n in counts.items())
+        out.append(f'<p id="panel-tally">Dashboard panels: {_bar(counts)}<br>{escape(tally)} '
+                   '(<a href="#panels">verdicts</a>)</p>')
     return out
 
 

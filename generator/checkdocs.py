@@ -97,7 +97,8 @@ def validate_page(check: str, module, example: dict | None) -> str:
     else:
         out.append("_No recorded example yet._\n")
     out.append(f"## How to silence\n\n{md(module.SILENCE)}\n")
-    source = f"generator/validate/{module.__name__.rsplit('.', 1)[-1]}.py"
+    source = f"generator/validate/{module.__name__.rsplit('.', 1)[-1]}" + \
+        ("/__init__.py" if module.__file__.endswith("__init__.py") else ".py")
     out.append("Every validate check: [docs/validate.md](../../validate.md). " + _FOOTER.format(source=source))
     return "\n".join(out)
 
@@ -108,13 +109,13 @@ def pages(root: Path) -> dict[str, str]:
     from .lint import CHECKS as LINT_CHECKS
     from .spec import load_spec
     from .validate import CHECKS as VALIDATE_CHECKS
-    from .validate import reachability
+    from .validate import dashboards, reachability
 
     spec = load_spec(root / "gpumon.yaml")
     corpus = root / "tests" / "lint_corpus"
     out = {f"{LINT_DIR}/{m.ID}.md": lint_page(m, _lint_example(m, corpus, spec, root)) for m in LINT_CHECKS}
     examples = json.loads((root / "tests" / "data" / "validate-examples.json").read_text(encoding="utf-8"))
-    for check, module in {"reachability": reachability, **VALIDATE_CHECKS}.items():
+    for check, module in {"reachability": reachability, **VALIDATE_CHECKS, "dashboards": dashboards}.items():
         out[f"{VALIDATE_DIR}/{check}.md"] = validate_page(check, module, examples.get(check))
     out["README.md"] = _index(out)
     return dict(sorted(out.items()))

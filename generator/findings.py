@@ -78,6 +78,10 @@ class Report:
         summary: free-form facts for the text/JSON header (e.g. ``{"prometheus": url}``).
         docs: check id -> (help text, absolute URI of its page in docs/checks/), for reporters
             that link findings to their documentation (SARIF ``help``/``helpUri``).
+        panels: ``validate --dashboards``: one verdict dict per panel (reporters that show more
+            than findings: JSON, HTML).
+        coverage: validate: the coverage matrix (GPUs x spec'd fields), see
+            :func:`generator.validate.coverage.matrix`; None when not computed.
     """
 
     tool: str
@@ -85,6 +89,8 @@ class Report:
     checks: list[str] = field(default_factory=list)
     summary: dict = field(default_factory=dict)
     docs: dict[str, tuple[str, str]] = field(default_factory=dict)
+    panels: list[dict] = field(default_factory=list)
+    coverage: dict | None = None
 
     def sorted_findings(self) -> list[Finding]:
         """Findings, most severe first, then by check, subject and message (deterministic)."""

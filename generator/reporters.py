@@ -19,7 +19,7 @@ from rich.table import Table
 from . import redact
 from .findings import Finding, Location, Report
 
-FORMATS = ("text", "json", "sarif", "junit", "github")
+FORMATS = ("text", "json", "sarif", "junit", "github", "html")
 _SARIF_LEVEL = {"error": "error", "warning": "warning", "info": "note", "inconclusive": "note"}
 _GH_LEVEL = {"error": "error", "warning": "warning", "info": "notice", "inconclusive": "warning"}
 
@@ -31,7 +31,7 @@ def render(report: Report, fmt: str, *, color: bool = False, width: int = 120) -
         ValueError: unknown format.
     """
     try:
-        fn = {"text": text, "json": as_json, "sarif": sarif, "junit": junit, "github": github}[fmt]
+        fn = {"text": text, "json": as_json, "sarif": sarif, "junit": junit, "github": github, "html": html}[fmt]
     except KeyError:
         raise ValueError(f"unknown format {fmt!r}; choose one of {', '.join(FORMATS)}") from None
     # the one redaction step (generator.redact): on every field, then on the finished text, in
@@ -90,6 +90,8 @@ def as_json(report: Report) -> str:
     """``{"tool", "summary", "checks", "findings": [...]}`` with sorted keys."""
     doc = {"tool": report.tool, "summary": report.summary, "checks": report.checks,
            "findings": [f.as_dict() for f in report.sorted_findings()]}
+    if report.panels:  # validate --dashboards: one verdict per panel
+        doc["panels"] = report.panels
     return json.dumps(doc, indent=2, sort_keys=True) + "\n"
 
 
@@ -177,3 +179,10 @@ def github(report: Report) -> str:
         msg = f.message + (f" Hint: {f.hint}" if f.hint else "")
         lines.append(f"::{_GH_LEVEL[f.severity]} {','.join(props)}::{_gh_escape(msg)}")
     return "\n".join(lines) + ("\n" if lines else "")
+
+
+def html(report: Report) -> str:
+    """One self-contained HTML file (:mod:`generator.htmlreport`)."""
+    from .htmlreport import html as render_html
+
+    return render_html(report)

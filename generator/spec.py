@@ -581,6 +581,8 @@ def _semantic_problems(doc: CommentedMap, plain: dict, name: str) -> list[Proble
         _threshold_problems(metric, i, add)
         _xid_problems(metric, i, add)
     _alert_name_problems(metrics, add)
+    _legacy_name_problems(metrics, add)
+    _flapping_problems(plain, add)
     _runbook_problems(plain.get("alerts") if isinstance(plain.get("alerts"), dict) else {}, add)
     if metrics and all(isinstance(m, dict) and m.get("presence") in ("optional", "sparse") for m in metrics):
         add(["metrics"], "no metric has presence: required; the GPU inventory, coverage and presence alerts are "
@@ -684,6 +686,42 @@ def _alert_name_problems(metrics: list, add) -> None:
                 f"give the {severity} level its own name (e.g. {name}{severity.capitalize()}): an inhibit rule "
                 "equal on alertname would let one GPU's critical mute every GPU's warning")
         first.setdefault(name, (severity, path))
+
+
+def _flapping_problems(plain: dict, add) -> None:
+    """GpuExporterFlapping needs a success share below ``flapping_min_up_ratio`` *and* more than two
+    up/down changes in ``flapping_window``: at least two successful scrapes, one success in
+    ``int(1/ratio) + 1``. A ratio so low that the window cannot hold that is an alert that can never
+    fire (found by the spec fuzzer: 0.014 over 10m of 15s scrapes)."""
+    alerts = plain.get("alerts") if isinstance(plain.get("alerts"), dict) else {}
+    exporter = plain.get("exporter") if isinstance(plain.get("exporter"), dict) else {}
+    ratio = alerts.get("flapping_min_up_ratio")
+    window = _duration_or_none(alerts.get("flapping_window", format_duration(AlertSettings.flapping_window)))
+    interval = _duration_or_none(exporter.get("scrape_interval", format_duration(Exporter.scrape_interval)))
+    if not isinstance(ratio, (int, float)) or isinstance(ratio, bool) or not 0 < ratio <= 1 or not window or not interval:
+        return
+    period = int(1 / ratio) + 1
+    if period + 1 > window / interval:
+        add(["alerts", "flapping_min_up_ratio"], f"flapping_min_up_ratio {ratio:g} means one success in {period} "
+            f"scrapes, but flapping_window ({format_duration(window)}) holds only {int(window // interval)} scrapes: "
+            "GpuExporterFlapping could never fire; raise the ratio or lengthen the window")
+
+
+def _legacy_name_problems(metrics: list, add) -> None:
+    """A 1.x name stands for one field: listed under two metrics (or as another metric's own
+    name) it would be counted, and alerted on, twice (found by the spec fuzzer, issue #15)."""
+    owner: dict[str, int] = {m["name"]: i for i, m in enumerate(metrics)
+                             if isinstance(m, dict) and isinstance(m.get("name"), str)}
+    for i, metric in enumerate(metrics):
+        names = metric.get("legacy_names") if isinstance(metric, dict) else None
+        for j, legacy in enumerate(names if isinstance(names, list) else []):
+            if not isinstance(legacy, str):
+                continue
+            if legacy in owner and owner[legacy] != i:
+                add(["metrics", i, "legacy_names", j], f"{legacy!r} is already "
+                    f"{'the name' if legacy == metrics[owner[legacy]].get('name') else 'a legacy name'} of "
+                    f"metrics[{owner[legacy]}]; a 1.x name belongs to one field")
+            owner.setdefault(legacy, i)
 
 
 def _runbook_problems(alerts: dict, add) -> None:

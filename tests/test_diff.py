@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 from pathlib import Path
@@ -24,7 +25,7 @@ def test_formatting_only_changes_are_not_differences():
     md = (DIFF / "expected.md").read_text()
     assert "job_node:gpu_temp:max" not in md  # reformatted expression
     assert "5m → 5m" not in md and "for`: 5m" not in md  # for: 5m vs 300s
-    assert "id 1 \"GPU temperature\": query" not in md  # whitespace inside the query only
+    assert "\"GPU temperature\" (id 1): query" not in md  # whitespace inside the query only
     assert "version" not in md  # dashboard version counter
 
 
@@ -33,7 +34,7 @@ def test_cli_exit_codes(tmp_path):
     same = runner.invoke(cli, ["diff", str(DIFF / "v1"), str(DIFF / "v1")])
     assert same.exit_code == 0 and "No semantic differences" in same.output
     changed = runner.invoke(cli, ["diff", str(DIFF / "v1"), str(DIFF / "v2")])
-    assert changed.exit_code == 1 and "#### Dashboards" in changed.output
+    assert changed.exit_code == 1 and "<details><summary>Dashboards (1)</summary>" in changed.output
     missing = runner.invoke(cli, ["diff", str(DIFF / "v1"), str(tmp_path / "nope")])
     assert missing.exit_code == 2 and "no such file or directory" in missing.output
 
@@ -82,3 +83,65 @@ def test_selector_label_and_group_interval_changes(tmp_path):
     assert "- group `gpu`: evaluation interval 1m → global default" in md
     assert "- PrometheusRule `mon/gpu`: metadata label `release`: `kube-prometheus-stack` → none" in md
     assert "rule groups / PrometheusRule objects: 2 changed" in md
+
+
+def _render_without(tmp_path, root, metric: str):
+    """output/ of the bundled spec, and a render of it with ``metric`` removed."""
+    text = (root / "gpumon.yaml").read_text()
+    start = text.index(f"  - name: {metric}\n")
+    end = text.index("  - name: ", start + 10)
+    spec = tmp_path / "gpumon.yaml"
+    spec.write_text(text[:start] + text[end:])
+    res = CliRunner().invoke(cli, ["render", str(spec), "-o", str(tmp_path / "out")])
+    assert res.exit_code == 0, res.output
+    return root / "output", tmp_path / "out"
+
+
+def test_removing_one_metric_reads_as_its_panel_and_alerts_removed(tmp_path, root):
+    """Issue #14: removing DCGM_FI_DEV_MEM_CLOCK used to read as three renamed panels and a
+    removed XID rule (panels matched by positional id). Now: the field, its panel, its alerts."""
+    before, after = _render_without(tmp_path, root, "DCGM_FI_DEV_MEM_CLOCK")
+    md = compare(read(str(before)), read(str(after)), "before", "after").markdown()
+    by_field = md.split("**By field:**", 1)[1].split("<details>", 1)[0].strip().splitlines()
+    assert by_field == ["- **removed** `DCGM_FI_DEV_MEM_CLOCK`: Memory clock panel (GPU fleet overview, GPU node and "
+                        "device detail); its alerts: `GpuFleetTelemetryImplausible`, `GpuNodeTelemetryImplausible`, "
+                        "`GpuTelemetryImplausible`; its recording rules: `job_gpu:dcgm_field_implausible:max`, "
+                        "`job_gpu:dcgm_field_present:group`; dropped from the field lists of 3 rule(s)/quer(ies)"]
+    assert md.count("panel removed:") == 2 and md.count('panel removed: "Memory clock"') == 2
+    assert ": title " not in md and "query A changed" not in md and "XID" not in md
+    assert "panel id(s) changed" not in md  # the other panels keep their ids
+    assert md.count("**removed**") == 6 and "**added**" not in md  # the field, its 3 alerts, its 2 records
+    assert len(md) < 4000
+
+
+def test_panel_ids_follow_the_panel_not_its_position(tmp_path, root):
+    before, after = _render_without(tmp_path, root, "DCGM_FI_DEV_MEM_CLOCK")
+    for name in ("gpumon-fleet", "gpumon-gpu", "gpumon-health"):
+        ids = []
+        for side in (before, after):
+            doc = json.loads((side / "dashboards" / f"{name}.json").read_text())
+            panels = [q for p in doc["panels"] for q in [p] + p.get("panels", [])]
+            ids.append({p["title"]: p["id"] for p in panels})
+        assert {t: i for t, i in ids[0].items() if t != "Memory clock"} == ids[1], name
+
+
+def test_pr_comment_fits_githubs_limit(tmp_path):
+    """A change too big for one comment: summary first, sections in <details>, cut at item
+    boundaries (no open code block) with a note of how much was cut."""
+    def rules(threshold):
+        body = "".join(f"    - alert: GpuAlert{i}\n      expr: DCGM_FI_DEV_GPU_TEMP{{gpu=\"{i}\"}} > {threshold}\n"
+                       for i in range(2000))
+        return "groups:\n  - name: gpu\n    rules:\n" + body
+    (tmp_path / "a.yaml").write_text(rules(80))
+    (tmp_path / "b.yaml").write_text(rules(90))
+    result = compare(read(str(tmp_path / "a.yaml")), read(str(tmp_path / "b.yaml")), "a", "b")
+    whole = result.markdown(limit=10 ** 9)
+    assert len(whole) > 65536
+    md = result.markdown()
+    assert len(md) <= 65536
+    assert md.startswith("### gpumon diff: `a` → `b`\n\n**Summary:** alerting rules: 2000 changed")
+    assert "<details><summary>Alerting rules (2000)</summary>" in md and md.count("</details>") == 1
+    assert md.count("```") % 2 == 0
+    shown = md.count("- **changed**")
+    assert 0 < shown < 2000
+    assert f"_… {2000 - shown} more change(s) not shown here: the comment is capped at 65,536 characters" in md

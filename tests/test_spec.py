@@ -282,3 +282,21 @@ def test_xid_policy_is_checked(tmp_path):
                              "     xid: {window: 10m, ignore: [13]}}\n")
     policy = spec.metrics[1].xid
     assert policy.window == 600 and policy.ignore == (13,) and 79 in policy.critical and policy.other == "warning"
+
+
+def test_one_legacy_name_belongs_to_one_field(tmp_path):
+    """Found by the spec fuzzer: a 1.x name under two metrics was served, counted and tested twice."""
+    text = BASE + ("    legacy_names: [dcgm_gpu_temp]\n  - name: DCGM_FI_DEV_POWER_USAGE\n    kind: gauge\n"
+                   "    unit: watts\n    presence: required\n    legacy_names: [dcgm_power_usage, dcgm_gpu_temp]\n")
+    assert errors_of(tmp_path, text) == [
+        "spec.yaml:14:38: metrics[1].legacy_names[1]: 'dcgm_gpu_temp' is already a legacy name of metrics[0]; "
+        "a 1.x name belongs to one field"]
+
+
+def test_a_flapping_ratio_the_window_cannot_show_is_a_spec_error(tmp_path):
+    """Found by the spec fuzzer: flapping_min_up_ratio 0.014 needs one success in 71 scrapes, and
+    10m of 15s scrapes hold 40: GpuExporterFlapping could never fire (its generated test failed)."""
+    text = BASE + "alerts:\n  flapping_min_up_ratio: 0.014\n"
+    (err,) = errors_of(tmp_path, text)
+    assert err.startswith("spec.yaml:10:26: alerts.flapping_min_up_ratio: flapping_min_up_ratio 0.014 means one "
+                          "success in 72 scrapes, but flapping_window (10m) holds only 40 scrapes"), err

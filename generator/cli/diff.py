@@ -12,10 +12,14 @@ from .common import EXIT_ERROR, EXIT_FINDINGS
 @click.command("diff")
 @click.argument("old")
 @click.argument("new")
-def diff_command(old: str, new: str) -> None:
+@click.option("--max-chars", default=65536, show_default=True, type=click.IntRange(1000),
+              help="Cap on the comment's length (GitHub rejects comments over 65,536 characters).")
+def diff_command(old: str, new: str, max_chars: int) -> None:
     """Summarise what changes between OLD and NEW rules and dashboards, as Markdown for a PR
     comment. OLD and NEW are files, directories, or git revisions of a path: git:REV:PATH
-    (e.g. git:origin/main:output).
+    (e.g. git:origin/main:output). Panels and rules are matched by what they are (title, the
+    fields they read, alert labels), not by position; the comment leads with the change per DCGM
+    field and is cut (with a note) to fit --max-chars.
 
     \b
     Exit codes: 0 no semantic difference; 1 differences; 2 unreadable input; 4 internal error.
@@ -29,6 +33,6 @@ def diff_command(old: str, new: str) -> None:
         click.echo(f"gpumon: {exc}", err=True)
         sys.exit(EXIT_ERROR)
     result = compare(before, after, old, new)
-    click.echo(result.markdown(), nl=False)
+    click.echo(result.markdown(limit=max_chars), nl=False)
     if result.any:
         sys.exit(EXIT_FINDINGS)

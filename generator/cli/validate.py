@@ -21,7 +21,7 @@ _BACKEND_PREFIX = {"prometheus": "", "thanos": "", "victoriametrics": "", "mimir
 
 
 @click.command(epilog=VALIDATE_EPILOG)
-@click.argument("spec", required=False, type=click.Path(dir_okay=False))
+@click.argument("args", nargs=-1, type=click.Path(), metavar="[SPEC] [DASHBOARD...]")
 @click.option("--prom", "url", required=True, metavar="URL", help="Prometheus-compatible API base URL.")
 @click.option("--backend", type=click.Choice(sorted(_BACKEND_PREFIX)), default="prometheus", show_default=True,
               help="Server kind; mimir implies --path-prefix /prometheus.")
@@ -46,25 +46,39 @@ _BACKEND_PREFIX = {"prometheus": "", "thanos": "", "victoriametrics": "", "mimir
                    "rules-loaded, inventory, metadata, kubernetes (only with the spec's kubernetes section).")
 @click.option("--label-limit", type=click.IntRange(1), default=None,
               help="Warn about series with more label names than this [default: 30 with --backend mimir, else off].")
-@click.option("--format", "fmt", type=click.Choice(["text", "json", "sarif", "junit", "github"]), default="text",
-              show_default=True)
+@click.option("--dashboards", "dashboards", multiple=True, type=click.Path(exists=True), metavar="PATH",
+              help="Grafana dashboards to run panel by panel (JSON files, ConfigMaps, folders; repeatable). "
+                   "Without SPEC only the dashboards are checked.")
+@click.option("--dashboard-max-queries", type=click.IntRange(1), default=600, show_default=True,
+              help="Cap on the queries --dashboards sends (variables, panel targets, selector probes).")
+@click.option("--format", "fmt", type=click.Choice(["text", "json", "sarif", "junit", "github", "html"]),
+              default="text", show_default=True,
+              help="html: one self-contained file (with -o the terminal gets the text report).")
 @click.option("-o", "--output", "out_file", type=click.Path(dir_okay=False), help="Write the report here too.")
-def validate(spec, url, backend, path_prefix, tenant, headers, bearer_token_file, basic_auth_file, ca_file,
-             insecure_skip_verify, timeout, deadline, max_response_mib, lookback, concurrency, checks, label_limit, fmt,
-             out_file) -> None:
+def validate(args, url, backend, path_prefix, tenant, headers, bearer_token_file, basic_auth_file, ca_file,
+             insecure_skip_verify, timeout, deadline, max_response_mib, lookback, concurrency, checks, label_limit, dashboards,
+             dashboard_max_queries, fmt, out_file) -> None:
     """Check a live Prometheus against SPEC: targets, every spec'd series on every GPU, values,
-    gaps, loaded rules, driver versions. Says what is missing, where, since when and why."""
+    gaps, loaded rules, driver versions. Says what is missing, where, since when and why.
+
+    With --dashboards, also run every panel of those Grafana dashboards and say which are empty
+    and why; paths after SPEC (or instead of it) are more dashboards, so
+    `--dashboards output/dashboards extra.json` works as written."""
     from .. import redact, reporters, writer
     from ..durations import parse_duration
     from ..promapi import BACKEND_QUERY_PARAMS, PromClient, PromError, check_header
     from ..validate import CHECKS
     from ..validate import validate as run_validate
 
+    spec, more = _split_args(args)
+    if more and not dashboards:
+        raise click.BadParameter(f"{more[0]} is not a spec; pass dashboards with --dashboards", param_hint="SPEC")
+    dashboards = tuple(dashboards) + more
     try:
         lookback_s = parse_duration(lookback)
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--lookback") from None
-    chosen = tuple(c.strip() for c in checks.split(",")) if checks else tuple(CHECKS)
+    chosen = tuple(c.strip() for c in checks.split(",")) if checks else () if dashboards and not spec else tuple(CHECKS)
     unknown = [c for c in chosen if c not in CHECKS]
     if unknown:
         raise click.BadParameter(f"unknown check(s) {', '.join(unknown)}; choose from {', '.join(CHECKS)}",
@@ -96,9 +110,12 @@ def validate(spec, url, backend, path_prefix, tenant, headers, bearer_token_file
     with client:
         limit = label_limit or (30 if backend == "mimir" else None)
         report, code = run_validate(model, client, lookback=lookback_s, concurrency=concurrency, checks=chosen,
-                                    label_limit=limit)
+                                    label_limit=limit, dashboards=tuple(dashboards),
+                                    dashboard_max_queries=dashboard_max_queries)
     text = reporters.render(report, fmt, color=fmt == "text" and sys.stdout.isatty())
-    click.echo(text, nl=False)
+    # an HTML file is for a browser: with -o, the terminal gets the text report instead
+    shown = reporters.render(report, "text", color=sys.stdout.isatty()) if fmt == "html" and out_file else text
+    click.echo(shown, nl=False)
     if out_file:
         try:
             writer.atomic_write(Path(out_file), (reporters.render(report, fmt) if fmt == "text" else text).encode())
@@ -106,3 +123,27 @@ def validate(spec, url, backend, path_prefix, tenant, headers, bearer_token_file
             click.echo(f"gpumon validate: cannot write {out_file}: {exc.strerror or exc}", err=True)
             sys.exit(EXIT_ERROR)
     sys.exit(code)
+
+
+def _split_args(args: tuple[str, ...]) -> tuple[str | None, tuple[str, ...]]:
+    """(the spec, other paths): the spec is the first YAML file with a top-level ``metrics:`` key
+    and no ``kind:`` (a ConfigMap of a dashboard has one); every other path is a dashboard."""
+    spec, rest = None, []
+    for path in args:
+        if spec is None and _is_spec(Path(path)):
+            spec = path
+        else:
+            rest.append(path)
+    return spec, tuple(rest)
+
+
+def _is_spec(path: Path) -> bool:
+    if path.suffix in (".yaml", ".yml") and not path.exists():
+        return True  # load_or_exit says how to get one
+    if not path.is_file() or path.suffix not in (".yaml", ".yml"):
+        return False
+    try:
+        lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError:
+        return False
+    return any(ln.startswith("metrics:") for ln in lines) and not any(ln.startswith("kind:") for ln in lines)

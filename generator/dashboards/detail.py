@@ -104,13 +104,13 @@ def dashboard(spec: Spec, groups: list[RuleGroup]) -> db.Dashboard:
                                            "de-duplicated by UUID, implausible readings left out.",
                                no_value=base.no_value(spec, "No power readings on these nodes.", "GpuMetricMissing")))
     for m in spec.required_metrics:
-        b.add(reading_panel(spec, m))
+        b.add(reading_panel(spec, m), key=f"reading:{m.name}")
     sparse = [m for m in spec.metrics if m.presence == "sparse"]
     if sparse:
         b.row("Event fields (XID errors)")
         for m in sparse:
-            for panel in _sparse_panels(spec, m):
-                b.add(panel)
+            for role, panel in zip(("last", "series"), _sparse_panels(spec, m)):
+                b.add(panel, key=f"sparse-{role}:{m.name}")
     b.row("Telemetry health of these GPUs")
     b.add(table_panel("Required fields missing now", [Query(missing, instant=True, table=True)], "none",
                       description="One row per selected GPU and required field it does not report now.",
@@ -132,7 +132,7 @@ def dashboard(spec: Spec, groups: list[RuleGroup]) -> db.Dashboard:
     if optional:
         b.row("Optional fields", collapsed=True)
         for m in optional:
-            b.add(reading_panel(spec, m))
+            b.add(reading_panel(spec, m), key=f"reading:{m.name}")
     desc = ("Per-GPU readings of every spec'd field on the chosen nodes and GPUs. Node and GPU "
             "pickers come from gpumon's inventory, so GPUs missing any single field still appear.")
     return base.build(spec, KEY, TITLE, desc, b, node_and_gpu=True, annotation_expr=alerts)

@@ -7,6 +7,7 @@ Only non-deprecated panel types are used (timeseries, stat, table, state-timelin
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, field
 
 from ..spec import Metric
@@ -183,6 +184,7 @@ class _Entry:
     builder: object
     w: int
     h: int
+    key: str = ""
 
 
 @dataclass
@@ -192,10 +194,37 @@ class _Row:
     entries: list[_Entry] = field(default_factory=list)
 
 
+#: panel ids are drawn from this range (Grafana stores them as integers; 5 digits read well in
+#: ``viewPanel=`` links)
+ID_RANGE = (10000, 99999)
+
+
+def stable_id(key: str, taken: set[int]) -> int:
+    """A panel id derived from what the panel shows (its ``key``), not from its position: removing
+    one metric renumbers no other panel and keeps links to a panel (``viewPanel=<id>``) working.
+    A collision (rare: 40 panels in 90,000 ids) takes the next id derived from ``key#2``, ``key#3`` ..."""
+    low, high = ID_RANGE
+    attempt, candidate = 1, key
+    while True:
+        digest = int(hashlib.sha1(candidate.encode("utf-8")).hexdigest(), 16)
+        pid = low + digest % (high - low + 1)
+        if pid not in taken:
+            taken.add(pid)
+            return pid
+        attempt += 1
+        candidate = f"{key}#{attempt}"
+
+
+def _title(builder) -> str:
+    internal = getattr(builder, "_internal", None)
+    return str(getattr(internal, "title", "") or "")
+
+
 class Board:
-    """Collects rows and panels, then lays them out left to right on Grafana's 24-column grid,
-    numbering panel ids from 1 in order. Panels of a collapsed row are stored inside the row
-    (Grafana strips panels nested in an expanded row)."""
+    """Collects rows and panels, then lays them out left to right on Grafana's 24-column grid.
+    Panel ids come from each panel's identity key (:func:`stable_id`; by default its row and
+    title, for per-field panels the role and the DCGM field), never from its position. Panels of a
+    collapsed row are stored inside the row (Grafana strips panels nested in an expanded row)."""
 
     def __init__(self) -> None:
         self.rows: list[_Row] = [_Row("", False)]
@@ -204,20 +233,23 @@ class Board:
         """Start a row; following panels belong to it."""
         self.rows.append(_Row(title, collapsed))
 
-    def add(self, builder, w: int = 12, h: int = 8) -> None:
-        """Add a panel builder ``w`` columns wide and ``h`` grid units high to the current row."""
+    def add(self, builder, w: int = 12, h: int = 8, key: str | None = None) -> None:
+        """Add a panel builder ``w`` columns wide and ``h`` grid units high to the current row.
+        ``key`` names what the panel shows (e.g. ``reading:DCGM_FI_DEV_GPU_TEMP``); its id is
+        derived from it (default: the row and the panel title)."""
         if not 0 < w <= GRID_WIDTH:
             raise ValueError(f"panel width {w} outside 1..{GRID_WIDTH}")
-        self.rows[-1].entries.append(_Entry(builder, w, h))
+        row = self.rows[-1]
+        self.rows[-1].entries.append(_Entry(builder, w, h, key or f"{row.title}/{_title(builder)}"))
 
     def apply(self, dash: db.Dashboard) -> db.Dashboard:
         """Add every row and panel to ``dash`` with ids and grid positions set."""
-        next_id, y = 1, 0
+        taken: set[int] = set()
+        y = 0
         for row in self.rows:
             if row.title:
-                rb = db.Row(row.title).id(next_id).collapsed(row.collapsed).grid_pos(
+                rb = db.Row(row.title).id(stable_id(f"row:{row.title}", taken)).collapsed(row.collapsed).grid_pos(
                     dm.GridPos(h=1, w=GRID_WIDTH, x=0, y=y))
-                next_id += 1
                 y += 1
             placed = []
             x, line_h = 0, 0
@@ -225,8 +257,7 @@ class Board:
                 if x + entry.w > GRID_WIDTH:
                     x, y, line_h = 0, y + line_h, 0
                 pos = dm.GridPos(h=entry.h, w=entry.w, x=x, y=y)
-                placed.append(entry.builder.id(next_id).grid_pos(pos))
-                next_id += 1
+                placed.append(entry.builder.id(stable_id(entry.key, taken)).grid_pos(pos))
                 x += entry.w
                 line_h = max(line_h, entry.h)
             # Collapsed rows also advance y: positions never overlap, and Grafana compacts the

@@ -3,18 +3,24 @@
 Compares meaning, not text: expressions are compared after promql-parser normalises them
 (whitespace, ``300s`` vs ``5m``, grouping placement), ``for`` as durations, labels and
 annotations as maps; identical rules present in several files (gpumon writes a plain rule file
-and a PrometheusRule with the same rules) count once. Dashboards are matched by ``uid`` (else
-title), panels by ``id`` (else title), queries by ``refId``, variables by name.
+and a PrometheusRule with the same rules) count once. Rules are matched by name and labels (an
+alert per field is one rule per ``dcgm_field``), dashboards by ``uid`` (else title), panels by
+identity -- title, else what they read, else id (:mod:`.panels`) -- queries by ``refId``,
+variables by name. The comment leads with the change per DCGM field (:mod:`.fields`) and fits
+GitHub's comment limit (:mod:`.comment`).
 """
 
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 
 from ..durations import format_duration, parse_duration
 from ..readers import grafana, promql
 from ..readers.model import Inputs
+from . import comment, fields
+from . import panels as panel_match
 
 # --------------------------------------------------------------------------- rules
 
@@ -81,6 +87,10 @@ def pair_rules(old: list[RuleView], new: list[RuleView]):
     pool = list(new)
     for o in old:
         candidates = [n for n in pool if (n.kind, n.name) == (o.kind, o.name)]
+        same_labels = [n for n in candidates if _identity(n) == _identity(o)]
+        # one rule per field (dcgm_field label): never pair a removed field's rule with another's
+        if same_labels or "dcgm_field" in dict(o.labels):
+            candidates = same_labels
         if not candidates:
             removed.append(o)
             continue
@@ -90,14 +100,47 @@ def pair_rules(old: list[RuleView], new: list[RuleView]):
     return pool, removed, pairs
 
 
+def _identity(r: RuleView) -> tuple:
+    """A rule's identity: kind, name and labels other than severity."""
+    return (r.kind, r.name, tuple((k, v) for k, v in r.labels if k != "severity"))
+
+
 def _fmt_for(seconds: float | None) -> str:
     return "none" if seconds is None else format_duration(seconds)
+
+
+_REGEX_MATCHER = re.compile(r'(\w+)(=~|!~)"((?:[^"\\]|\\.)*)"')
+
+
+def regex_list_changes(old: str, new: str) -> list[str] | None:
+    """When two expressions differ only in the alternatives of ``label=~"a|b|c"`` matchers (a
+    field list losing one field), one line per matcher naming what left and what joined; else None."""
+    if _REGEX_MATCHER.sub(r'\1\2"§"', old) != _REGEX_MATCHER.sub(r'\1\2"§"', new):
+        return None
+    out = []
+    for a, b in zip(_REGEX_MATCHER.finditer(old), _REGEX_MATCHER.finditer(new)):
+        if a.group(3) == b.group(3):
+            continue
+        if "(" in a.group(3) + b.group(3):
+            return None  # not a flat list of alternatives
+        xa, xb = a.group(3).split("|"), b.group(3).split("|")
+        gone = [x for x in xa if x not in xb]
+        came = [x for x in xb if x not in xa]
+        what = "; ".join(p for p in (f"removed {', '.join(f'`{x}`' for x in gone)}" if gone else "",
+                                     f"added {', '.join(f'`{x}`' for x in came)}" if came else "") if p)
+        line = f"`{a.group(1)}{a.group(2)}` list: {what or 'reordered'}"
+        if line not in out:
+            out.append(line)
+    return out or None
 
 
 def rule_changes(o: RuleView, n: RuleView) -> list[str]:
     """Markdown bullet lines describing how ``o`` became ``n``."""
     out = []
-    if o.expr != n.expr:
+    listed = regex_list_changes(o.expr, n.expr) if o.expr != n.expr else None
+    if listed:
+        out += [f"- expression: {ln}" for ln in listed]
+    elif o.expr != n.expr:
         out += ["- expression:", "  ```diff"] + [f"  - {ln}" for ln in o.expr.splitlines()] + \
                [f"  + {ln}" for ln in n.expr.splitlines()] + ["  ```"]
     if o.for_ != n.for_:
@@ -188,31 +231,43 @@ _VAR_FIELDS = ("type", "query", "definition", "datasource", "regex", "multi", "i
 
 
 def _panel_name(p: dict) -> str:
-    return f"{_panel_key(p)} \"{p.get('title', '')}\""
+    return f"\"{p.get('title', '')}\" (id {p.get('id')})"
 
 
-def dashboard_changes(old: dict, new: dict) -> list[str]:
-    """Markdown bullet lines for the changes between two versions of one dashboard."""
+def _panel_list(doc: dict) -> list[dict]:
+    return list(_all_panels(doc).values())
+
+
+def dashboard_changes(old: dict, new: dict, seen: dict | None = None) -> list[str]:
+    """Markdown bullet lines for the changes between two versions of one dashboard. ``seen``
+    (optional) collects ``{"removed": [panel], "added": [panel], "listed": [line]}``."""
     out = []
     if old.get("title") != new.get("title"):
         out.append(f"- title: \"{old.get('title')}\" → \"{new.get('title')}\"")
     vo, vn = _variables(old), _variables(new)
-    po, pn = _all_panels(old), _all_panels(new)
-    for key in sorted(pn.keys() - po.keys()):
-        p = pn[key]
+    pairs, removed, added = panel_match.pair(_panel_list(old), _panel_list(new), vo, vn)
+    for p in added:
         out.append(f"- panel added: {_panel_name(p)} ({p.get('type')}, {_grid(p)})")
-    for key in sorted(po.keys() - pn.keys()):
-        p = po[key]
+    for p in removed:
         out.append(f"- panel removed: {_panel_name(p)} ({p.get('type')})")
-    for key in sorted(po.keys() & pn.keys(), key=lambda k: (str(k))):
-        a, b = po[key], pn[key]
+    if seen is not None:
+        seen.setdefault("removed", []).extend((p, old.get("title"), panel_match.metrics(p, vo)) for p in removed)
+        seen.setdefault("added", []).extend((p, new.get("title"), panel_match.metrics(p, vn)) for p in added)
+    reflowed, renumbered = 0, 0
+    for a, b in pairs:
         name = _panel_name(b)
         if a.get("title") != b.get("title"):
-            out.append(f"- {_panel_key(b)}: title \"{a.get('title')}\" → \"{b.get('title')}\"")
+            out.append(f"- {name}: title \"{a.get('title')}\" → \"{b.get('title')}\"")
         if a.get("type") != b.get("type"):
             out.append(f"- {name}: type `{a.get('type')}` → `{b.get('type')}`")
+        if a.get("id") != b.get("id"):
+            renumbered += 1
         if _grid(a) != _grid(b):
-            out.append(f"- {name}: moved {_grid(a)} → {_grid(b)}")
+            ga, gb = a.get("gridPos") or {}, b.get("gridPos") or {}
+            if all(ga.get(k) == gb.get(k) for k in ("w", "h")) and (added or removed):
+                reflowed += 1  # same size, new place: the grid reflowed around panels that came or went
+            else:
+                out.append(f"- {name}: moved {_grid(a)} → {_grid(b)}")
         if _unit(a) != _unit(b):
             out.append(f"- {name}: unit {_q(_unit(a))} → {_q(_unit(b))}")
         if _thresholds(a) != _thresholds(b):
@@ -229,11 +284,20 @@ def dashboard_changes(old: dict, new: dict) -> list[str]:
             elif ref not in tb:
                 out.append(f"- {name}: query {ref} removed: `{ta[ref][0]}`")
             else:
-                if ta[ref][1] != tb[ref][1]:
+                listed = regex_list_changes(ta[ref][0], tb[ref][0]) if ta[ref][1] != tb[ref][1] else None
+                if listed:
+                    out += [f"- {name}: query {ref}: {ln}" for ln in listed]
+                    if seen is not None:
+                        seen.setdefault("listed", []).extend(listed)
+                elif ta[ref][1] != tb[ref][1]:
                     out += [f"- {name}: query {ref} changed:", "  ```diff", f"  - {ta[ref][0]}", f"  + {tb[ref][0]}",
                             "  ```"]
                 if ta[ref][2] != tb[ref][2]:
                     out.append(f"- {name}: query {ref} legend {_q(ta[ref][2])} → {_q(tb[ref][2])}")
+    if reflowed:
+        out.append(f"- {reflowed} panel(s) moved, same size (the grid reflowed around added or removed panels)")
+    if renumbered:
+        out.append(f"- {renumbered} panel id(s) changed (links with `viewPanel=` to them change)")
     others = _other_changes(old, new, _DASHBOARD_COMPARED)
     if others:
         out.append(f"- dashboard settings changed: {', '.join(f'`{k}`' for k in others)}")
@@ -329,13 +393,15 @@ class Diff:
     new: str
     sections: list = field(default_factory=list)
     counts: dict = field(default_factory=dict)
+    fields: list = field(default_factory=list)
 
     @property
     def any(self) -> bool:
         return any(lines for _, lines in self.sections)
 
-    def markdown(self) -> str:
-        """The PR comment: a one-line summary, then one section per kind of change."""
+    def markdown(self, limit: int = comment.GITHUB_LIMIT) -> str:
+        """The PR comment: a one-line summary, the change per DCGM field, then one collapsed
+        section per kind of change; at most ``limit`` characters (GitHub's comment limit)."""
         head = f"### gpumon diff: `{self.old}` → `{self.new}`\n\n"
         if not self.any:
             return head + "No semantic differences in rules or dashboards.\n"
@@ -345,16 +411,22 @@ class Diff:
             if n:
                 parts.setdefault(noun, []).append(f"{n} {verb}")
         summary = "; ".join(f"{noun}: {', '.join(items)}" for noun, items in parts.items())
-        body = "\n\n".join(f"#### {title}\n\n" + "\n".join(lines) for title, lines in self.sections if lines)
-        return head + f"**Summary:** {summary}\n\n" + body + "\n"
+        head += f"**Summary:** {summary}\n"
+        if self.fields:
+            head += "\n**By field:**\n\n" + "\n".join(self.fields) + "\n"
+        return comment.render(head, self.sections, limit)
 
 
 def compare(old: Inputs, new: Inputs, old_name: str, new_name: str) -> Diff:
     """Compare two loaded sides (rules and dashboards) semantically."""
     diff = Diff(old_name, new_name)
     ro, rn = rule_views(old), rule_views(new)
+    gone_rules, new_rules, listed = [], [], []
     for kind, title in (("alert", "Alerting rules"), ("record", "Recording rules")):
         added, removed, pairs = pair_rules([r for r in ro if r.kind == kind], [r for r in rn if r.kind == kind])
+        gone_rules += removed
+        new_rules += added
+        listed += [ln for o, n in pairs if o.expr != n.expr for ln in (regex_list_changes(o.expr, n.expr) or [])]
         lines = []
         for r in added:
             where = f"- **added** {r.title} in `{r.group}`" + (f", for {_fmt_for(r.for_)}" if kind == "alert" else "")
@@ -377,6 +449,7 @@ def compare(old: Inputs, new: Inputs, old_name: str, new_name: str) -> Diff:
     do = {_dash_key(d.doc): d.doc for d in old.dashboards}
     dn = {_dash_key(d.doc): d.doc for d in new.dashboards}
     dash_lines: list[str] = []
+    seen: dict = {"listed": listed}
     changed = 0
     for key in sorted(dn.keys() - do.keys()):
         dash_lines.append(f"- **added** dashboard \"{dn[key].get('title')}\" (uid `{key}`, "
@@ -384,7 +457,7 @@ def compare(old: Inputs, new: Inputs, old_name: str, new_name: str) -> Diff:
     for key in sorted(do.keys() - dn.keys()):
         dash_lines.append(f"- **removed** dashboard \"{do[key].get('title')}\" (uid `{key}`)")
     for key in sorted(do.keys() & dn.keys()):
-        details = dashboard_changes(do[key], dn[key])
+        details = dashboard_changes(do[key], dn[key], seen)
         if details:
             changed += 1
             dash_lines.append(f"- **changed** dashboard \"{dn[key].get('title')}\" (uid `{key}`)")
@@ -393,4 +466,28 @@ def compare(old: Inputs, new: Inputs, old_name: str, new_name: str) -> Diff:
     diff.counts["dashboards added"] = len(dn.keys() - do.keys())
     diff.counts["dashboards removed"] = len(do.keys() - dn.keys())
     diff.counts["dashboards changed"] = changed
+    diff.fields = _by_field(old, new, ro, rn, gone_rules, new_rules, seen)
     return diff
+
+
+def _by_field(old: Inputs, new: Inputs, ro, rn, gone_rules, new_rules, seen: dict) -> list[str]:
+    """One line per DCGM field that appears or disappears, naming its panels and rules."""
+    def panels_of(inputs):
+        out = []
+        for d in inputs.dashboards:
+            variables = _variables(d.doc)
+            out += [(p, panel_match.metrics(p, variables)) for p in _panel_list(d.doc)]
+        return out
+
+    before = fields.side_fields(ro, panels_of(old))
+    after = fields.side_fields(rn, panels_of(new))
+    lines = []
+    for verb, names, rules, panels in (("removed", sorted(before - after), gone_rules, seen.get("removed", [])),
+                                       ("added", sorted(after - before), new_rules, seen.get("added", []))):
+        for f in names:
+            mine = [r for r in rules if f in fields.rule_fields(r)]
+            shown = [(str(p.get("title", "")), str(dash)) for p, dash, metrics in panels if f in metrics]
+            relisted = sum(1 for ln in seen.get("listed", []) if f"`{f}`" in ln)
+            lines.append(fields.summary(f, verb, shown, [r for r in mine if r.kind == "alert"],
+                                        [r for r in mine if r.kind == "record"], relisted))
+    return lines

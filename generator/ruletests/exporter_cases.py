@@ -62,9 +62,12 @@ def flapping(spec: Spec, step: float) -> list[Scenario]:
     window = steps(spec.alerts.flapping_window, step)
     hold = steps(rule.for_, step)
     length = window + hold + 4
-    sc = Scenario("exporter flapping: up alternates 1 0 1 0; the down alert's for never completes",
-                  length, step)
-    up = [1 - (i % 2) for i in range(length)]
+    # one success every `period` scrapes: a share of 1/period, below the spec's flapping_min_up_ratio
+    # (0.9 gives 1 0 1 0; the spec refuses a ratio so low that no pattern flaps within the window)
+    period = int(1 / spec.alerts.flapping_min_up_ratio) + 1
+    pattern = "alternates 1 0 1 0" if period == 2 else f"succeeds once every {period} scrapes"
+    sc = Scenario(f"exporter flapping: up {pattern}; the down alert's for never completes", length, step)
+    up = [1 if i % period == 0 else 0 for i in range(length)]
     add_target(sc, spec, fleet.instance_of(1))
     add_target(sc, spec, fleet.instance_of(5), up=up)
     at = length - 2

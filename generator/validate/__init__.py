@@ -8,6 +8,10 @@ declares the finding ids it reports (``FINDINGS``). What several checks need (ta
 inventory, loaded rule groups) is a shared fact on the context (:mod:`.facts`), computed on first
 use, so a check finds the same whether it runs alone or after the others.
 
+After the checks: the coverage matrix (:mod:`.coverage`, GPUs x fields, for the HTML report) and,
+with ``dashboards``, every panel of those Grafana dashboards run on the server (:mod:`.dashboards`:
+one verdict per panel, linked to the findings above).
+
 Exit codes (:func:`exit_code`): 0 all checks pass; 1 a check failed; 2 could not check
 (connection, auth, not a Prometheus API); 3 inconclusive (partial data or failed queries) and
 nothing failed. A run in which any answer was partial has no errors, only inconclusive findings.
@@ -23,7 +27,7 @@ from ..durations import format_duration
 from ..findings import Report
 from ..promapi import PromClient
 from ..spec import Spec
-from . import (continuity, counters, duplicates, inventory, kubernetes, metadata, optional, presence, reachability,
+from . import (continuity, counters, coverage, duplicates, inventory, kubernetes, metadata, optional, presence, reachability,
                rules_loaded, stores, targets, values)
 from .base import Context
 
@@ -36,7 +40,8 @@ EXIT_OK, EXIT_FAILED, EXIT_ERROR, EXIT_INCONCLUSIVE = 0, 1, 2, 3
 
 def validate(spec: Spec, client: PromClient, *, lookback: float = 3600.0, concurrency: int = 4,
              checks: tuple[str, ...] = tuple(CHECKS), progress: bool = True,
-             label_limit: int | None = None) -> tuple[Report, int]:
+             label_limit: int | None = None, dashboards: tuple[str, ...] = (),
+             dashboard_max_queries: int | None = None) -> tuple[Report, int]:
     """Run the checks against the server behind ``client``.
 
     Args:
@@ -47,6 +52,8 @@ def validate(spec: Spec, client: PromClient, *, lookback: float = 3600.0, concur
         checks: which of :data:`CHECKS` to run (reachability always runs).
         progress: show progress on a TTY when the run takes over a second.
         label_limit: warn about series with more label names than this (Mimir: 30); None = off.
+        dashboards: Grafana dashboard files/folders whose panels to run (:mod:`.dashboards`).
+        dashboard_max_queries: cap on the queries the dashboard step sends.
     Returns:
         (report, exit code).
     """
@@ -67,6 +74,16 @@ def validate(spec: Spec, client: PromClient, *, lookback: float = 3600.0, concur
                 result = CHECKS[name].run(ctx)
                 report.findings += result.findings
                 report.checks += result.cases
+        if {"presence", "values", "continuity"} & set(checks) and not ctx.skip_gpu_checks:
+            report.coverage = coverage.matrix(ctx, report.findings)
+        if dashboards:
+            from . import dashboards as dash_check
+            result, verdicts = dash_check.run(ctx, list(dashboards), report.findings,
+                                              dashboard_max_queries or dash_check.MAX_QUERIES)
+            report.findings += result.findings
+            report.checks += result.cases
+            report.panels = [v.as_dict() for v in verdicts]
+            report.summary["dashboards"] = dash_check.summary(verdicts)
     finally:
         ctx.close()
     if ctx.partial_warnings:

@@ -21,7 +21,7 @@ _SLOW_MODULES = {"test_rules_e2e", "test_validate_e2e", "test_validate_kubernete
 #: fixtures that start a server or need promtool
 _SLOW_FIXTURES = {"promtool", "prom", "env", "cluster", "installed", "delivered"}
 #: what a test body calls when it runs a real binary or server itself
-_SLOW_CALLS = ("promtool", "amtool", "LocalPrometheus", "Simulator(", "ExpositionServer", "serve_forever")
+_SLOW_CALLS = ("promtool", "amtool", "LocalAlertmanager", "LocalPrometheus", "Simulator(", "ExpositionServer", "serve_forever")
 
 
 def pytest_collection_modifyitems(config, items):

@@ -22,7 +22,7 @@ _SLOW_MODULES = {"test_rules_e2e", "test_thanos", "test_validate_e2e", "test_val
 #: fixtures that start a server or need promtool
 _SLOW_FIXTURES = {"promtool", "engine", "prom", "env", "cluster", "installed", "delivered"}
 #: what a test body calls when it runs a real binary or server itself
-_SLOW_CALLS = ("promtool", "amtool", "LocalPrometheus", "Simulator(", "ExpositionServer", "serve_forever")
+_SLOW_CALLS = ("promtool", "amtool", "LocalAlertmanager", "LocalPrometheus", "Simulator(", "ExpositionServer", "serve_forever")
 
 
 def pytest_collection_modifyitems(config, items):

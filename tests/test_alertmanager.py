@@ -145,3 +145,82 @@ def test_inhibited_alert_is_suppressed_not_lost(delivered):
     # Prometheus fires both levels: the rules are right, the inhibition decides what pages
     firing = {r["metric"]["alertname"] for r in prom.query('ALERTS{alertstate="firing"}')}
     assert {"GpuTemperatureHigh", "GpuTemperatureCritical"} <= firing
+
+
+# --------------------------------------------------------------------------- the matrix through Alertmanager
+
+
+def _firing_alerts(case, index: int, severities: dict[str, str], namespace: str) -> list[dict]:
+    """The alerts the rules fire for ``case``'s expected pages, with the labels the rules give them
+    (job, node, GPU UUID and index, field, severity, namespace), plus ``matrix_case`` to keep the
+    cases' notification groups apart in one Alertmanager."""
+    from generator.simulate import gpu_uuid
+    out = []
+    for p in case.pages:
+        labels = {"alertname": p.alert, "job": "dcgm-exporter", "severity": severities[p.alert],
+                  "namespace": namespace, "matrix_case": str(index)}
+        if p.node:
+            labels["Hostname"] = p.node
+        if p.gpu is not None:
+            labels.update(gpu=str(p.gpu), UUID=gpu_uuid(p.node, p.gpu))
+        elif p.node and p.alert.startswith("GpuExporter"):
+            labels["instance"] = f"10.0.0.{p.node.rsplit('-', 1)[1]}:9400"
+        if p.field:
+            labels["dcgm_field"] = p.field
+        if p.cluster:
+            labels["cluster"] = p.cluster
+        out.append({"labels": labels, "annotations": {"summary": p.text()}})
+    return out
+
+
+def _am_groups(pages, muted: set[str]) -> set[tuple]:
+    """Notification groups the rendered route makes: (Hostname, alertname) of the pages that are not muted."""
+    return {(p.node, p.alert) for p in pages if p.alert not in muted}
+
+
+#: pages of a matrix case that the rendered inhibit rules mute: (case name, muted alert, why)
+MUTED = {"one GPU at 95 C (both levels fire; Alertmanager mutes the warning)": {"GpuTemperatureHigh"}}
+
+
+def test_matrix_pages_give_one_notification_group_per_cause(root):
+    """Every matrix scenario's firing alerts posted to a real Alertmanager with the rendered route
+    and inhibit rules: one notification group per (node, alert) cause, the warning muted by its
+    critical; a GPU lost on a flapping node is not muted by the flapping alert (issue 11, item 5)."""
+    import httpx
+    from tests import matrix
+    from tests.matrix_cases import CASES
+    spec = matrix.matrix_spec(False)
+    files = render(spec)
+    severities = {r["alert"]: r["labels"]["severity"] for g in yaml.safe_load(files["rules/gpumon.rules.yaml"])["groups"]
+                  for r in g["rules"] if "alert" in r}
+    frag = yaml.safe_load(files["alertmanager/gpumon-alertmanager.yaml"])
+    for route in frag["route"]["routes"]:
+        route.update(group_wait="1s", group_interval="1h", repeat_interval="1h")
+        route["group_by"] = ["matrix_case"] + route["group_by"]   # the cases side by side
+    for rule in frag["inhibit_rules"]:
+        rule["equal"] = ["matrix_case"] + rule["equal"]
+    cases = [(i, c) for i, c in enumerate(CASES) if not c.clusters]
+    alerts = [a for i, c in cases for a in _firing_alerts(c, i, severities, spec.alerts.namespace)]
+    with WebhookReceiver() as hook, LocalAlertmanager(merged(frag, hook.url)) as am:
+        httpx.post(f"{am.url}/api/v2/alerts", json=alerts, timeout=10).raise_for_status()
+        want = {i: _am_groups(c.pages, MUTED.get(c.name, set())) for i, c in cases}
+        total = sum(len(g) for g in want.values())
+
+        def groups():
+            seen: dict[str, dict] = {}
+            for n in list(hook.notifications):
+                seen.setdefault(n["groupKey"], n)
+            return seen
+
+        deadline = time.monotonic() + 30
+        while len(groups()) < total and time.monotonic() < deadline:
+            time.sleep(0.3)
+        time.sleep(2)   # anything extra has had its chance (group_wait 1s)
+        got: dict[int, set] = {i: set() for i, _ in cases}
+        for n in groups().values():
+            common = n["commonLabels"]
+            got[int(common["matrix_case"])].add((common.get("Hostname"), common.get("alertname")))
+            assert len({a["labels"]["alertname"] for a in n["alerts"]}) == 1
+        assert got == want
+        suppressed = {a["labels"]["alertname"] for a in am.alerts() if a["status"]["state"] == "suppressed"}
+        assert suppressed == {"GpuTemperatureHigh"}

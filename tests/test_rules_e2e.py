@@ -68,7 +68,7 @@ def test_partial_loss_fires_for_exactly_that_gpu_then_target_down_pages_once(fle
     assert fired == [{
         "__name__": "ALERTS", "alertname": "GpuMetricMissing", "alertstate": "firing", "job": "dcgm-exporter",
         "Hostname": "gpu-node-b", "UUID": uuid(2, 2), "gpu": "2", "dcgm_field": "DCGM_FI_DEV_GPU_TEMP",
-        "severity": "warning",
+        "namespace": "monitoring", "severity": "warning",
     }]
 
     state["down"] = True
@@ -77,3 +77,5 @@ def test_partial_loss_fires_for_exactly_that_gpu_then_target_down_pages_once(fle
     prom.wait_for(lambda: False, 3)
     fired = alerts(prom)
     assert [(a["alertname"], a.get("instance")) for a in fired] == [("GpuExporterDown", node_b.address)], fired
+    # the down target's alert names its node, so Alertmanager mutes that node's GPU alerts by it
+    assert fired[0]["Hostname"] == "gpu-node-b"

@@ -90,7 +90,6 @@ def _node_matcher(k: Kubernetes) -> str:
 # --------------------------------------------------------------------------- recording rules
 
 
-
 def expected_from_capacity(spec: Spec, k: Kubernetes) -> str:
     """``kube_node_status_capacity`` of the GPU resource / ``units_per_gpu``, per exporter node.
     ``max by`` drops kube-state-metrics' own job/instance and de-duplicates HA replicas."""

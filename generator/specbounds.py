@@ -10,8 +10,10 @@ errors. The limits:
   at most :data:`MAX_STRING` characters;
 - numbers: finite, magnitude at most :data:`MAX_NUMBER` (far below DCGM's 2^47 blank codes);
 - durations: each in the bounds of :data:`DURATIONS` (in seconds; windows at least two scrape
-  intervals, so they always hold two samples; ``for`` at most 1d: the promtool tests rendered
-  for an alert grow with ``for`` / scrape interval), and against each other (:func:`relations`);
+  intervals, so they always hold two samples; ``for`` and lookbacks at most 6h, windows at most
+  1h: the promtool tests rendered for an alert grow with them, and ``for: 7d``, an
+  ``inventory_lookback`` of 7d or a ``flapping_window`` of 1d took minutes in promtool), and
+  against each other (:func:`relations`);
 - thresholds: one a plausible reading can cross (``> max`` of the range never fires);
 - labels: identity labels are not ``job``, not reserved (``__*``) and not each other; alert label
   keys are Prometheus label names.
@@ -34,21 +36,21 @@ MAX_NUMBER = 1e12
 _FREE_TEXT = frozenset({"description", "summary"})
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029]")
 _PROM_LABEL = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
-DAY = 86400.0
+DAY, HOUR = 86400.0, 3600.0
 #: (path in the document, lowest, highest) in seconds; "2x" = twice exporter.scrape_interval
 DURATIONS: tuple[tuple[tuple[str, ...], float | str, float], ...] = (
-    (("exporter", "scrape_interval"), 1.0, 3600.0),
-    (("exporter", "scrape_timeout"), 0.001, 3600.0),
-    (("exporter", "collect_interval"), 0.001, 3600.0),
-    (("alerts", "for"), 0.0, DAY),
-    (("alerts", "implausible_for"), 0.0, DAY),
-    (("alerts", "inventory_lookback"), "2x", 7 * DAY),
-    (("alerts", "gap_window"), "2x", DAY),
-    (("alerts", "flapping_window"), "2x", DAY),
-    (("alerts", "frozen_window"), "2x", DAY),
-    (("alerts", "slow_group_interval"), 1.0, 3600.0),
-    (("kubernetes", "restart_window"), "2x", 7 * DAY),
-    (("kubernetes", "daemonset_for"), 0.0, 7 * DAY),
+    (("exporter", "scrape_interval"), 1.0, HOUR),
+    (("exporter", "scrape_timeout"), 0.001, HOUR),
+    (("exporter", "collect_interval"), 0.001, 10 * 60.0),
+    (("alerts", "for"), 0.0, 6 * HOUR),
+    (("alerts", "implausible_for"), 0.0, 6 * HOUR),
+    (("alerts", "inventory_lookback"), "2x", 6 * HOUR),
+    (("alerts", "gap_window"), "2x", 6 * HOUR),
+    (("alerts", "flapping_window"), "2x", HOUR),
+    (("alerts", "frozen_window"), "2x", HOUR),
+    (("alerts", "slow_group_interval"), 1.0, HOUR),
+    (("kubernetes", "restart_window"), "2x", DAY),
+    (("kubernetes", "daemonset_for"), 0.0, DAY),
 )
 
 
@@ -107,7 +109,7 @@ def durations(plain: dict, add: Add) -> None:
     for i, metric in enumerate(_l(plain.get("metrics"))):
         for j, t in enumerate(_l(_d(metric).get("thresholds"))):
             if "for" in _d(t):
-                _bounded(t["for"], ["metrics", i, "thresholds", j, "for"], 0.0, DAY, interval, add)
+                _bounded(t["for"], ["metrics", i, "thresholds", j, "for"], 0.0, 6 * HOUR, interval, add)
 
 
 def _number(value: Any) -> float | None:

@@ -54,6 +54,12 @@ DURATIONS: tuple[tuple[tuple[str, ...], float | str, float], ...] = (
 )
 
 
+#: (alerts key, lowest) for the ratios: below these the rendered alerts (and their tests) cannot
+#: tell a healthy target from a sick one: a GPU present in every other scrape (0.5) must count as
+#: intermittent, a target up every other scrape as flapping, a scrape at 10% of the timeout as fast
+RATIOS = (("gap_min_ratio", 0.7), ("flapping_min_up_ratio", 0.7), ("scrape_slow_ratio", 0.2))
+
+
 def _d(value: Any) -> dict:
     return value if isinstance(value, dict) else {}
 
@@ -160,6 +166,11 @@ def relations(plain: dict, add: Add) -> None:
     ``flapping_window`` 3m at a 30s collect interval and ``for`` 30s failed them).
     """
     exp, al = _d(plain.get("exporter")), _d(plain.get("alerts"))
+    for key, low in RATIOS:
+        value = _number(al.get(key))
+        if value is not None and value < low:
+            add(["alerts", key], f"{value:g} is below {low:g}: the alert could not tell a healthy target from a "
+                "sick one (between {low:g} and 1)".replace("{low:g}", f"{low:g}"))
 
     def sec(section: dict, key: str, default: float) -> float | None:
         return _seconds(section[key]) if key in section else default

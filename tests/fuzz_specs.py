@@ -133,7 +133,8 @@ def documents(draw):
     for key in ("inventory_lookback", "gap_window", "flapping_window", "frozen_window", "slow_group_interval"):
         _optional(alerts, key, pools.windows, draw, 0.25)
     for key in ("gap_min_ratio", "flapping_min_up_ratio", "scrape_slow_ratio"):
-        _optional(alerts, key, st.one_of(st.floats(0.01, 1), _bad(pools, NUMBERS, (0.5, 0.9))), draw, 0.15)
+        _optional(alerts, key, st.one_of(st.floats(0.01, 1) if pools.hostile else st.floats(0.7, 0.99),
+                                         _bad(pools, NUMBERS, (0.75, 0.9))), draw, 0.15)
     _optional(alerts, "runbook_url", pools.texts, draw, 0.3)
     _optional(alerts, "labels", st.dictionaries(pools.labels, pools.texts, max_size=2), draw, 0.3)
     doc = {"version": draw(_bad(pools, (2, "1"), (1,))), "exporter": exporter,

@@ -175,6 +175,8 @@ def test_deep_flow_nesting_is_refused_before_parsing():
     (("  for: 5m\n", "  for: 5m\n  gap_window: 1d\n"), "alerts.gap_window"),   # longer than the lookback
     (("  for: 5m\n", "  for: 5m\n  flapping_window: 3m\n"), "alerts.flapping_window"),
     (("  for: 5m\n", "  for: 5m\n  gap_min_ratio: 1\n"), "alerts.gap_min_ratio"),
+    (("  for: 5m\n", "  for: 5m\n  gap_min_ratio: 0.3\n"), "alerts.gap_min_ratio"),  # half present: no alert
+    (("  for: 5m\n", "  for: 5m\n  scrape_slow_ratio: 0.01\n"), "alerts.scrape_slow_ratio"),  # healthy = slow
 ])
 def test_durations_are_checked_against_each_other(change, path):
     """Found by running promtool on the tests rendered for such specs: each loaded and failed them."""

@@ -160,10 +160,9 @@ def relations(plain: dict, add: Add) -> None:
       inventory;
     - ``gap_window`` holds enough scrapes that one missed scrape keeps the share at or above
       ``gap_min_ratio`` (ceil(1 / (1 - ratio)) + 1 scrapes), and at most ``inventory_lookback``;
-    - ``flapping_window`` at least eight samples.
 
-    The bounds were found with promtool on the rendered tests (``gap_window`` 1m at a 15s scrape,
-    ``flapping_window`` 3m at a 30s collect interval and ``for`` 30s failed them).
+    The bounds were found with promtool on the rendered tests (``gap_window`` 1m at a 15s scrape
+    and ``for`` 30s at a 30s collect interval failed them).
     """
     exp, al = _d(plain.get("exporter")), _d(plain.get("alerts"))
     for key, low in RATIOS:
@@ -209,10 +208,6 @@ def relations(plain: dict, add: Add) -> None:
     if gap > lookback:
         add(where("alerts.gap_window", "alerts.inventory_lookback"),
             f"gap_window ({format_duration(gap)}) must not exceed alerts.inventory_lookback ({format_duration(lookback)})")
-    if flap < 8 * sample:
-        add(where("alerts.flapping_window", "exporter.collect_interval", "exporter.scrape_interval"),
-            f"flapping_window ({format_duration(flap)}) must hold at least eight samples ({format_duration(8 * sample)}) "
-            "to tell flapping (up alternating) from one outage")
 
 
 def thresholds(plain: dict, add: Add) -> None:

@@ -173,7 +173,6 @@ def test_deep_flow_nesting_is_refused_before_parsing():
     (("  for: 5m\n", "  for: 5m\n  inventory_lookback: 5m\n"), "alerts"),  # GpuLost could never fire
     (("  for: 5m\n", "  for: 5m\n  gap_window: 1m\n"), "alerts.gap_window"),   # one missed scrape = 75%
     (("  for: 5m\n", "  for: 5m\n  gap_window: 1d\n"), "alerts.gap_window"),   # longer than the lookback
-    (("  for: 5m\n", "  for: 5m\n  flapping_window: 3m\n"), "alerts.flapping_window"),
     (("  for: 5m\n", "  for: 5m\n  gap_min_ratio: 1\n"), "alerts.gap_min_ratio"),
     (("  for: 5m\n", "  for: 5m\n  gap_min_ratio: 0.3\n"), "alerts.gap_min_ratio"),  # half present: no alert
     (("  for: 5m\n", "  for: 5m\n  scrape_slow_ratio: 0.01\n"), "alerts.scrape_slow_ratio"),  # healthy = slow

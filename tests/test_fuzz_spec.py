@@ -5,8 +5,8 @@ parses as PromQL, and (slow tier) ``promtool check rules`` accepts the rules and
 ``promtool test rules`` passes the generated tests.
 
 Fast tier: a fixed seed (``GPUMON_FUZZ_EXAMPLES``, default 2000 specs) and a rotating one (the
-UTC date, or ``GPUMON_FUZZ_SEED``; 300 specs), loading and rendering in process. Slow tier: a
-fixed seed through promtool (``GPUMON_FUZZ_PROMTOOL_EXAMPLES``, default 150). ``make fuzz`` runs
+UTC date, or ``GPUMON_FUZZ_SEED``; 200 specs), loading and rendering in process. Slow tier: a
+fixed seed through promtool (``GPUMON_FUZZ_PROMTOOL_EXAMPLES``, default 80). ``make fuzz`` runs
 all three with far more examples.
 """
 
@@ -32,9 +32,9 @@ from .fuzz_specs import spec_bytes
 
 FIXED_SEED = 15
 EXAMPLES = int(os.environ.get("GPUMON_FUZZ_EXAMPLES", "2000"))
-ROTATING_EXAMPLES = int(os.environ.get("GPUMON_FUZZ_ROTATING_EXAMPLES", "300"))
+ROTATING_EXAMPLES = int(os.environ.get("GPUMON_FUZZ_ROTATING_EXAMPLES", "200"))
 ROTATING_SEED = int(os.environ.get("GPUMON_FUZZ_SEED") or datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%d"))
-SLOW_EXAMPLES = int(os.environ.get("GPUMON_FUZZ_PROMTOOL_EXAMPLES", "150"))
+SLOW_EXAMPLES = int(os.environ.get("GPUMON_FUZZ_PROMTOOL_EXAMPLES", "80"))
 SETTINGS = dict(deadline=None, database=None, derandomize=False, print_blob=True,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much])
 

@@ -115,9 +115,9 @@ def kubernetes(draw, pools: Pools):
 
 
 @st.composite
-def documents(draw):
-    """A spec document (a dict), schema-shaped; half of them with hostile values."""
-    pools = Pools(hostile=draw(st.booleans()))
+def documents(draw, hostile_share: float = 0.5):
+    """A spec document (a dict), schema-shaped; ``hostile_share`` of them with hostile values."""
+    pools = Pools(hostile=draw(st.floats(0, 1)) < hostile_share)
     exporter = {"job": draw(pools.texts)}
     _optional(exporter, "scrape_interval", _bad(pools, BAD_DURATIONS, ("15s", "30s", "10s")), draw)
     _optional(exporter, "scrape_timeout", _bad(pools, BAD_DURATIONS, ("5s", "10s")), draw, 0.3)
@@ -163,9 +163,9 @@ MUTATIONS = ("none", "control-char", "invalid-utf8", "truncate", "deep-nesting",
 
 
 @st.composite
-def spec_bytes(draw):
+def spec_bytes(draw, hostile_share: float = 0.5):
     """(bytes of a spec file, mutation name)."""
-    doc, hostile = draw(documents())
+    doc, hostile = draw(documents(hostile_share))
     try:
         text = _dump(doc)
     except (ValueError, OverflowError):  # PyYAML cannot write this value: fall back to repr

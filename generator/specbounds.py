@@ -14,7 +14,8 @@ errors. The limits:
   1h: the promtool tests rendered for an alert grow with them, and ``for: 7d``, an
   ``inventory_lookback`` of 7d or a ``flapping_window`` of 1d took minutes in promtool), and
   against each other (:func:`relations`);
-- thresholds: one a plausible reading can cross (``> max`` of the range never fires);
+- thresholds: one a plausible reading can cross (``> max`` of the range never fires), high ones
+  above low ones;
 - labels: identity labels are not ``job``, not reserved (``__*``) and not each other; alert label
   keys are Prometheus label names.
 """
@@ -229,6 +230,14 @@ def thresholds(plain: dict, add: Add) -> None:
             if never:
                 add(["metrics", i, "thresholds", j, "value"], f"`value {op} {value}` can never hold for a plausible "
                     f"reading (range [{lo}, {hi}]): the alert would never fire; move the threshold or the range")
+        # high (> / >=) and low (< / <=) thresholds must leave healthy readings between them
+        values = [(_number(_d(t).get("value")), _d(t).get("op"), j) for j, t in enumerate(_l(metric.get("thresholds")))]
+        highs = [(v, j) for v, op, j in values if v is not None and op in (">", ">=")]
+        lows = [(v, j) for v, op, j in values if v is not None and op in ("<", "<=")]
+        if highs and lows and max(lows)[0] >= min(highs)[0]:
+            (low, jl), (high, _) = max(lows), min(highs)
+            add(["metrics", i, "thresholds", jl, "value"], f"the low threshold {low:g} is not below the high "
+                f"threshold {high:g}: no reading is healthy, one of the alerts always fires")
 
 
 #: the exporter.labels keys that identify a GPU (kept on every alert)

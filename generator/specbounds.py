@@ -230,6 +230,16 @@ def thresholds(plain: dict, add: Add) -> None:
             if never:
                 add(["metrics", i, "thresholds", j, "value"], f"`value {op} {value}` can never hold for a plausible "
                     f"reading (range [{lo}, {hi}]): the alert would never fire; move the threshold or the range")
+        # two thresholds of one metric with the same alert name and severity are one series twice
+        seen: dict[tuple, int] = {}
+        for j, t in enumerate(_l(metric.get("thresholds"))):
+            t = _d(t)
+            direction = "High" if t.get("op") in (">", ">=") else "Low"
+            key = (t.get("alert") or f"derived-{direction}", t.get("severity"))
+            if key in seen:
+                add(["metrics", i, "thresholds", j], f"same alert name and severity as thresholds[{seen[key]}]: both "
+                    "would produce the same alert series; give one its own alert name or severity")
+            seen.setdefault(key, j)
         # high (> / >=) and low (< / <=) thresholds must leave healthy readings between them
         values = [(_number(_d(t).get("value")), _d(t).get("op"), j) for j, t in enumerate(_l(metric.get("thresholds")))]
         highs = [(v, j) for v, op, j in values if v is not None and op in (">", ">=")]

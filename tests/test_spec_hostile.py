@@ -60,6 +60,8 @@ HOSTILE = [
     ("threshold-above-range", BASE.replace("value: 83", "value: 110"), "metrics[0].thresholds[0].value"),
     ("thresholds-overlap", BASE.replace('value: 83, for: 5m}', 'value: 0, for: 5m}\n      - {severity: warning, op: "<=", value: 0}').replace("range: [5, 110]", "range: [-10, 110]"),
      "metrics[0].thresholds[1].value"),
+    ("thresholds-same-alert", BASE.replace('value: 83, for: 5m}', 'value: 83, for: 5m}\n      - {severity: warning, op: ">", value: 90}'),
+     "metrics[0].thresholds[1]"),
     ("threshold-below-range", BASE.replace('op: ">", value: 83', 'op: "<", value: 5'), "metrics[0].thresholds[0].value"),
     ("control-char", BASE.replace("title: GPU temperature", 'title: "GPU\\x01temp"'), "metrics[0].title"),
     ("newline-job", BASE.replace("job: dcgm-exporter", 'job: "dcgm\\nexporter"'), "exporter.job"),

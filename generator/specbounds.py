@@ -10,9 +10,12 @@ errors. The limits:
   at most :data:`MAX_STRING` characters;
 - numbers: finite, magnitude at most :data:`MAX_NUMBER` (far below DCGM's 2^47 blank codes);
 - durations: each in the bounds of :data:`DURATIONS` (in seconds; windows at least two scrape
-  intervals, so they always hold two samples; ``for`` at most 1d: the promtool tests rendered
-  for an alert grow with ``for`` / scrape interval), and against each other (:func:`relations`);
-- thresholds: one a plausible reading can cross (``> max`` of the range never fires);
+  intervals, so they always hold two samples; ``for`` and lookbacks at most 6h, windows at most
+  1h: the promtool tests rendered for an alert grow with them, and ``for: 7d``, an
+  ``inventory_lookback`` of 7d or a ``flapping_window`` of 1d took minutes in promtool), and
+  against each other (:func:`relations`);
+- thresholds: one a plausible reading can cross (``> max`` of the range never fires), high ones
+  above low ones;
 - labels: identity labels are not ``job``, not reserved (``__*``) and not each other; alert label
   keys are Prometheus label names.
 """
@@ -34,22 +37,28 @@ MAX_NUMBER = 1e12
 _FREE_TEXT = frozenset({"description", "summary"})
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029]")
 _PROM_LABEL = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
-DAY = 86400.0
+DAY, HOUR = 86400.0, 3600.0
 #: (path in the document, lowest, highest) in seconds; "2x" = twice exporter.scrape_interval
 DURATIONS: tuple[tuple[tuple[str, ...], float | str, float], ...] = (
-    (("exporter", "scrape_interval"), 1.0, 3600.0),
-    (("exporter", "scrape_timeout"), 0.001, 3600.0),
-    (("exporter", "collect_interval"), 0.001, 3600.0),
-    (("alerts", "for"), 0.0, DAY),
-    (("alerts", "implausible_for"), 0.0, DAY),
-    (("alerts", "inventory_lookback"), "2x", 7 * DAY),
-    (("alerts", "gap_window"), "2x", DAY),
-    (("alerts", "flapping_window"), "2x", DAY),
-    (("alerts", "frozen_window"), "2x", DAY),
-    (("alerts", "slow_group_interval"), 1.0, 3600.0),
-    (("kubernetes", "restart_window"), "2x", 7 * DAY),
-    (("kubernetes", "daemonset_for"), 0.0, 7 * DAY),
+    (("exporter", "scrape_interval"), 1.0, HOUR),
+    (("exporter", "scrape_timeout"), 0.001, HOUR),
+    (("exporter", "collect_interval"), 0.001, 10 * 60.0),
+    (("alerts", "for"), 0.0, 6 * HOUR),
+    (("alerts", "implausible_for"), 0.0, 6 * HOUR),
+    (("alerts", "inventory_lookback"), "2x", 6 * HOUR),
+    (("alerts", "gap_window"), "2x", 6 * HOUR),
+    (("alerts", "flapping_window"), "2x", HOUR),
+    (("alerts", "frozen_window"), "2x", HOUR),
+    (("alerts", "slow_group_interval"), 1.0, HOUR),
+    (("kubernetes", "restart_window"), "2x", DAY),
+    (("kubernetes", "daemonset_for"), 0.0, DAY),
 )
+
+
+#: (alerts key, lowest) for the ratios: below these the rendered alerts (and their tests) cannot
+#: tell a healthy target from a sick one: a GPU present in every other scrape (0.5) must count as
+#: intermittent, a target up every other scrape as flapping, a scrape at 10% of the timeout as fast
+RATIOS = (("gap_min_ratio", 0.7), ("flapping_min_up_ratio", 0.7), ("scrape_slow_ratio", 0.2))
 
 
 def _d(value: Any) -> dict:
@@ -107,7 +116,7 @@ def durations(plain: dict, add: Add) -> None:
     for i, metric in enumerate(_l(plain.get("metrics"))):
         for j, t in enumerate(_l(_d(metric).get("thresholds"))):
             if "for" in _d(t):
-                _bounded(t["for"], ["metrics", i, "thresholds", j, "for"], 0.0, DAY, interval, add)
+                _bounded(t["for"], ["metrics", i, "thresholds", j, "for"], 0.0, 6 * HOUR, interval, add)
 
 
 def _number(value: Any) -> float | None:
@@ -152,12 +161,16 @@ def relations(plain: dict, add: Add) -> None:
       inventory;
     - ``gap_window`` holds enough scrapes that one missed scrape keeps the share at or above
       ``gap_min_ratio`` (ceil(1 / (1 - ratio)) + 1 scrapes), and at most ``inventory_lookback``;
-    - ``flapping_window`` at least eight samples.
 
-    The bounds were found with promtool on the rendered tests (``gap_window`` 1m at a 15s scrape,
-    ``flapping_window`` 3m at a 30s collect interval and ``for`` 30s failed them).
+    The bounds were found with promtool on the rendered tests (``gap_window`` 1m at a 15s scrape
+    and ``for`` 30s at a 30s collect interval failed them).
     """
     exp, al = _d(plain.get("exporter")), _d(plain.get("alerts"))
+    for key, low in RATIOS:
+        value = _number(al.get(key))
+        if value is not None and value < low:
+            add(["alerts", key], f"{value:g} is below {low:g}: the alert could not tell a healthy target from a "
+                "sick one (between {low:g} and 1)".replace("{low:g}", f"{low:g}"))
 
     def sec(section: dict, key: str, default: float) -> float | None:
         return _seconds(section[key]) if key in section else default
@@ -196,10 +209,36 @@ def relations(plain: dict, add: Add) -> None:
     if gap > lookback:
         add(where("alerts.gap_window", "alerts.inventory_lookback"),
             f"gap_window ({format_duration(gap)}) must not exceed alerts.inventory_lookback ({format_duration(lookback)})")
-    if flap < 8 * sample:
-        add(where("alerts.flapping_window", "exporter.collect_interval", "exporter.scrape_interval"),
-            f"flapping_window ({format_duration(flap)}) must hold at least eight samples ({format_duration(8 * sample)}) "
-            "to tell flapping (up alternating) from one outage")
+
+
+def thresholds(plain: dict, add: Add) -> None:
+    """Thresholds of one metric that contradict each other: one alert series twice, or low and high
+    thresholds that leave no healthy reading."""
+    for i, metric in enumerate(_l(plain.get("metrics"))):
+        metric = _d(metric)
+        rng = _l(metric.get("range"))
+        lo, hi = (_number(rng[0]), _number(rng[1])) if len(rng) == 2 else (None, None)
+        if lo is not None and hi is not None and lo > hi:
+            continue  # an inverted range is reported on its own
+        # a threshold no plausible reading can cross: spec._threshold_problems (issue 11, item 10)
+        # two thresholds of one metric with the same alert name and severity are one series twice
+        seen: dict[tuple, int] = {}
+        for j, t in enumerate(_l(metric.get("thresholds"))):
+            t = _d(t)
+            direction = "High" if t.get("op") in (">", ">=") else "Low"
+            key = (t.get("alert") or f"derived-{direction}", t.get("severity"))
+            if key in seen:
+                add(["metrics", i, "thresholds", j], f"same alert name and severity as thresholds[{seen[key]}]: both "
+                    "would produce the same alert series; give one its own alert name or severity")
+            seen.setdefault(key, j)
+        # high (> / >=) and low (< / <=) thresholds must leave healthy readings between them
+        values = [(_number(_d(t).get("value")), _d(t).get("op"), j) for j, t in enumerate(_l(metric.get("thresholds")))]
+        highs = [(v, j) for v, op, j in values if v is not None and op in (">", ">=")]
+        lows = [(v, j) for v, op, j in values if v is not None and op in ("<", "<=")]
+        if highs and lows and max(lows)[0] >= min(highs)[0]:
+            (low, jl), (high, _) = max(lows), min(highs)
+            add(["metrics", i, "thresholds", jl, "value"], f"the low threshold {low:g} is not below the high "
+                f"threshold {high:g}: no reading is healthy, one of the alerts always fires")
 
 
 #: the exporter.labels keys that identify a GPU (kept on every alert)
@@ -239,5 +278,5 @@ def problems(plain: dict, add: Add, label_defaults: dict[str, str | None]) -> No
     walk(plain, add)
     durations(plain, add)
     relations(plain, add)
-    # thresholds that can never fire: spec._threshold_problems (issue 11, item 10)
+    thresholds(plain, add)
     labels(plain, add, label_defaults)

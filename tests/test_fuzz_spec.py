@@ -5,8 +5,9 @@ parses as PromQL, and (slow tier) ``promtool check rules`` accepts the rules and
 ``promtool test rules`` passes the generated tests.
 
 Fast tier: a fixed seed (``GPUMON_FUZZ_EXAMPLES``, default 2000 specs) and a rotating one (the
-UTC date, or ``GPUMON_FUZZ_SEED``; 300 specs), loading and rendering in process. Slow tier: a
-fixed seed through promtool (``GPUMON_FUZZ_PROMTOOL_EXAMPLES``, default 150). ``make fuzz`` runs
+UTC date, or ``GPUMON_FUZZ_SEED``; 200 specs), loading and rendering in process. Slow tier: a
+fixed seed through promtool (``GPUMON_FUZZ_PROMTOOL_EXAMPLES``, default 40, nine in ten
+of them clean). ``make fuzz`` runs
 all three with far more examples.
 """
 
@@ -32,9 +33,9 @@ from .fuzz_specs import spec_bytes
 
 FIXED_SEED = 15
 EXAMPLES = int(os.environ.get("GPUMON_FUZZ_EXAMPLES", "2000"))
-ROTATING_EXAMPLES = int(os.environ.get("GPUMON_FUZZ_ROTATING_EXAMPLES", "300"))
+ROTATING_EXAMPLES = int(os.environ.get("GPUMON_FUZZ_ROTATING_EXAMPLES", "200"))
 ROTATING_SEED = int(os.environ.get("GPUMON_FUZZ_SEED") or datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%d"))
-SLOW_EXAMPLES = int(os.environ.get("GPUMON_FUZZ_PROMTOOL_EXAMPLES", "150"))
+SLOW_EXAMPLES = int(os.environ.get("GPUMON_FUZZ_PROMTOOL_EXAMPLES", "40"))
 SETTINGS = dict(deadline=None, database=None, derandomize=False, print_blob=True,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much])
 
@@ -64,12 +65,12 @@ def rendered_rules_parse(spec) -> dict[str, str]:
     return files
 
 
-def _fuzz(tmp_path_factory, examples: int, fixed: int, stats: Counter, check=None):
+def _fuzz(tmp_path_factory, examples: int, fixed: int, stats: Counter, check=None, hostile_share: float = 0.5):
     folder = tmp_path_factory.mktemp("fuzz")
 
     @seed(fixed)
     @settings(max_examples=examples, **SETTINGS)
-    @given(spec_bytes())
+    @given(spec_bytes(hostile_share))
     def one(case):
         data, mutation = case
         stats["specs"] += 1
@@ -117,6 +118,7 @@ def _with_promtool(spec, files, folder: Path, stats: Counter) -> None:
 
 
 def test_fuzz_promtool_accepts_and_passes(tmp_path_factory):
-    stats = _fuzz(tmp_path_factory, SLOW_EXAMPLES, FIXED_SEED + 1, Counter(), check=_with_promtool)
+    # mostly clean specs: the hostile ones are rejected, and the fast tier already covers them
+    stats = _fuzz(tmp_path_factory, SLOW_EXAMPLES, FIXED_SEED + 1, Counter(), check=_with_promtool, hostile_share=0.1)
     print(f"\nfuzz through promtool (seed {FIXED_SEED + 1}): {dict(stats)}")
-    assert stats["promtool"] >= 1
+    assert stats["promtool"] >= stats["specs"] // 4, dict(stats)

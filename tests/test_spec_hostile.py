@@ -58,6 +58,10 @@ HOSTILE = [
     ("1e308-threshold", BASE.replace("value: 83", "value: 1.0e+308"), "metrics[0].thresholds[0].value"),
     ("range-inf", BASE.replace("range: [5, 110]", "range: [-.inf, .inf]"), "metrics[0].range[0]"),
     ("threshold-above-range", BASE.replace("value: 83", "value: 110"), "metrics[0].thresholds[0].value"),
+    ("thresholds-overlap", BASE.replace('value: 83, for: 5m}', 'value: 0, for: 5m}\n      - {severity: warning, op: "<=", value: 0}').replace("range: [5, 110]", "range: [-10, 110]"),
+     "metrics[0].thresholds[1].value"),
+    ("thresholds-same-alert", BASE.replace('value: 83, for: 5m}', 'value: 83, for: 5m}\n      - {severity: warning, op: ">", value: 90}'),
+     "metrics[0].thresholds[1]"),
     ("threshold-below-range", BASE.replace('op: ">", value: 83', 'op: "<", value: 5'), "metrics[0].thresholds[0].value"),
     ("control-char", BASE.replace("title: GPU temperature", 'title: "GPU\\x01temp"'), "metrics[0].title"),
     ("newline-job", BASE.replace("job: dcgm-exporter", 'job: "dcgm\\nexporter"'), "exporter.job"),
@@ -173,8 +177,9 @@ def test_deep_flow_nesting_is_refused_before_parsing():
     (("  for: 5m\n", "  for: 5m\n  inventory_lookback: 5m\n"), "alerts"),  # GpuLost could never fire
     (("  for: 5m\n", "  for: 5m\n  gap_window: 1m\n"), "alerts.gap_window"),   # one missed scrape = 75%
     (("  for: 5m\n", "  for: 5m\n  gap_window: 1d\n"), "alerts.gap_window"),   # longer than the lookback
-    (("  for: 5m\n", "  for: 5m\n  flapping_window: 3m\n"), "alerts.flapping_window"),
     (("  for: 5m\n", "  for: 5m\n  gap_min_ratio: 1\n"), "alerts.gap_min_ratio"),
+    (("  for: 5m\n", "  for: 5m\n  gap_min_ratio: 0.3\n"), "alerts.gap_min_ratio"),  # half present: no alert
+    (("  for: 5m\n", "  for: 5m\n  scrape_slow_ratio: 0.01\n"), "alerts.scrape_slow_ratio"),  # healthy = slow
 ])
 def test_durations_are_checked_against_each_other(change, path):
     """Found by running promtool on the tests rendered for such specs: each loaded and failed them."""

@@ -225,19 +225,25 @@ def _capacity_scenarios(spec: Spec, k: Kubernetes, step: float) -> list[Scenario
 
 
 def _static_scenarios(spec: Spec, k: Kubernetes, step: float) -> list[Scenario]:
-    """A node the static expectation lists that reports nothing fires GpuNodeExporterMissing
-    (``no_gpu_series``); the same node reporting its GPUs keeps it quiet."""
+    """Nodes the static expectation lists that report nothing fire GpuNodeExporterMissing
+    (``no_gpu_series``), each with its expected count; a node listed with 0 GPUs stays quiet
+    (every listed node is expected: a spec with several used to fail its own test, issue #15)."""
     if not k.static or not k.static.nodes:
         return []
     node = k.static.nodes[0]
     rule = krules.node_exporter_missing(spec, k)
     hold = steps(spec.alerts.for_, step)
     lab = spec.exporter.labels
-    labels = {"job": spec.exporter.job, **({lab.cluster: node.cluster} if lab.cluster else {}), lab.node: node.name}
     missing = Scenario(f"kubernetes (static): node {node.name} expects {node.gpus} GPUs and reports none -> "
                        "GpuNodeExporterMissing (no_gpu_series)", hold + 5, step)
     missing.add("up", {"job": spec.exporter.job, "instance": "10.0.9.9:9400"}, missing.const(1))
-    missing.expect(hold + 3, rule.alert, [Firing(rule, {**labels, "reason": "no_gpu_series"}, node.gpus)])
+    firing = [Firing(rule, {"job": spec.exporter.job, **({lab.cluster: n.cluster} if lab.cluster else {}),
+                            lab.node: n.name, "reason": "no_gpu_series"}, n.gpus)
+              for n in k.static.nodes if n.gpus > 0]
+    if firing:
+        missing.expect(hold + 3, rule.alert, firing)
+    else:
+        missing.quiet(hold + 3, rule.alert)
     return [missing]
 
 

@@ -293,10 +293,12 @@ def test_one_legacy_name_belongs_to_one_field(tmp_path):
         "a 1.x name belongs to one field"]
 
 
-def test_a_flapping_ratio_the_window_cannot_show_is_a_spec_error(tmp_path):
-    """Found by the spec fuzzer: flapping_min_up_ratio 0.014 needs one success in 71 scrapes, and
-    10m of 15s scrapes hold 40: GpuExporterFlapping could never fire (its generated test failed)."""
-    text = BASE + "alerts:\n  flapping_min_up_ratio: 0.014\n"
-    (err,) = errors_of(tmp_path, text)
-    assert err.startswith("spec.yaml:10:26: alerts.flapping_min_up_ratio: flapping_min_up_ratio 0.014 means one "
-                          "success in 72 scrapes, but flapping_window (10m) holds only 40 scrapes"), err
+def test_a_flapping_window_too_short_for_the_ratio_is_a_spec_error(tmp_path):
+    """Found by the spec fuzzer: GpuExporterFlapping needs one success in int(1/ratio) + 1 scrapes and
+    more than two changes in the window; 30s of 15s scrapes hold 2, so it could never fire (its
+    generated test failed)."""
+    text = BASE + "alerts:\n  flapping_min_up_ratio: 0.8\n  flapping_window: 30s\n"
+    errors = [e for e in errors_of(tmp_path, text) if "flapping_min_up_ratio 0.8 means" in e]
+    assert errors == ["spec.yaml:10:26: alerts.flapping_min_up_ratio: flapping_min_up_ratio 0.8 means one success in 2 "
+                      "scrapes, but flapping_window (30s) holds only 2 scrapes: GpuExporterFlapping could never fire; "
+                      "raise the ratio or lengthen the window"], errors_of(tmp_path, text)

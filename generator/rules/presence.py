@@ -47,10 +47,14 @@ def metric_absent(spec: Spec, m: Metric) -> Rule:
     w = dur(_absent_window(spec))
     cluster = spec.exporter.labels.cluster
     keep = by(fleet_ids(spec))
+    guard = f"group by ({keep}) ({job_sel(spec, 'up')} == 1)"
     if m.mig == "unsupported":
-        guard = f"group by ({keep}) ({_inventory(spec, m)})"
-    else:
-        guard = f"group by ({keep}) ({job_sel(spec, 'up')} == 1)"
+        # expected unless every GPU reporting is a MIG instance. Not "some non-MIG GPU reports
+        # something": when this is the only required field, losing it empties the inventory and
+        # that guard would keep the alert quiet (found by the spec fuzzer)
+        mig = spec.exporter.labels.mig_instance
+        guard += (f"\nunless on ({keep})\n(\n  group by ({keep}) ({names.INVENTORY}{{{matcher(mig, '', '!=')}}})\n"
+                  f"  unless on ({keep})\n  group by ({keep}) ({_inventory(spec, m)})\n)")
     if cluster:
         expr = f"{guard}\nunless on ({keep})\npresent_over_time({job_sel(spec, m.name)}[{w}])"
     else:

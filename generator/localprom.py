@@ -93,6 +93,25 @@ def wait_for(predicate: Callable[[], bool], timeout: float = 60, step: float = 0
         time.sleep(step)
 
 
+def wait_ready(proc: subprocess.Popen, url: str, timeout: float, name: str, logs: Callable[[], str]) -> None:
+    """Poll ``url`` (a server's readiness endpoint) until it answers 200, never a fixed sleep.
+
+    Raises:
+        RuntimeError: the process exited, or ``timeout`` seconds passed; ``logs()`` is included.
+    """
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"{name} exited with {proc.returncode}:\n{logs()}")
+        try:
+            if httpx.get(url, timeout=1).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.2)
+    raise RuntimeError(f"{name} not ready after {timeout}s:\n{logs()}")
+
+
 def stop_process(proc: subprocess.Popen, grace: float = 10) -> None:
     """Stop a server we started, by its PID: SIGTERM, then SIGKILL after ``grace`` seconds."""
     if proc.poll() is None:
@@ -177,18 +196,12 @@ class LocalPrometheus:
              f"--web.listen-address=127.0.0.1:{self.port}", "--web.enable-lifecycle",
              "--storage.tsdb.retention.time=1d", *self.extra_args],
             stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True)
-        deadline = time.monotonic() + self.startup_timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"prometheus exited with {self.proc.returncode}:\n{self.logs()}")
-            try:
-                if httpx.get(f"{self.url}/-/ready", timeout=1).status_code == 200:
-                    return self
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.2)
-        self.stop()
-        raise RuntimeError(f"prometheus not ready after {self.startup_timeout}s:\n{self.logs()}")
+        try:
+            wait_ready(self.proc, f"{self.url}/-/ready", self.startup_timeout, "prometheus", self.logs)
+        except RuntimeError:
+            self.stop()
+            raise
+        return self
 
     def logs(self) -> str:
         """The server's log so far."""
@@ -291,18 +304,12 @@ class LocalAlertmanager:
             [binary, f"--config.file={folder / 'alertmanager.yml'}", f"--storage.path={folder / 'data'}",
              f"--web.listen-address=127.0.0.1:{self.port}", "--cluster.listen-address="],
             stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True)
-        deadline = time.monotonic() + self.startup_timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"alertmanager exited with {self.proc.returncode}:\n{self.logs()}")
-            try:
-                if httpx.get(f"{self.url}/-/ready", timeout=1).status_code == 200:
-                    return self
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.2)
-        self.stop()
-        raise RuntimeError(f"alertmanager not ready after {self.startup_timeout}s:\n{self.logs()}")
+        try:
+            wait_ready(self.proc, f"{self.url}/-/ready", self.startup_timeout, "alertmanager", self.logs)
+        except RuntimeError:
+            self.stop()
+            raise
+        return self
 
     def logs(self) -> str:
         try:

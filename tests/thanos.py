@@ -14,13 +14,12 @@ from __future__ import annotations
 
 import subprocess
 import tempfile
-import time
 from contextlib import ExitStack
 from pathlib import Path
 
 import httpx
 
-from generator.localprom import LocalPrometheus, free_port, stop_process, wait_for
+from generator.localprom import LocalPrometheus, free_port, stop_process, wait_for, wait_ready
 
 
 class Process:
@@ -34,17 +33,7 @@ class Process:
 
     def wait_ready(self, url: str, timeout: float = 90) -> None:
         """Poll ``url`` until it answers 200. Raises RuntimeError with the log otherwise."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"{self.name} exited with {self.proc.returncode}:\n{self.logs()}")
-            try:
-                if httpx.get(url, timeout=1).status_code == 200:
-                    return
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.2)
-        raise RuntimeError(f"{self.name} not ready after {timeout}s:\n{self.logs()}")
+        wait_ready(self.proc, url, timeout, self.name, self.logs)
 
     def logs(self) -> str:
         try:

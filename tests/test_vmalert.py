@@ -53,7 +53,8 @@ def _wait_http(url: str, proc: subprocess.Popen, log: Path, timeout: float = 60)
 
 
 def _pages(vmalert_url: str) -> set[tuple]:
-    data = httpx.get(f"{vmalert_url}/api/v1/alerts", timeout=5).json()["data"]["alerts"]
+    # vmalert 1.79 answers {"alerts": null} while nothing is pending or firing
+    data = httpx.get(f"{vmalert_url}/api/v1/alerts", timeout=5).json()["data"]["alerts"] or []
     return {(a["labels"].get("alertname"), a["labels"].get("Hostname")) for a in data
             if a.get("state") == "firing" and a["labels"].get("severity") in ("critical", "warning")}
 

@@ -34,7 +34,20 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-class ExpositionServer:
+class _ServedInThread:
+    """A ThreadingHTTPServer (``self.httpd``) served by a daemon thread (``self.thread``) while
+    the ``with`` block runs: the part every loopback test server shares."""
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+class ExpositionServer(_ServedInThread):
     """A plain-HTTP ``/metrics`` endpoint (on 127.0.0.1 unless ``host`` says otherwise) serving whatever ``body()`` returns.
 
     ``body`` is called on every scrape, so a test can change what is served between scrapes.
@@ -72,14 +85,6 @@ class ExpositionServer:
     @property
     def address(self) -> str:
         return f"{self.host}:{self.port}"
-
-    def __enter__(self) -> "ExpositionServer":
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
 
 
 def wait_for(predicate: Callable[[], bool], timeout: float = 60, step: float = 0.5) -> bool:
@@ -241,7 +246,7 @@ class LocalPrometheus:
         self.stop()
 
 
-class WebhookReceiver:
+class WebhookReceiver(_ServedInThread):
     """An Alertmanager webhook receiver on 127.0.0.1 that keeps every notification it gets
     (the parsed JSON bodies, in arrival order) in ``notifications``."""
 
@@ -269,14 +274,6 @@ class WebhookReceiver:
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}/"
-
-    def __enter__(self) -> "WebhookReceiver":
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
 
 
 class LocalAlertmanager:

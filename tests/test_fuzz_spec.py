@@ -23,12 +23,13 @@ from pathlib import Path
 import promql_parser
 import pytest
 import yaml
-from hypothesis import HealthCheck, given, seed, settings
+from hypothesis import HealthCheck, Phase, given, seed, settings
 
 from generator import writer
 from generator.render import render
 from generator.spec import SpecError, load_spec
 
+from .engines import prometheus_engines
 from .fuzz_specs import spec_bytes
 
 FIXED_SEED = 15
@@ -65,11 +66,13 @@ def rendered_rules_parse(spec) -> dict[str, str]:
     return files
 
 
-def _fuzz(tmp_path_factory, examples: int, fixed: int, stats: Counter, check=None, hostile_share: float = 0.5):
+def _fuzz(tmp_path_factory, examples: int, fixed: int, stats: Counter, check=None, hostile_share: float = 0.5,
+          shrink: bool = True):
     folder = tmp_path_factory.mktemp("fuzz")
+    phases = tuple(Phase) if shrink else tuple(p for p in Phase if p != Phase.shrink)
 
     @seed(fixed)
-    @settings(max_examples=examples, **SETTINGS)
+    @settings(max_examples=examples, phases=phases, **SETTINGS)
     @given(spec_bytes(hostile_share))
     def one(case):
         data, mutation = case
@@ -102,24 +105,30 @@ def test_fuzz_rotating_seed(tmp_path_factory):
 
 
 def _with_promtool(spec, files, folder: Path, stats: Counter) -> None:
+    """Every engine's promtool (Debian's 2.42 and the pinned 3.x) accepts the rules and passes the
+    rendered tests: range windows differ between them (left-open on 3.x), and a spec whose tests
+    pass on one only is a bug (found: GpuLost on a flapping node, 3.x only)."""
     out = folder / "out"
     shutil.rmtree(out, ignore_errors=True)
     writer.write(files, out)
-    tool = shutil.which("promtool")
-    assert tool, "promtool not found: `make test` installs Debian's prometheus package"
     rules = sorted(str(p) for p in (out / "rules").glob("*.yaml"))
-    check = subprocess.run([tool, "check", "rules", *rules], capture_output=True, text=True, timeout=120)
-    assert check.returncode == 0, f"promtool check rules rejected the rules of\n{spec}\n{check.stdout}{check.stderr}"
     tests = sorted(p.name for p in (out / "tests").glob("*.test.yaml"))
-    run = subprocess.run([tool, "test", "rules", *tests], cwd=out / "tests", capture_output=True, text=True,
-                         timeout=600)
-    assert run.returncode == 0, f"promtool test rules failed for\n{spec}\n{run.stdout[-4000:]}{run.stderr[-2000:]}"
+    for engine in prometheus_engines():
+        tool = engine.promtool
+        check = subprocess.run([tool, "check", "rules", *rules], capture_output=True, text=True, timeout=120)
+        assert check.returncode == 0, (f"promtool {engine.version} check rules rejected the rules of\n{spec}\n"
+                                       f"{check.stdout}{check.stderr}")
+        run = subprocess.run([tool, "test", "rules", *tests], cwd=out / "tests", capture_output=True, text=True,
+                             timeout=600)
+        assert run.returncode == 0, (f"promtool {engine.version} test rules failed for\n{spec}\n"
+                                     f"{run.stdout[-4000:]}{run.stderr[-2000:]}")
     stats["promtool"] += 1
 
 
 def test_fuzz_promtool_accepts_and_passes(tmp_path_factory):
     # mostly clean specs: the hostile ones are rejected, and the fast tier already covers them
-    stats = _fuzz(tmp_path_factory, SLOW_EXAMPLES, FIXED_SEED + 1, Counter(), check=_with_promtool, hostile_share=0.1)
+    stats = _fuzz(tmp_path_factory, SLOW_EXAMPLES, FIXED_SEED + 1, Counter(), check=_with_promtool, hostile_share=0.1,
+                  shrink=False)  # a shrink through promtool ran over 5 minutes in CI; the blob reproduces
     print(f"\nfuzz through promtool (seed {FIXED_SEED + 1}): {dict(stats)}")
     # not vacuous: a share of the drawn specs must reach promtool (the spec's semantic checks reject
     # most fuzzed parameter combinations: 6 of 40 reach it with the fixed seed)

@@ -27,13 +27,19 @@ def sample_ratios(spec: Spec) -> list[Rule]:
 
 
 def field_recent(spec: Spec) -> float:
-    """Seconds within which an intermittent field must have been seen: a field missing for
-    longer is missing *now*, the presence tiers' case (dropped for good: GpuMetricMissing /
-    GpuNodeMetricMissing / GpuMetricAbsent), not a gap. Shorter than the time the ratio needs to
-    fall below the minimum after a drop (half of ``(1 - gap_min_ratio) x gap_window``), and at
-    least two sample intervals."""
-    al = spec.alerts
-    return max(2 * spec.exporter.sample_interval, min(300.0, (1 - al.gap_min_ratio) * al.gap_window / 2))
+    """Seconds within which an intermittent field must have been seen: ``alerts.for``, the time
+    GpuMetricMissing takes to fire. A field missing for longer is missing *now*, the presence
+    tiers' case (dropped for good: GpuMetricMissing / GpuNodeMetricMissing / GpuMetricAbsent),
+    not a gap.
+
+    Why it never double-pages a drop: after a drop at T the ratio falls below ``gap_min_ratio``
+    no earlier than ``T + (1 - gap_min_ratio) x gap_window`` (at least one scrape, see
+    ``specbounds.durations``), and the field stops counting as seen at ``T + for``, so this
+    condition holds for less than ``for`` and the alert stays pending. Gaps shorter than ``for``
+    keep it true throughout, so a field that comes and goes at any scrape granularity fires (a
+    window of half ``(1 - gap_min_ratio) x gap_window`` was shorter than one missed minute with a
+    5m gap window, and the alert never fired; found by the spec fuzzer)."""
+    return spec.alerts.for_
 
 
 def intermittent(spec: Spec) -> Rule:

@@ -175,6 +175,8 @@ def test_deep_flow_nesting_is_refused_before_parsing():
 @pytest.mark.parametrize("change,path", [
     (("  for: 5m\n", "  for: 30s\n"), "alerts.for"),                 # shorter than two 30s samples
     (("  for: 5m\n", "  for: 5m\n  inventory_lookback: 5m\n"), "alerts"),  # GpuLost could never fire
+    (("  for: 5m\n", "  for: 5m\n  inventory_lookback: 9m\n  gap_window: 5m\n"), "alerts.inventory_lookback"),  # GpuLost fires
+    # for under a minute: 5m for + 4 x 30s window + 3m margin > 9m
     (("  for: 5m\n", "  for: 5m\n  gap_window: 1m\n"), "alerts.gap_window"),   # one missed scrape = 75%
     (("  for: 5m\n", "  for: 5m\n  gap_window: 1d\n"), "alerts.gap_window"),   # longer than the lookback
     (("  for: 5m\n", "  for: 5m\n  gap_min_ratio: 1\n"), "alerts.gap_min_ratio"),

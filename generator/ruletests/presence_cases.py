@@ -140,7 +140,10 @@ def gpu_lost(spec: Spec, step: float) -> Scenario:
     over = {m.name: lost_from(fleet.healthy(m, sc.length, step), LOSS_AT) for m in spec.required_metrics}
     _fleet(sc, spec, all_gpus, {victim: over})
     sc.quiet(LOSS_AT - 1, rule.alert)
-    at = LOSS_AT + steps(presence.lost_window(spec), step) + hold + 2
+    # one step after it fires, and before the GPU's last recorded inventory sample (half a step
+    # before LOSS_AT) leaves the lookback: that edge sits on an evaluation, where Prometheus 2
+    # (closed ranges) still sees the sample and 3 (left-open) does not
+    at = LOSS_AT + steps(presence.lost_window(spec), step) + hold + 1
     sc.expect(at, rule.alert, [Firing(rule, gpu_ids(spec, victim), 1)])
     quiet = set()
     for m in spec.required_metrics:
@@ -177,7 +180,7 @@ def gpu_lost_on_flapping_node(spec: Spec, step: float) -> Scenario:
             samples = [v if u == 1 else "stale" for v, u in zip(fleet.healthy(m, sc.length, step), up)]
             over[m.name] = lost_from(samples, LOSS_AT) if g == victim else samples
         add_gpu(sc, spec, g, spec.required_metrics, over)
-    sc.expect(LOSS_AT + recent + hold + 2, rule.alert, [Firing(rule, gpu_ids(spec, victim), 1)])
+    sc.expect(LOSS_AT + recent + hold + 1, rule.alert, [Firing(rule, gpu_ids(spec, victim), 1)])  # see gpu_lost
     return sc
 
 

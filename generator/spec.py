@@ -630,12 +630,21 @@ def _threshold_problems(metric: dict, i: int, add) -> None:
         dead = {">": not (hi if hi is not None else DCGM_BLANK_MIN - 1) > v,
                 ">=": not (hi if hi is not None else DCGM_BLANK_MIN - 1) >= v,
                 "<": lo is not None and not lo < v, "<=": lo is not None and not lo <= v}[op]
+        # the other way round: every plausible reading crosses it, so the alert always fires and a
+        # healthy GPU pages (found by the spec fuzzer: `> -49` on a range of [-44, 224])
+        always = {">": lo is not None and lo > v, ">=": lo is not None and lo >= v,
+                  "<": hi is not None and hi < v, "<=": hi is not None and hi <= v}[op]
         if dead:
             side = (f"the plausible maximum {hi}" if hi is not None else "the DCGM blank codes (2^47)") \
                 if op in (">", ">=") else f"the plausible minimum {lo}"
             add(["metrics", i, "thresholds", j, "value"],
                 f"threshold {op} {v} can never fire: thresholds only see plausible readings and {side} "
                 f"does not pass it; {'lower' if op in ('>', '>=') else 'raise'} the threshold or widen `range`")
+        elif always:
+            side = f"the plausible minimum {lo}" if op in (">", ">=") else f"the plausible maximum {hi}"
+            add(["metrics", i, "thresholds", j, "value"],
+                f"threshold {op} {v} always fires: {side} already crosses it, so every plausible reading "
+                f"pages; {'raise' if op in ('>', '>=') else 'lower'} the threshold or narrow `range`")
 
 
 def _xid_problems(metric: dict, i: int, add) -> None:

@@ -218,6 +218,23 @@ def test_threshold_that_can_never_fire_is_a_spec_error(tmp_path):
     assert "can never fire" in errors_of(tmp_path, text)[0]
 
 
+def test_threshold_every_plausible_reading_crosses_is_a_spec_error(tmp_path):
+    """> -49 on [-44, 224] fires on every healthy GPU, and its rendered tests could find no
+    healthy reading (found by the spec fuzzer); the edges themselves are fine."""
+    text = BASE.replace("presence: required", "presence: required\n    range: [5, 110]\n    thresholds:\n"
+                        "      - {alert: GpuTempAlways, severity: critical, op: '>', value: 4}\n"
+                        "      - {alert: GpuTempAlwaysToo, severity: warning, op: '>=', value: 5}\n"
+                        "      - {alert: GpuTempEdge, severity: info, op: '>', value: 5}\n"
+                        "      - {alert: GpuTempCold, severity: warning, op: '<', value: 111}\n"
+                        "      - {alert: GpuTempColdEdge, severity: info, op: '<', value: 110}")
+    errors = errors_of(tmp_path, text)
+    always = [e for e in errors if "always fires:" in e]
+    assert [e.split(": ")[1] for e in always] == ["metrics[0].thresholds[0].value", "metrics[0].thresholds[1].value",
+                                                 "metrics[0].thresholds[3].value"], errors
+    assert "threshold > 4 always fires: the plausible minimum 5 already crosses it" in always[0]
+    assert "lower the threshold or narrow `range`" in always[2]
+
+
 def test_one_alert_name_at_two_severities_is_a_spec_error(tmp_path):
     """kube-prometheus-stack's inhibit rule (equal: [namespace, alertname]) would let one GPU's
     critical mute every GPU's warning of the same name (issue 11, item 11)."""

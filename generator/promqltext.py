@@ -9,19 +9,13 @@ PromQL string literals use Go's escapes (Prometheus ``promql/parser/lex.go``).
 from __future__ import annotations
 
 _ESCAPES = {"\\": "\\\\", '"': '\\"', "\n": "\\n", "\r": "\\r", "\t": "\\t"}
+#: str.translate table: the escapes above, other control characters as ``\xNN``
+_TABLE = {**{c: f"\\x{c:02x}" for c in (*range(0x20), 0x7F)}, **{ord(k): v for k, v in _ESCAPES.items()}}
 
 
 def quote(value: str) -> str:
     """``value`` as a double-quoted PromQL string literal (``a"b`` -> ``"a\\"b"``)."""
-    out = []
-    for ch in str(value):
-        if ch in _ESCAPES:
-            out.append(_ESCAPES[ch])
-        elif ord(ch) < 0x20 or ord(ch) == 0x7F:
-            out.append(f"\\x{ord(ch):02x}")
-        else:
-            out.append(ch)
-    return '"' + "".join(out) + '"'
+    return '"' + str(value).translate(_TABLE) + '"'
 
 
 def matcher(label: str, value: str, op: str = "=") -> str:

@@ -571,6 +571,12 @@ def _semantic_problems(doc: CommentedMap, plain: dict, name: str) -> list[Proble
         if (isinstance(rng, list) and len(rng) == 2 and all(isinstance(v, (int, float)) for v in rng)
                 and rng[0] > rng[1]):
             add(["metrics", i, "range"], f"range minimum {rng[0]} is above its maximum {rng[1]}")
+        elif (metric.get("kind") == "counter" and isinstance(rng, list) and len(rng) == 2
+              and isinstance(rng[0], (int, float)) and not isinstance(rng[0], bool) and rng[0] > 0):
+            # a counter starts again at 0 whenever the exporter or DCGM restarts: every restart
+            # would read as implausible, on every GPU of the node at once (found by the fuzzer)
+            add(["metrics", i, "range", 0], f"a counter's range cannot start above 0 ({rng[0]}): counters restart "
+                "from 0 with the exporter, and every restart would read as implausible")
         if isinstance(mname, str) and mname.startswith("DCGM_") and mname not in known_fields():
             hint = difflib.get_close_matches(mname, list(known_fields()), n=1, cutoff=0.8)
             if hint:

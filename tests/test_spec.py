@@ -235,6 +235,17 @@ def test_threshold_every_plausible_reading_crosses_is_a_spec_error(tmp_path):
     assert "lower the threshold or narrow `range`" in always[2]
 
 
+def test_counter_range_above_zero_is_a_spec_error(tmp_path):
+    """Counters restart from 0 with the exporter: a minimum above 0 flags every restart as
+    implausible (the fuzzer's XID counter with range [797, null] paged a healthy fleet)."""
+    text = BASE + ("  - {name: DCGM_FI_DEV_ECC_DBE_VOL_TOTAL, kind: counter, unit: count, presence: optional,\n"
+                   "     range: [797, null]}\n")
+    assert errors_of(tmp_path, text) == [
+        "spec.yaml:10:14: metrics[1].range[0]: a counter's range cannot start above 0 (797): counters restart from 0 "
+        "with the exporter, and every restart would read as implausible"]
+    assert parse_spec(text.replace("[797, null]", "[0, null]"), "spec.yaml").metrics[1].range_min == 0
+
+
 def test_one_alert_name_at_two_severities_is_a_spec_error(tmp_path):
     """kube-prometheus-stack's inhibit rule (equal: [namespace, alertname]) would let one GPU's
     critical mute every GPU's warning of the same name (issue 11, item 11)."""

@@ -12,6 +12,7 @@ a pod name the spec's ``pod_regex`` accepts; the static expectation's explicit n
 
 from __future__ import annotations
 
+import math
 import re
 
 from ..kube import Kubernetes
@@ -19,7 +20,7 @@ from ..rules import kubernetes as krules
 from ..spec import Spec
 from . import fleet
 from .fleet import add_gpu, add_target, node_ids, steps
-from .model import Firing, Scenario, test_step
+from .model import Firing, Scenario, increase_value, test_step
 
 #: kube-state-metrics' own target
 KSM_INSTANCE = "10.0.1.5:8080"
@@ -170,12 +171,16 @@ def _capacity_scenarios(spec: Spec, k: Kubernetes, step: float) -> list[Scenario
     _firing(sc, hold + 3, rule, [Firing(rule, _ksm_labels(spec, k, **res), c.gpus * k.units_per_gpu - 1)], names)
     out.append(sc)
 
-    # restarts 0 0 0 1 2 3 ...: three restarts, well inside the restart window
-    restarts = [0, 0, 0] + list(range(1, k.max_restarts + 3))
-    at = len(restarts) + 1
+    # the counter jumps by max_restarts + 2 in one step, evaluated one step later: the window
+    # (at least 3 steps, model.test_step) holds the zero before the jump whatever restart_window
+    # and max_restarts are; the alert's value is increase() as Prometheus extrapolates it, rounded
+    jump = k.max_restarts + 2
+    restarts = [0, 0, 0, jump]
+    at = len(restarts)
+    seen = math.floor(increase_value(restarts + [jump], at, steps(k.restart_window, step)) + 0.5)
     pod = {"namespace": k.exporter.namespace, "pod": _pod(k, 2), "uid": "uid-2"}
-    for rule, oom, value in ((krules.pod_restarting(spec, k), False, restarts[-1]), (krules.oom_killed(spec, k), True, 1)):
-        sc = Scenario(f"kubernetes: the exporter container restarts {restarts[-1]} times"
+    for rule, oom, value in ((krules.pod_restarting(spec, k), False, seen), (krules.oom_killed(spec, k), True, 1)):
+        sc = Scenario(f"kubernetes: the exporter container restarts {jump} times"
                       + (", last terminated OOMKilled -> GpuExporterOOMKilled" if oom else " -> GpuExporterPodRestarting"),
                       at + 2, step)
         c = Cluster(sc, spec, k)

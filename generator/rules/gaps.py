@@ -11,7 +11,7 @@ from ..spec import Spec
 from . import names
 from .common import alert, record
 from .model import Rule
-from .promql import by, dur, gpu_ids, job_sel, num
+from .promql import by, dur, fleet_ids, gpu_ids, job_sel, node_ids, num, selector
 
 
 def sample_ratios(spec: Spec) -> list[Rule]:
@@ -42,6 +42,20 @@ def field_recent(spec: Spec) -> float:
     return spec.alerts.for_
 
 
+def explained_by(spec: Spec) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """The alerts whose outage also lowers a field's sample ratio, with the labels that tie them
+    to one GPU and field: a field missing on a GPU (or node, or fleet-wide) for longer than
+    ``for``, and a GPU lost altogether, then back. The ratio stays below the minimum for up to a
+    gap window after such an outage ends, so without this the same cause paged again as one
+    GpuMetricIntermittent per GPU and field (a GPU back from an XID 79 reset paged once per
+    required field)."""
+    field = (names.FIELD_LABEL,)
+    lab = spec.exporter.labels
+    device = tuple(x for x in gpu_ids(spec) if x != lab.mig_instance)
+    return (("GpuMetricMissing", gpu_ids(spec) + field), ("GpuNodeMetricMissing", node_ids(spec) + field),
+            ("GpuMetricAbsent", fleet_ids(spec) + field), ("GpuLost", device))
+
+
 def intermittent(spec: Spec) -> Rule:
     """Alert when the ratio is below ``gap_min_ratio`` for a GPU that was in the inventory at the
     start of the window (a new node or GPU has a short history, not gaps) and reported recently
@@ -49,7 +63,11 @@ def intermittent(spec: Spec) -> Rule:
     instant: a GPU whose fields all come and go drops out of the inventory at every other
     evaluation, which reset ``for`` and kept this alert silent (found by the rendered rule tests).
     The field itself must have been seen within :func:`field_recent`: a field dropped for good
-    paged here once per GPU besides its presence alert (issue 11, item 1)."""
+    paged here once per GPU besides its presence alert (issue 11, item 1). And no presence alert of
+    the GPU and field (:func:`explained_by`) may have fired within the gap window: Prometheus
+    writes every firing alert as an ``ALERTS`` series (so do Thanos Ruler, Mimir's ruler and
+    vmalert with remote write); where none is written, this part never matches and the alert
+    behaves as before."""
     w = dur(spec.alerts.gap_window)
     recent = dur(max(300.0, 4 * spec.exporter.sample_interval))
     ids = by(gpu_ids(spec))
@@ -58,6 +76,9 @@ def intermittent(spec: Spec) -> Rule:
             f"and on ({ids})\nmax_over_time({names.INVENTORY}[{recent}] offset {w})\n"
             f"and on ({ids})\nmax_over_time({names.INVENTORY}[{recent}])\n"
             f"and on ({field})\nmax_over_time({names.FIELD_PRESENT}[{dur(field_recent(spec))}])")
+    for name, on in explained_by(spec):
+        fired = selector("ALERTS", alertname=name, alertstate="firing", job=spec.exporter.job)
+        expr += f"\nunless on ({by(on)})\nmax_over_time({fired}[{w}])"
     return alert(spec, "GpuMetricIntermittent", expr, severity="warning", for_=spec.alerts.for_,
                  kind="metric_intermittent", window=w)
 

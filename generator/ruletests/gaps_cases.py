@@ -10,7 +10,7 @@ from ..spec import Spec
 from . import fleet
 from .fleet import add_gpu, add_target, gpu_ids, steps
 from .model import Firing, Scenario, test_step, window_value
-from .series import STALE
+from .series import MISSING, STALE
 
 
 def intermittent(spec: Spec, step: float) -> list[Scenario]:
@@ -111,7 +111,54 @@ def dropped_for_good(spec: Spec, step: float) -> list[Scenario]:
     return [sc]
 
 
+def outage_then_back(spec: Spec, step: float) -> list[Scenario]:
+    """One field missing on one GPU, and every field of another GPU, for longer than ``for`` after
+    a full gap window of history, then back: GpuMetricMissing and GpuLost page during the outage.
+    Their sample ratios stay below the minimum for most of a gap window after it, and
+    GpuMetricIntermittent stays quiet then: one cause, one page (it paged once per field and GPU
+    after the outage; the gap alert leaves what a presence alert paged, ``gaps.explained_by``)."""
+    rule = gaps.intermittent(spec)
+    req = spec.required_metrics
+    if not req:
+        return []
+    m = req[0]
+    window = steps(spec.alerts.gap_window, step)
+    hold = steps(rule.for_, step)
+    recent = steps(presence.lost_window(spec), step)
+    start = window + 1                                  # a whole window of history first
+    # long enough for GpuLost, and to push the ratio below the minimum
+    out = max(hold + recent + 3, math.ceil((1 - spec.alerts.gap_min_ratio) * window) + 2)
+    back = start + out
+    checks = sorted({back + hold + 2, back + max(hold + 2, window // 2)})
+    sc = Scenario(f"{m.name} missing on one GPU and every field of another for longer than for, then back: "
+                  "presence alerts during the outage, no gap alert after it", checks[-1] + 2, step)
+    g_field, g_lost, _ = gpus = fleet.gpus(1, 3)
+    if len(req) < 2:                  # the only required field gone is the GPU gone: GpuLost's case
+        g_field = None
+
+    def outage(samples: list) -> list:
+        return samples[:start] + [STALE] + [MISSING] * (out - 1) + samples[back:]
+
+    add_target(sc, spec, g_lost.instance)
+    for g in gpus:
+        over = {}
+        if g == g_field:
+            over[m.name] = outage(fleet.healthy(m, sc.length, step))
+        elif g == g_lost:
+            over = {x.name: outage(fleet.healthy(x, sc.length, step)) for x in req}
+        add_gpu(sc, spec, g, req, over)
+    if g_field is not None:
+        missing = presence.gpu_metric_missing(spec, m)
+        sc.expect(start + hold + 2, missing.alert, [Firing(missing, fleet.gpu_ids(spec, g_field), 1)])
+    lost = presence.gpu_lost(spec)
+    sc.expect(start + recent + hold + 1, lost.alert, [Firing(lost, fleet.gpu_ids(spec, g_lost), 1)])
+    for k in checks:
+        sc.quiet(k, rule.alert)
+    return [sc]
+
+
 def scenarios(spec: Spec) -> list[Scenario]:
     """Every gap scenario for ``spec``."""
     step = test_step(spec)
-    return intermittent(spec, step) + whole_gpu_intermittent(spec, step) + dropped_for_good(spec, step)
+    return (intermittent(spec, step) + whole_gpu_intermittent(spec, step) + dropped_for_good(spec, step)
+            + outage_then_back(spec, step))

@@ -58,10 +58,6 @@ DURATIONS: tuple[tuple[tuple[str, ...], float | str, float], ...] = (
 #: (alerts key, lowest) for the ratios: below these the rendered alerts (and their tests) cannot
 #: tell a healthy target from a sick one: a GPU present in every other scrape (0.5) must count as
 #: intermittent, a target up every other scrape as flapping, a scrape at 10% of the timeout as fast
-# GpuLost fires ``for`` after a GPU is silent for 4 sample intervals and resolves when it leaves
-# the inventory lookback; it must fire for a while in between (and its rendered test checks it
-# between the two, up to three 60 s test steps; rules/presence.py lost_window)
-LOST_MARGIN = 180.0
 RATIOS = (("gap_min_ratio", 0.7), ("flapping_min_up_ratio", 0.7), ("scrape_slow_ratio", 0.2))
 
 
@@ -202,11 +198,17 @@ def relations(plain: dict, add: Add) -> None:
         add(where("alerts.for", "alerts.inventory_lookback"),
             f"alerts.for ({format_duration(for_)}) must be at most 3/4 of alerts.inventory_lookback "
             f"({format_duration(lookback)}): a lost GPU leaves the inventory before its alert could fire")
-    elif for_ + 4 * sample + LOST_MARGIN > lookback:
+
+    # GpuLost fires ``for`` after a GPU is silent for 4 samples (rules/presence.py lost_window) and
+    # resolves when the GPU leaves the lookback: it must fire for a while in between, and its
+    # rendered test checks it there, three test steps (ruletests/model.py test_step) wide
+    margin = 3 * min(max(60.0, scrape), for_ / 2, 2 * sample)
+    if for_ <= 0.75 * lookback and for_ + 4 * sample + margin > lookback:
         add(where("alerts.inventory_lookback", "alerts.for"),
-            f"alerts.inventory_lookback ({format_duration(lookback)}) must exceed alerts.for ({format_duration(for_)}) "
-            f"plus GpuLost's window of four samples ({format_duration(4 * sample)}) by at least "
-            f"{format_duration(LOST_MARGIN)}: a lost GPU leaves the inventory before (or just after) its alert fires")
+            f"must exceed alerts.for ({format_duration(for_)}) plus GpuLost's window of four samples "
+            f"({format_duration(4 * sample)}) by at least {format_duration(margin)}: a lost GPU leaves the "
+            "inventory before (or just after) its alert fires")
+
     if ratio is not None and 0 < ratio < 1:
         need = (math.ceil(1 / (1 - ratio) - 1e-9) + 1) * scrape
         if gap < need:

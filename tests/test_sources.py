@@ -1,0 +1,127 @@
+"""Sources per metric (issue 13): presets, custom mappings, unit conversion and their spec errors."""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+from generator.sourcepresets import conversion
+from generator.spec import SpecError, load_spec
+
+BASE = """\
+version: 1
+exporter:
+  job: dcgm-exporter
+metrics:
+  - name: DCGM_FI_DEV_GPU_TEMP
+    kind: gauge
+    unit: celsius
+    presence: required
+"""
+
+
+def load(tmp_path, text: str):
+    path = tmp_path / "spec.yaml"
+    path.write_text(textwrap.dedent(text))
+    return load_spec(path)
+
+
+def errors_of(tmp_path, text: str) -> list[str]:
+    with pytest.raises(SpecError) as info:
+        load(tmp_path, text)
+    return [str(p).replace(str(tmp_path / "spec.yaml"), "spec.yaml") for p in info.value.problems]
+
+
+def test_presets_resolve_to_series_labels_and_units(tmp_path):
+    spec = load(tmp_path, BASE + "    legacy_names: [dcgm_gpu_temp_old]\n"
+                "    sources: [dcgm-exporter-1.x, nvidia_gpu_exporter]\n"
+                "  - {name: DCGM_FI_DEV_GPU_UTIL, kind: gauge, unit: percent, presence: required,\n"
+                "     sources: [{preset: nvidia_gpu_exporter, job: nvsmi}]}\n"
+                "  - {name: DCGM_FI_DEV_CLOCKS_EVENT_REASONS, kind: gauge, unit: state, presence: optional,\n"
+                "     sources: [dcgm-renames]}\n")
+    old, smi = spec.metrics[0].sources
+    # the metric's own legacy name wins over the preset's table; 1.x keeps the exporter's job and node label
+    assert (old.series, old.job, old.gpu, old.node, old.gpu_index, old.label) == \
+        ("dcgm_gpu_temp_old", "dcgm-exporter", "uuid", "Hostname", "gpu", "dcgm-exporter-1.x")
+    assert (smi.series, smi.job, smi.gpu, smi.node, smi.gpu_index, smi.convert) == \
+        ("nvidia_smi_temperature_gpu", "nvidia-gpu-exporter", "uuid", "instance", None, ("*", 1.0))
+    util = spec.metrics[1].sources[0]
+    assert (util.series, util.job, util.unit, util.convert) == ("nvidia_smi_utilization_gpu_ratio", "nvsmi", "ratio",
+                                                                ("*", 100.0))
+    renamed = spec.metrics[2].sources[0]
+    assert (renamed.series, renamed.job, renamed.gpu, renamed.node) == \
+        ("DCGM_FI_DEV_CLOCK_THROTTLE_REASONS", "dcgm-exporter", "UUID", "Hostname")
+
+
+def test_a_spec_without_sources_has_none(default_spec):
+    assert all(m.sources == () for m in default_spec.metrics)
+
+
+def test_custom_source_with_mapping_and_conversion(tmp_path):
+    spec = load(tmp_path, BASE.replace("celsius", "watts").replace("GPU_TEMP", "POWER_USAGE")
+                + "    sources:\n      - {name: smi_power_mw, job: smi, unit: milliwatts, gpu_prefix: add,\n"
+                  "         labels: {gpu: gpu_uuid, node: node_name, gpu_index: index}}\n")
+    src = spec.metrics[0].sources[0]
+    assert (src.series, src.label, src.gpu, src.node, src.gpu_index, src.gpu_prefix, src.convert) == \
+        ("smi_power_mw", "smi_power_mw", "gpu_uuid", "node_name", "index", "add", ("/", 1000.0))
+
+
+def test_source_errors_have_positions(tmp_path):
+    text = BASE + ("    sources:\n"
+                   "      - nvidia_gpu_exportr\n"
+                   "      - {name: foo_temp, job: other}\n"
+                   "      - {name: x_temp, unit: ratio}\n"
+                   "      - dcgm-renames\n"
+                   "      - {name: DCGM_FI_DEV_GPU_TEMP}\n"
+                   "      - {name: y, job: j, labels: {gpu: instance, node: instance}}\n"
+                   "      - {name: z, label: dcgm-exporter}\n")
+    assert errors_of(tmp_path, text) == [
+        "spec.yaml:10:9: metrics[0].sources[0]: unknown source preset 'nvidia_gpu_exportr'; "
+        "did you mean 'nvidia_gpu_exporter'?",
+        "spec.yaml:11:9: metrics[0].sources[1]: source 'foo_temp' (job 'other') does not say which label holds the "
+        "GPU UUID: add labels: {gpu: <label>} (e.g. uuid); without it no reading can be matched to a GPU",
+        "spec.yaml:11:9: metrics[0].sources[1]: source 'foo_temp' (job 'other') does not say which label holds the "
+        "node: add labels: {node: <label>}, or node: instance for the target's address without the port",
+        "spec.yaml:12:30: metrics[0].sources[2].unit: source unit 'ratio' cannot convert to the metric's unit "
+        "'celsius'",
+        "spec.yaml:13:9: metrics[0].sources[3]: preset 'dcgm-renames' has no series for 'DCGM_FI_DEV_GPU_TEMP'; it "
+        "covers DCGM_EXP_CLOCK_EVENTS_COUNT, DCGM_FI_DEV_CLOCKS_EVENT_REASONS, DCGM_FI_DEV_CLOCK_THROTTLE_REASONS, "
+        "DCGM_FI_EXP_CLOCK_THROTTLE_REASONS_COUNT (or give `name:`)",
+        "spec.yaml:14:9: metrics[0].sources[4]: 'DCGM_FI_DEV_GPU_TEMP' under the exporter's job is the metric itself, "
+        "not another source",
+        "spec.yaml:15:41: metrics[0].sources[5].labels.gpu: 'instance' names a target or pod, not a GPU",
+        "spec.yaml:16:9: metrics[0].sources[6]: source label 'dcgm-exporter' is the primary's; give `label:` "
+        "another value",
+    ]
+
+
+def test_duplicate_sources_are_errors(tmp_path):
+    text = BASE + "    sources: [nvidia_gpu_exporter, {preset: nvidia_gpu_exporter}]\n"
+    errors = errors_of(tmp_path, text)
+    assert errors == ["spec.yaml:9:36: metrics[0].sources[1]: 'nvidia_smi_temperature_gpu' (job "
+                      "'nvidia-gpu-exporter') is already sources[0]"]
+
+
+def test_schema_rejects_unknown_source_keys(tmp_path):
+    errors = errors_of(tmp_path, BASE + "    sources: [{preset: nvidia_gpu_exporter, jobb: x}]\n")
+    assert errors == ["spec.yaml:9:45: metrics[0].sources[0].jobb: unknown key 'jobb'; did you mean 'job'?"]
+
+
+def test_unit_conversions():
+    assert conversion("ratio", "percent") == ("*", 100.0)
+    assert conversion("bytes", "MiB") == ("/", 1048576.0)
+    assert conversion("milliwatts", "watts") == ("/", 1000.0)
+    assert conversion("celsius", "celsius") == ("*", 1.0)
+    assert conversion("ratio", "celsius") is None
+
+
+def test_cli_exits_2_on_source_errors(tmp_path):
+    import subprocess
+    import sys
+    path = tmp_path / "spec.yaml"
+    path.write_text(BASE + "    sources: [{name: t, unit: bytes}]\n")
+    proc = subprocess.run([sys.executable, "-m", "generator.cli", "render", str(path), "-o", str(tmp_path / "o")],
+                          capture_output=True, text=True)
+    assert proc.returncode == 2, proc.stderr
+    assert "metrics[0].sources[0].unit: source unit 'bytes' cannot convert" in proc.stderr + proc.stdout

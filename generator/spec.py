@@ -48,7 +48,7 @@ BUILTIN_ALERTS = frozenset((
     "GpuExporterEmpty", "GpuExporterFlapping", "GpuExporterOOMKilled", "GpuExporterPodRestarting",
     "GpuExporterLegacyNames", "GpuExporterScrapeSlow", "GpuExporterTargetMissing", "GpuFleetTelemetryImplausible", "GpuIdentityLabelMissing",
     "GpuKubeStateMetricsMissing", "GpuNodeTelemetryImplausible",
-    "GpuLost", "GpuMetricAbsent", "GpuMetricIntermittent", "GpuMetricMissing", "GpuNodeCapacityMissing",
+    "GpuLost", "GpuMetricAbsent", "GpuMetricFallbackServing", "GpuMetricIntermittent", "GpuMetricMissing", "GpuNodeCapacityMissing",
     "GpuNodeExporterMissing", "GpuNodeGpusMissing", "GpuNodeMetricMissing", "GpuProfilingStuck",
     "GpuTelemetryFrozen", "GpuTelemetryImplausible", "GpuXidCritical", "GpuXidInformational", "GpuXidWarning",
 ))

@@ -125,3 +125,77 @@ def test_cli_exits_2_on_source_errors(tmp_path):
                           capture_output=True, text=True)
     assert proc.returncode == 2, proc.stderr
     assert "metrics[0].sources[0].unit: source unit 'bytes' cannot convert" in proc.stderr + proc.stdout
+
+
+# --------------------------------------------------------------------------- rules
+
+
+SOURCED = BASE + """\
+    range: [5, 110]
+    thresholds: [{alert: GpuTemperatureHigh, severity: warning, op: ">", value: 83}]
+    legacy_names: [dcgm_gpu_temp]
+    sources: [dcgm-exporter-1.x, nvidia_gpu_exporter]
+  - name: DCGM_FI_DEV_POWER_USAGE
+    kind: gauge
+    unit: watts
+    presence: required
+"""
+
+
+def test_no_sources_no_source_rules(default_spec):
+    from generator.rules import all_rules
+    from generator.rules import names
+    rules = all_rules(default_spec)
+    assert not [r for r in rules if names.NORMALIZED in r.expr or r.record == names.NORMALIZED]
+    assert "GpuMetricFallbackServing" not in {r.alert for r in rules}
+
+
+def test_normalized_rule_primary_first_then_fallbacks_per_uuid(tmp_path):
+    from generator.rules import all_rules, names
+    spec = load(tmp_path, SOURCED)
+    rules = all_rules(spec)
+    norm = [r for r in rules if r.record == names.NORMALIZED]
+    assert [r.label_map for r in norm] == [{"dcgm_field": "DCGM_FI_DEV_GPU_TEMP"}]
+    expr = norm[0].expr
+    parts = expr.split("\nor on (job, UUID)\n")
+    assert len(parts) == 3   # primary, 1.x, nvidia_gpu_exporter: in spec order
+    assert 'DCGM_FI_DEV_GPU_TEMP{job="dcgm-exporter"}' in parts[0] and '"source", "dcgm-exporter"' in parts[0]
+    assert 'dcgm_gpu_temp{job="dcgm-exporter"}' in parts[1] and '"UUID", "$1", "uuid", "(.+)"' in parts[1]
+    assert 'nvidia_smi_temperature_gpu{job="nvidia-gpu-exporter"}' in parts[2]
+    assert '"Hostname", "$1", "instance", "(.+?)(?::[0-9]+)?"' in parts[2]
+    assert '"job", "dcgm-exporter", "", ""' in parts[2]
+    # thresholds and implausible readings read the normalized series; the field without sources does not
+    high = next(r for r in rules if r.alert == "GpuTemperatureHigh")
+    assert f'{names.NORMALIZED}{{job="dcgm-exporter",dcgm_field="DCGM_FI_DEV_GPU_TEMP"}} >= 5 <= 110' in high.expr
+    power = next(r for r in rules if r.record == names.node_sum("DCGM_FI_DEV_POWER_USAGE"))
+    assert names.NORMALIZED not in power.expr
+    # the 1.x name is a served source now: the legacy-names page is not rendered for it
+    assert "GpuExporterLegacyNames" not in {r.alert for r in rules}
+    fallback = [r for r in rules if r.alert == "GpuMetricFallbackServing"]
+    assert len(fallback) == 1 and 'source!="dcgm-exporter"' in fallback[0].expr
+
+
+def test_source_values_are_quoted(tmp_path):
+    """A job holding a quote or a ``$`` stays one value (promqltext.quote; ``$$`` in replacements)."""
+    from generator.rules import all_rules, names
+    text = SOURCED.replace("job: dcgm-exporter", "job: 'dc\"gm$1'").replace(
+        "sources: [dcgm-exporter-1.x, nvidia_gpu_exporter]", "sources: [{preset: nvidia_gpu_exporter, job: 'a\"b'}]")
+    spec = load(tmp_path, text)
+    norm = next(r for r in all_rules(spec) if r.record == names.NORMALIZED)
+    assert 'nvidia_smi_temperature_gpu{job="a\\"b"}' in norm.expr
+    assert '"job", "dc\\"gm$$1", "", ""' in norm.expr
+    import promql_parser
+    promql_parser.parse(norm.expr)
+
+
+def test_sourced_rules_pass_promtool_check(tmp_path):
+    import shutil
+    import subprocess
+    from generator.rules.output import files
+    spec = load(tmp_path, SOURCED)
+    path = tmp_path / "rules.yaml"
+    path.write_text(files(spec)["rules/gpumon.rules.yaml"])
+    for promtool in (shutil.which("promtool"),):
+        if promtool:
+            proc = subprocess.run([promtool, "check", "rules", str(path)], capture_output=True, text=True)
+            assert proc.returncode == 0, proc.stdout + proc.stderr

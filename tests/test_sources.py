@@ -199,3 +199,90 @@ def test_sourced_rules_pass_promtool_check(tmp_path):
         if promtool:
             proc = subprocess.run([promtool, "check", "rules", str(path)], capture_output=True, text=True)
             assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+# --------------------------------------------------------------------------- generated promtool tests
+
+ROOT = __import__("pathlib").Path(__file__).resolve().parent.parent
+MIXED = ROOT / "examples" / "mixed-fleet.yaml"
+
+
+def _render_to(spec_path, out):
+    from generator.render import render
+    spec = load_spec(spec_path)
+    for rel, text in render(spec).items():
+        (out / rel).parent.mkdir(parents=True, exist_ok=True)
+        (out / rel).write_text(text, "utf-8")
+    return out
+
+
+def _promtool(promtool, path):
+    import subprocess
+    return subprocess.run([promtool, "test", "rules", path.name], cwd=path.parent, capture_output=True, text=True,
+                          timeout=600)
+
+
+@pytest.fixture(scope="module")
+def mixed_out(tmp_path_factory):
+    return _render_to(MIXED, tmp_path_factory.mktemp("mixed"))
+
+
+@pytest.fixture(scope="module")
+def relabelled_out(tmp_path_factory):
+    """The mixed fleet with a cluster label, ``hostname`` and a custom source without the GPU-
+    prefix whose node label has another name."""
+    text = MIXED.read_text("utf-8").replace("  collect_interval: 30s\n", "  collect_interval: 30s\n  labels: "
+                                            "{node: hostname, cluster: cluster}\n")
+    text = text.replace("sources: [dcgm-exporter-1.x, nvidia_gpu_exporter]   # nvidia_smi_memory_used_bytes",
+                        "sources: [{name: smi_fb_used_bytes, job: smi, unit: bytes, gpu_prefix: add, labels: "
+                        "{gpu: gpu_uuid, node: node_name, gpu_index: index}}]   #")
+    folder = tmp_path_factory.mktemp("relabelled")
+    (folder / "spec.yaml").write_text(text, "utf-8")
+    assert load_spec(folder / "spec.yaml").metric("DCGM_FI_DEV_FB_USED").sources[0].gpu_prefix == "add"
+    return _render_to(folder / "spec.yaml", folder / "out")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("which", ["mixed_out", "relabelled_out"])
+def test_generated_source_tests_pass(which, request, promtool):
+    out = request.getfixturevalue(which)
+    for path in sorted((out / "tests").glob("*.test.yaml")):
+        result = _promtool(promtool, path)
+        assert result.returncode == 0, f"{path.name}:\n{result.stdout[-4000:]}{result.stderr[-2000:]}"
+
+
+def test_source_scenarios_cover_fires_and_quiet(mixed_out):
+    import yaml
+    doc = yaml.safe_load((mixed_out / "tests" / "gpumon.sources.test.yaml").read_text("utf-8"))
+    cases = [t for g in doc["tests"] for t in g.get("alert_rule_test", [])]
+    fired = {(t["alertname"], a["exp_labels"].get("dcgm_field"), a["exp_labels"].get("source"))
+             for t in cases for a in t["exp_alerts"]}
+    for field in ("DCGM_FI_DEV_GPU_TEMP", "DCGM_FI_DEV_POWER_USAGE", "DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_FB_USED"):
+        assert ("GpuMetricFallbackServing", field, "dcgm-exporter-1.x") in fired
+        assert ("GpuMetricFallbackServing", field, "nvidia_gpu_exporter") in fired
+        assert ("GpuMetricMissing", field, None) in fired
+    assert ("GpuMetricFallbackServing", "DCGM_FI_DEV_CLOCKS_EVENT_REASONS", "dcgm-renames") in fired
+    assert {"GpuTemperatureHigh", "GpuTemperatureCritical", "GpuPowerHigh"} <= {a for a, _, _ in fired}
+    quiet = {t["alertname"] for t in cases if not t["exp_alerts"]}
+    assert {"GpuMetricFallbackServing", "GpuMetricMissing", "GpuNodeMetricMissing", "GpuMetricAbsent",
+            "GpuTemperatureHigh"} <= quiet
+    # the ratio source is converted: the normalized reading of the served GPU is 50 (%), from 0.5
+    series = [s for g in doc["tests"] for s in g["input_series"] if s["series"].startswith("nvidia_smi_utilization")]
+    assert series and all(s["values"].startswith("0.5") for s in series)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("breakage", [
+    ("      or on (job, UUID)\n", "      or\n"),                                 # both readings of a served GPU
+    ('source!="dcgm-exporter"', 'source!="nobody"'),                        # warns for the primary too
+    ("/ 1048576", "/ 1024"),                                                 # wrong unit conversion
+])
+def test_a_wrong_source_rule_fails_its_generated_test(mixed_out, tmp_path, promtool, breakage):
+    import shutil
+    shutil.copytree(mixed_out, tmp_path / "out")
+    rules = tmp_path / "out" / "rules" / "gpumon.rules.yaml"
+    text = rules.read_text("utf-8")
+    old, new = breakage
+    assert old in text
+    rules.write_text(text.replace(old, new), "utf-8")
+    assert _promtool(promtool, tmp_path / "out" / "tests" / "gpumon.sources.test.yaml").returncode != 0

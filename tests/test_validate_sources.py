@@ -155,3 +155,15 @@ def test_the_documented_example_still_occurs(env):
     assert any((f.check, f.severity, f.subject, f.message, f.hint) ==
                (example["check"], example["severity"], example["subject"], example["message"], example["hint"])
                for f in report.findings), [f.message for f in report.findings]
+
+
+def test_dashboard_panel_shows_the_fallback_source(env):
+    """The per-GPU temperature panel reads the normalized series: the GPU the fallback serves is
+    on the panel with source nvidia_gpu_exporter in its legend; the primary's GPUs carry no source."""
+    from generator.dashboards import queries as q
+    m = env["spec"].metric("DCGM_FI_DEV_GPU_TEMP")
+    result = env["prom"].query(q.per_gpu(env["spec"], m, q.FLEET, only_plausible=True))
+    got = sorted((s["metric"]["UUID"], s["metric"].get("source"), s["value"][1]) for s in result)
+    assert got == [(UUID[("node-a", 0)], None, "45"), (UUID[("node-a", 1)], None, "45"),
+                   (UUID[("localhost", 0)], None, "45"), (UUID[("localhost", 1)], "nvidia_gpu_exporter", "91")]
+    assert q.legend(env["spec"], m).endswith(" {{source}}")

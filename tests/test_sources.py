@@ -266,6 +266,12 @@ def test_source_scenarios_cover_fires_and_quiet(mixed_out):
     quiet = {t["alertname"] for t in cases if not t["exp_alerts"]}
     assert {"GpuMetricFallbackServing", "GpuMetricMissing", "GpuNodeMetricMissing", "GpuMetricAbsent",
             "GpuTemperatureHigh"} <= quiet
+    # a node wholly on 1.x names: served per field, counted, and the field no source serves pages for the node
+    whole = next(g for g in doc["tests"] if g["name"].startswith("a node wholly on fallback sources"))
+    at = {t["alertname"]: t["exp_alerts"] for t in whole["alert_rule_test"]}
+    assert len(at["GpuMetricFallbackServing"]) == 4 and not at["GpuMetricMissing"] and not at["GpuLost"]
+    assert [a["exp_labels"]["dcgm_field"] for a in at["GpuNodeMetricMissing"]] == ["DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION"]
+    assert whole["promql_expr_test"][0]["exp_samples"][0]["value"] == 2
     # the ratio source is converted: the normalized reading of the served GPU is 50 (%), from 0.5
     series = [s for g in doc["tests"] for s in g["input_series"] if s["series"].startswith("nvidia_smi_utilization")]
     assert series and all(s["values"].startswith("0.5") for s in series)
@@ -276,6 +282,7 @@ def test_source_scenarios_cover_fires_and_quiet(mixed_out):
     ("      or on (job, UUID)\n", "      or\n"),                                 # both readings of a served GPU
     ('source!="dcgm-exporter"', 'source!="nobody"'),                        # warns for the primary too
     ("/ 1048576", "/ 1024"),                                                 # wrong unit conversion
+    ('DCGM_FI_DEV_FB_USED",source!=', 'none",source!='),                      # inventory without fallback GPUs
 ])
 def test_a_wrong_source_rule_fails_its_generated_test(mixed_out, tmp_path, promtool, breakage):
     import shutil

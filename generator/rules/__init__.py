@@ -36,8 +36,9 @@ def _build_groups(spec: Spec) -> tuple[RuleGroup, ...]:
     p = spec.name
     slow = spec.alerts.slow_group_interval
     groups = [
-        RuleGroup(f"{p}.inventory", tuple(inventory.field_present(spec) + inventory.inventory(spec)
-                                          + inventory.target_node(spec) + sources.recording(spec)
+        # the normalized readings (issue 13; none without sources) before the inventory that reads them
+        RuleGroup(f"{p}.inventory", tuple(inventory.field_present(spec) + sources.recording(spec)
+                                          + inventory.inventory(spec) + inventory.target_node(spec)
                                           + inventory.aggregates(spec))),
         RuleGroup(f"{p}.coverage", tuple(inventory.counts(spec) + inventory.coverage(spec)), interval=slow),
         RuleGroup(f"{p}.exporter", tuple(exporter.rules(spec))),

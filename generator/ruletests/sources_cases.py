@@ -196,6 +196,54 @@ def unserved(spec: Spec, m: Metric, step: float) -> Scenario | None:
     return sc
 
 
+def node_on_fallbacks(spec: Spec, step: float) -> Scenario | None:
+    """Node 2 serves no required field under its primary name, only through each field's first
+    source (a node wholly on dcgm-exporter 1.x names): its GPUs are in the inventory and counted,
+    one GpuMetricFallbackServing per served field, GpuNodeMetricMissing for each required field
+    no source serves there, and no per-GPU, lost or fleet alert."""
+    served = {m.name: next((s for s in m.sources if usable(s)), None) for m in spec.required_metrics}
+    served = {k: v for k, v in served.items() if v is not None and
+              (to_source(v, _reading(spec.metric(k))) is not None or spec.metric(k).kind == "counter")}
+    if not served:
+        return None
+    rule = sources.fallback_serving(spec, spec.metric(next(iter(served))))
+    hold = steps(max(rule.for_, spec.alerts.slow_group_interval), step)
+    sc = Scenario("a node wholly on fallback sources (1.x names): served, counted, one warning per field; "
+                  "fields no source serves there page once for the node", hold + 4, step)
+    ours, theirs = fleet.gpus(1, 2), fleet.gpus(1, 2, first_node=2)
+    for inst in sorted({g.instance for g in ours + theirs}):
+        add_target(sc, spec, inst)
+    for g in ours:
+        add_gpu(sc, spec, g, spec.required_metrics)
+    for m in spec.required_metrics:
+        src = served.get(m.name)
+        if src is None:
+            continue
+        for g in theirs:
+            if m.kind == "counter":
+                samples = fleet.healthy(m, sc.length, step)
+                op, factor = src.convert
+                samples = [fleet.as_token(v * factor if op == "/" else v / factor) for v in samples]
+            else:
+                samples = sc.const(fleet.as_token(to_source(src, _reading(m))))
+            sc.add(src.series, source_labels(spec, src, g), samples)
+    at = hold + 2
+    node = theirs[0].node
+    firing = [Firing(sources.fallback_serving(spec, spec.metric(n)), {**node_ids(spec, node), names.SOURCE_LABEL: s.label}, 2)
+              for n, s in served.items()]
+    sc.expect(at, rule.alert, firing)
+    unserved = [m for m in spec.required_metrics if m.name not in served]
+    if unserved and len(spec.required_metrics) > 1:
+        missing = [Firing(presence.node_metric_missing(spec, m), node_ids(spec, node), 1) for m in unserved]
+        sc.expect(at, missing[0].rule.alert, missing)
+    sc.quiet(at, presence.gpu_metric_missing(spec, spec.required_metrics[0]).alert,
+             presence.metric_absent(spec, spec.required_metrics[0]).alert, presence.gpu_lost(spec).alert)
+    nodes = fleet.node_ids(spec, node)
+    sc.expect_expr(at, selector(names.NODE_GPU_DEVICES_REPORTING, nodes),
+                   [(_text(names.NODE_GPU_DEVICES_REPORTING, nodes), 2)])
+    return sc
+
+
 def scenarios(spec: Spec) -> list[Scenario]:
     """Every fallback scenario for ``spec`` (none without sources)."""
     step = test_step(spec)
@@ -207,4 +255,5 @@ def scenarios(spec: Spec) -> list[Scenario]:
         built = [fallback_serves(spec, m, step, i) for i in range(len(chain))] + [unserved(spec, m, step)]
         out += [sc for sc in built if sc]
         out += [sc for t in m.thresholds if (sc := threshold_from_fallback(spec, m, t, step))]
-    return out
+    whole = node_on_fallbacks(spec, step)
+    return out + ([whole] if whole else [])

@@ -68,7 +68,16 @@ def mapped(spec: Spec, m: Metric, src: Source) -> str:
         expr = f"label_replace({expr}, \"job\", {_replacement(spec.exporter.job)}, \"\", \"\")"
     out = f"max by ({by(kept(spec, m))}) (\n    {expr}\n  )"
     op, factor = src.convert
-    return out if factor == 1.0 else f"{out} {op} {num(factor)}"
+    if factor != 1.0:
+        out = f"{out} {op} {num(factor)}"
+    if src.gpu_index is None and lab.gpu_index in kept(spec, m):
+        # a source without the GPU index (nvidia_gpu_exporter): take it from the GPU's primary series
+        # where it has any (alert texts and legends name "GPU <index>"); topk keeps the join one-to-one
+        dev = by(device_ids(spec))
+        present = f"{names.FIELD_PRESENT}{{{promqltext.matcher('job', spec.exporter.job)}}}"
+        index = f"topk by ({dev}) (1, group by ({dev}, {lab.gpu_index}) ({present}))"
+        out = f"(\n    {out}\n  ) * on ({dev}) group_left ({lab.gpu_index}) {index}\n  or on ({dev})\n  {out}"
+    return out
 
 
 def _tagged(expr: str, label: str) -> str:

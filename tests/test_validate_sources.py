@@ -169,3 +169,13 @@ def test_dashboard_panel_shows_the_fallback_source(env):
     assert got == [(UUID[("node-a", 0)], None, "45"), (UUID[("node-a", 1)], None, "45"),
                    (UUID[("localhost", 0)], None, "45"), (UUID[("localhost", 1)], "nvidia_gpu_exporter", "91")]
     assert q.legend(env["spec"], m).endswith(" {{source}}")
+
+
+def test_coverage_matrix_marks_fallback_cells(env):
+    with PromClient(env["prom"].url) as client:
+        report, _ = validate(env["spec"], client, lookback=60.0, progress=False)
+    rows = {(r["node"], r["gpu"]): r["cells"] for r in report.coverage["rows"]}
+    cell = rows[("localhost", "1")]["DCGM_FI_DEV_GPU_TEMP"]
+    assert cell == {"state": "fallback", "finding": "fallback-serving: DCGM_FI_DEV_GPU_TEMP on localhost"}
+    assert rows[("localhost", "0")]["DCGM_FI_DEV_GPU_TEMP"] == {"state": "present"}
+    assert rows[("node-a", "1")]["DCGM_FI_DEV_GPU_TEMP"] == {"state": "present"}

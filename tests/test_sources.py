@@ -305,3 +305,15 @@ def test_lint_accepts_the_declared_sources():
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "unknown-metric" not in proc.stdout
+
+
+def test_a_down_exporter_mutes_its_nodes_fallback_warnings():
+    """With dcgm-exporter down on a node, nvidia_gpu_exporter serves all its sourced fields: that
+    is the exporter alert's cause, so the inhibit rule keyed on the node mutes the fallback
+    warnings (one cause, one page)."""
+    from generator.alertmanager import inhibitions
+    from generator.rules import build_groups
+    spec = load_spec(MIXED)
+    rule = next(i for i in inhibitions(spec, build_groups(spec)) if "GpuExporterDown" in i.source[0][2])
+    assert "GpuMetricFallbackServing" in rule.target[0][2].split("|")
+    assert rule.equal == ("job", "Hostname")

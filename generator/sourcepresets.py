@@ -9,7 +9,9 @@ Facts behind the presets:
   ``uuid`` instead of ``UUID``; the node label is the exporter's. A metric's own ``legacy_names``
   (first entry) overrides the table below.
 * ``nvidia_gpu_exporter``: utkuozdemir/nvidia_gpu_exporter (nvidia-smi based, run where DCGM
-  cannot be): ``nvidia_smi_temperature_gpu{uuid="GPU-…"}``, ``nvidia_smi_utilization_gpu_ratio``
+  cannot be; its docs/METRICS.md): ``nvidia_smi_temperature_gpu{uuid="…"}`` (the UUID without
+  NVML's ``GPU-`` prefix, so the preset adds it; a value that has it is kept as is),
+  ``nvidia_smi_utilization_gpu_ratio``
   (0-1, not percent), ``nvidia_smi_power_draw_watts``, ``nvidia_smi_memory_used_bytes`` (bytes,
   not MiB), clocks in Hz; no node label, so the node is its target's ``instance`` without the port
   (gpumon issue 13).
@@ -89,7 +91,7 @@ PRESETS: dict[str, Preset] = {
     "dcgm-exporter-1.x": Preset(job=None, gpu="uuid", node=None, gpu_index=None, gpu_prefix="keep",
                                 series={k: (v, None) for k, v in _DCGM_1X.items()}),
     "nvidia_gpu_exporter": Preset(
-        job="nvidia-gpu-exporter", gpu="uuid", node=NODE_FROM_INSTANCE, gpu_index=None, gpu_prefix="keep",
+        job="nvidia-gpu-exporter", gpu="uuid", node=NODE_FROM_INSTANCE, gpu_index=None, gpu_prefix="add",
         series={
             "DCGM_FI_DEV_GPU_TEMP": ("nvidia_smi_temperature_gpu", "celsius"),
             "DCGM_FI_DEV_MEMORY_TEMP": ("nvidia_smi_temperature_memory", "celsius"),

@@ -44,8 +44,8 @@ def test_presets_resolve_to_series_labels_and_units(tmp_path):
     # the metric's own legacy name wins over the preset's table; 1.x keeps the exporter's job and node label
     assert (old.series, old.job, old.gpu, old.node, old.gpu_index, old.label) == \
         ("dcgm_gpu_temp_old", "dcgm-exporter", "uuid", "Hostname", "gpu", "dcgm-exporter-1.x")
-    assert (smi.series, smi.job, smi.gpu, smi.node, smi.gpu_index, smi.convert) == \
-        ("nvidia_smi_temperature_gpu", "nvidia-gpu-exporter", "uuid", "instance", None, ("*", 1.0))
+    assert (smi.series, smi.job, smi.gpu, smi.node, smi.gpu_index, smi.convert, smi.gpu_prefix) == \
+        ("nvidia_smi_temperature_gpu", "nvidia-gpu-exporter", "uuid", "instance", None, ("*", 1.0), "add")
     util = spec.metrics[1].sources[0]
     assert (util.series, util.job, util.unit, util.convert) == ("nvidia_smi_utilization_gpu_ratio", "nvsmi", "ratio",
                                                                 ("*", 100.0))
@@ -163,6 +163,7 @@ def test_normalized_rule_primary_first_then_fallbacks_per_uuid(tmp_path):
     assert 'dcgm_gpu_temp{job="dcgm-exporter"}' in parts[1] and '"UUID", "$1", "uuid", "(.+)"' in parts[1]
     assert 'nvidia_smi_temperature_gpu{job="nvidia-gpu-exporter"}' in parts[2]
     assert '"Hostname", "$1", "instance", "(.+?)(?::[0-9]+)?"' in parts[2]
+    assert '"UUID", "GPU-$1", "uuid", "(?:GPU-)?(.+)"' in parts[2]     # nvidia_gpu_exporter drops NVML's prefix
     assert '"job", "dcgm-exporter", "", ""' in parts[2]
     # thresholds and implausible readings read the normalized series; the field without sources does not
     high = next(r for r in rules if r.alert == "GpuTemperatureHigh")

@@ -65,11 +65,12 @@ def _dcgm_page(node: str, skip_temp_gpu: int | None, clock_name: str) -> str:
 
 
 def _smi_page() -> str:
-    """nvidia_gpu_exporter's names and labels (uuid, no node label); power deliberately differs
+    """nvidia_gpu_exporter's names and labels (uuid without the GPU- prefix, no node label: its
+    docs/METRICS.md); power deliberately differs
     from dcgm-exporter's so a sum that counted both would show it."""
     lines = []
     for gpu in (0, 1):
-        labels = f'uuid="{UUID[("localhost", gpu)]}",name="NVIDIA H100 80GB HBM3"'
+        labels = f'uuid="{UUID[("localhost", gpu)][4:]}",name="NVIDIA H100 80GB HBM3"'
         lines.append(f"nvidia_smi_temperature_gpu{{{labels}}} {91 if gpu == 1 else 50}")
         lines.append(f"nvidia_smi_power_draw_watts{{{labels}}} 999")
     return "\n".join(lines) + "\n"

@@ -39,7 +39,9 @@ TIMING = {"group_wait": "30s", "group_interval": "5m", "repeat_interval": "4h"}
 TARGET_ALERTS = ("GpuExporterDown", "GpuExporterEmpty", "GpuExporterFlapping", "GpuExporterLegacyNames")
 #: per-node / per-GPU telemetry alerts a broken target explains (GpuLost and thresholds are not)
 TARGET_MUTES = ("GpuNodeMetricMissing", "GpuMetricMissing", "GpuMetricIntermittent", "GpuNodeTelemetryImplausible",
-                "GpuTelemetryImplausible", "GpuTelemetryFrozen", "GpuExporterScrapeSlow")
+                "GpuTelemetryImplausible", "GpuTelemetryFrozen", "GpuExporterScrapeSlow",
+                # its exporter down, every sourced field of the node is served by a fallback (issue 13)
+                "GpuMetricFallbackServing")
 #: (tier that wins, tiers it mutes) per family of per-field alerts, widest first
 FIELD_TIERS = (
     ("GpuMetricAbsent", ("GpuNodeMetricMissing", "GpuMetricMissing", "GpuMetricIntermittent")),

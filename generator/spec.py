@@ -22,7 +22,7 @@ from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
 from ruamel.yaml.error import MarkedYAMLError, YAMLError
 
-from . import kube, specbounds
+from . import kube, sourcepresets, specbounds
 from .durations import format_duration, parse_duration
 from .fields import known_fields
 from .kube import Kubernetes
@@ -48,7 +48,7 @@ BUILTIN_ALERTS = frozenset((
     "GpuExporterEmpty", "GpuExporterFlapping", "GpuExporterOOMKilled", "GpuExporterPodRestarting",
     "GpuExporterLegacyNames", "GpuExporterScrapeSlow", "GpuExporterTargetMissing", "GpuFleetTelemetryImplausible", "GpuIdentityLabelMissing",
     "GpuKubeStateMetricsMissing", "GpuNodeTelemetryImplausible",
-    "GpuLost", "GpuMetricAbsent", "GpuMetricIntermittent", "GpuMetricMissing", "GpuNodeCapacityMissing",
+    "GpuLost", "GpuMetricAbsent", "GpuMetricFallbackServing", "GpuMetricIntermittent", "GpuMetricMissing", "GpuNodeCapacityMissing",
     "GpuNodeExporterMissing", "GpuNodeGpusMissing", "GpuNodeMetricMissing", "GpuProfilingStuck",
     "GpuTelemetryFrozen", "GpuTelemetryImplausible", "GpuXidCritical", "GpuXidInformational", "GpuXidWarning",
 ))
@@ -113,6 +113,31 @@ class XidPolicy:
 
 
 @dataclass(frozen=True)
+class Source:
+    """One alternative series for a metric's reading, used where the primary series is absent
+    (issue 13). Every field is resolved by the loader (presets and defaults applied).
+
+    ``job`` is the source's job label; ``gpu``/``node``/``gpu_index`` name the source's labels
+    holding each identity of :class:`Labels` (``node`` = ``instance`` means the target's instance
+    without its port; ``gpu_index`` None = the source has none). ``gpu_prefix`` (keep/add/strip)
+    turns its GPU id into the exporter's ``GPU-…`` UUID form. ``convert`` is (``*`` or ``/``,
+    number) from ``unit`` to the metric's unit (:func:`generator.sourcepresets.conversion`).
+    ``label`` is the ``source`` label value on the normalized series.
+    """
+
+    series: str
+    label: str
+    job: str
+    gpu: str
+    node: str
+    unit: str
+    gpu_index: str | None = None
+    gpu_prefix: str = "keep"
+    convert: tuple[str, float] = ("*", 1.0)
+    preset: str | None = None
+
+
+@dataclass(frozen=True)
 class Metric:
     """One DCGM field the fleet reports, as the spec describes it.
 
@@ -135,6 +160,8 @@ class Metric:
     legacy_names: tuple[str, ...] = ()
     alert_labels: tuple[str, ...] = ()
     xid: XidPolicy | None = None
+    #: alternative series in priority order (empty: the primary ``name`` only)
+    sources: tuple[Source, ...] = ()
 
     @property
     def required(self) -> bool:
@@ -586,6 +613,7 @@ def _semantic_problems(doc: CommentedMap, plain: dict, name: str) -> list[Proble
         _rate_problems(metric, i, add, interval, _duration_or_none(exp.get("collect_interval", format_duration(Exporter.collect_interval))))
         _threshold_problems(metric, i, add)
         _xid_problems(metric, i, add)
+        _source_problems(metric, i, add, exp)
     _alert_name_problems(metrics, add)
     _legacy_name_problems(metrics, add)
     _flapping_problems(plain, add)
@@ -739,6 +767,101 @@ def _legacy_name_problems(metrics: list, add) -> None:
             owner.setdefault(legacy, i)
 
 
+def _source_fields(raw: Any, metric: dict, exp: dict) -> dict | None:
+    """A source entry (preset name or mapping) with its preset applied: keys ``name``, ``job``,
+    ``unit``, ``label``, ``gpu_prefix``, ``gpu``, ``node``, ``gpu_index``, ``preset`` (None where
+    neither the entry nor its preset says); None when the entry is not a string or mapping."""
+    if isinstance(raw, str):
+        raw = {"preset": raw}
+    if not isinstance(raw, dict):
+        return None
+    preset = sourcepresets.PRESETS.get(raw.get("preset")) if isinstance(raw.get("preset"), str) else None
+    labels = raw.get("labels") if isinstance(raw.get("labels"), dict) else {}
+    out = {"preset": raw.get("preset") if preset else None, "name": raw.get("name"), "job": raw.get("job"),
+           "unit": raw.get("unit"), "label": raw.get("label"), "gpu_prefix": raw.get("gpu_prefix"),
+           "gpu": labels.get("gpu"), "node": labels.get("node"), "gpu_index": labels.get("gpu_index")}
+    if preset is not None:
+        series = preset.series.get(metric.get("name"))
+        legacy = metric.get("legacy_names") if isinstance(metric.get("legacy_names"), list) else []
+        if raw.get("preset") == "dcgm-exporter-1.x" and legacy and isinstance(legacy[0], str):
+            series = (legacy[0], None)  # the spec's own 1.x name wins over the table
+        if series is not None:
+            out["name"] = out["name"] or series[0]
+            out["unit"] = out["unit"] or series[1]
+        for key in ("job", "gpu", "node", "gpu_index"):
+            out[key] = out[key] or getattr(preset, key)
+        out["gpu_prefix"] = out["gpu_prefix"] or preset.gpu_prefix
+        out["label"] = out["label"] or raw["preset"]
+    job = exp.get("job") if isinstance(exp.get("job"), str) else None
+    same_job = out["job"] is None or out["job"] == job
+    lab = exp.get("labels") if isinstance(exp.get("labels"), dict) else {}
+    if same_job:   # the exporter's own job: its labels, unless the entry (or preset) says otherwise
+        out["gpu"] = out["gpu"] or lab.get("gpu", Labels.gpu)
+        out["node"] = out["node"] or lab.get("node", Labels.node)
+        out["gpu_index"] = out["gpu_index"] or (lab.get("gpu_index", Labels.gpu_index) if preset is None or
+                                                preset.gpu_index is None else None)
+    out["job"] = out["job"] or job
+    out["unit"] = out["unit"] or metric.get("unit")
+    out["label"] = out["label"] or out["name"]
+    out["gpu_prefix"] = out["gpu_prefix"] or "keep"
+    return out
+
+
+def _source_problems(metric: dict, i: int, add, exp: dict) -> None:
+    """Sources must name a known preset the metric is in, convert to the metric's unit, say which
+    labels hold the GPU and node (a foreign job has no exporter labels), differ from the primary
+    and from each other (issue 13)."""
+    sources = metric.get("sources")
+    if not isinstance(sources, list):
+        return
+    labels_seen: dict[str, int] = {}
+    series_seen: dict[tuple, int] = {}
+    for j, raw in enumerate(sources):
+        path = ["metrics", i, "sources", j]
+        preset = raw if isinstance(raw, str) else (raw.get("preset") if isinstance(raw, dict) else None)
+        if isinstance(preset, str) and preset not in sourcepresets.PRESETS:
+            hint = difflib.get_close_matches(preset, list(sourcepresets.PRESETS), n=1, cutoff=0.5)
+            add(path + ([] if isinstance(raw, str) else ["preset"]), f"unknown source preset {preset!r}"
+                + (f"; did you mean {hint[0]!r}?" if hint else f"; presets: {', '.join(sorted(sourcepresets.PRESETS))}"))
+            continue
+        src = _source_fields(raw, metric, exp)
+        if src is None:
+            continue
+        if src["name"] is None:
+            if src["preset"]:
+                covered = sorted(sourcepresets.PRESETS[src["preset"]].series)
+                add(path, f"preset {src['preset']!r} has no series for {metric.get('name')!r}; it covers "
+                    f"{', '.join(covered)} (or give `name:`)")
+            else:
+                add(path, "a source needs a preset or a series `name`")
+            continue
+        unit = metric.get("unit")
+        if isinstance(unit, str) and isinstance(src["unit"], str) and sourcepresets.conversion(src["unit"], unit) is None:
+            add(path + (["unit"] if isinstance(raw, dict) and "unit" in raw else []),
+                f"source unit {src['unit']!r} cannot convert to the metric's unit {unit!r}")
+        if src["gpu"] is None:
+            add(path, f"source {src['name']!r} (job {src['job']!r}) does not say which label holds the GPU UUID: "
+                "add labels: {gpu: <label>} (e.g. uuid); without it no reading can be matched to a GPU")
+        elif src["gpu"] in VOLATILE_LABELS:
+            add(path + ["labels", "gpu"], f"{src['gpu']!r} names a target or pod, not a GPU")
+        if src["node"] is None:
+            add(path, f"source {src['name']!r} (job {src['job']!r}) does not say which label holds the node: add "
+                "labels: {node: <label>}, or node: instance for the target's address without the port")
+        if src["name"] == metric.get("name") and src["job"] == exp.get("job"):
+            add(path, f"{src['name']!r} under the exporter's job is the metric itself, not another source")
+        key = (src["name"], src["job"])
+        if key in series_seen:
+            add(path, f"{src['name']!r} (job {src['job']!r}) is already sources[{series_seen[key]}]")
+            continue
+        series_seen[key] = j
+        if src["label"] == sourcepresets.PRIMARY:
+            add(path, f"source label {sourcepresets.PRIMARY!r} is the primary's; give `label:` another value")
+        elif src["label"] in labels_seen:
+            add(path, f"source label {src['label']!r} is already sources[{labels_seen[src['label']]}]'s; "
+                "give `label:` another value")
+        labels_seen.setdefault(src["label"], j)
+
+
 def _runbook_problems(alerts: dict, add) -> None:
     """A relative runbook base is a broken link in every notification; it is accepted only when
     the spec says so (``runbook_url_relative: true``), issue 11, item 12."""
@@ -791,7 +914,7 @@ def _build(plain: dict, path: str) -> Spec:
         namespace=pr.get("namespace", prdef.namespace),
         labels=tuple(sorted(pr["labels"].items())) if "labels" in pr else prdef.labels,
     )
-    metrics = tuple(_metric(m, alerts) for m in plain["metrics"])
+    metrics = tuple(_metric(m, alerts, exp) for m in plain["metrics"])
     return Spec(path=path, name=plain.get("name", "gpumon"), exporter=exporter, alerts=alerts,
                 prometheus_rule=prule, metrics=metrics, dashboards=_dashboards(plain.get("dashboards") or {}),
                 kubernetes=kube.from_plain(plain.get("kubernetes"), labels.node))
@@ -827,7 +950,17 @@ def _dur(section: dict, key: str, default: float) -> float:
     return parse_duration(section[key]) if key in section else default
 
 
-def _metric(m: dict, alerts: AlertSettings) -> Metric:
+def _sources(m: dict, exp: dict) -> tuple[Source, ...]:
+    out = []
+    for raw in m.get("sources", []):
+        f = _source_fields(raw, m, exp)
+        out.append(Source(series=f["name"], label=f["label"], job=f["job"], gpu=f["gpu"], node=f["node"],
+                          unit=f["unit"], gpu_index=f["gpu_index"], gpu_prefix=f["gpu_prefix"],
+                          convert=sourcepresets.conversion(f["unit"], m["unit"]), preset=f["preset"]))
+    return tuple(out)
+
+
+def _metric(m: dict, alerts: AlertSettings, exp: dict) -> Metric:
     rng = m.get("range") or [None, None]
     camel = Metric(name=m["name"], kind=m["kind"], unit=m["unit"], presence=m["presence"]).camel
     thresholds = []
@@ -846,4 +979,5 @@ def _metric(m: dict, alerts: AlertSettings) -> Metric:
         mig=m.get("mig", "device"), frozen_check=bool(m.get("frozen_check", False)),
         legacy_names=tuple(m.get("legacy_names", [])), alert_labels=tuple(m.get("alert_labels", [])),
         xid=_xid(m["xid"]) if isinstance(m.get("xid"), dict) else None,
+        sources=_sources(m, exp),
     )

@@ -269,9 +269,9 @@ def test_one_alert_name_at_two_severities_is_a_spec_error(tmp_path):
 def test_builtin_alert_names_are_the_rendered_ones(default_spec, root):
     from generator.rules import all_rules
     from generator.spec import BUILTIN_ALERTS
-    kube = load_spec(root / "examples" / "kubernetes.yaml")
-    threshold_names = {t.alert for s in (default_spec, kube) for m in s.metrics for t in m.thresholds}
-    rendered = {r.alert for s in (default_spec, kube) for r in all_rules(s) if r.alert}
+    specs = (default_spec, load_spec(root / "examples" / "kubernetes.yaml"), load_spec(root / "examples" / "mixed-fleet.yaml"))
+    threshold_names = {t.alert for s in specs for m in s.metrics for t in m.thresholds}
+    rendered = {r.alert for s in specs for r in all_rules(s) if r.alert}
     assert rendered - threshold_names == BUILTIN_ALERTS
 
 

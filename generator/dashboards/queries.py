@@ -7,11 +7,12 @@ Queries only read the spec's metrics, gpumon's recording rules (``generator.rule
 
 from __future__ import annotations
 
-from ..promqltext import matcher
+from ..promqltext import matcher, quote
 from dataclasses import dataclass
 
 from ..rules import RuleGroup, names
 from ..rules.promql import by, dur, gpu_ids, plausible_filter
+from ..sourcepresets import PRIMARY
 from ..spec import Metric, Spec
 from .units import plot
 
@@ -61,35 +62,60 @@ def target_sel(spec: Spec) -> str:
     return out + (f',{lab.cluster}=~"$cluster"' if lab.cluster else "")
 
 
+def normalized(m: Metric) -> bool:
+    """Whether panels read ``m`` from its normalized series (issue 13): a gauge with ``sources``.
+    Counters stay on the primary series: a rate over readings that switch source would jump."""
+    return bool(m.sources) and not plot(m).rate
+
+
+def reading(spec: Spec, m: Metric, scope: Scope) -> str:
+    """Where panels read ``m``: its own series, or for :func:`normalized` metrics the recorded
+    ``job_gpu:dcgm_field_value:normalized{dcgm_field=...}`` (primary where it exists, else the
+    first fallback source, label ``source``)."""
+    if normalized(m):
+        return sel(spec, names.NORMALIZED, scope, **{names.FIELD_LABEL: m.name})
+    return sel(spec, m.name, scope)
+
+
 def plausible(spec: Spec, m: Metric, scope: Scope) -> str:
-    """The metric's series in ``scope`` limited to plausible readings (spec range, below the
-    DCGM blank sentinels, not NaN), so one broken GPU does not skew fleet aggregates."""
-    return sel(spec, m.name, scope) + plausible_filter(m)
+    """The metric's readings (:func:`reading`) in ``scope`` limited to plausible ones (spec
+    range, below the DCGM blank sentinels, not NaN), so one broken GPU does not skew fleet
+    aggregates."""
+    return reading(spec, m, scope) + plausible_filter(m)
 
 
 def per_gpu(spec: Spec, m: Metric, scope: Scope, only_plausible: bool = False) -> str:
-    """One series per GPU (per MIG instance for ``mig: instance`` fields) in the plotted unit.
+    """One series per GPU (per MIG instance for per-instance fields) in the plotted unit.
 
     Device-wide fields repeat on every MIG instance, so they are reduced with ``max by`` the
     GPU labels without the MIG instance label (de-duplicated by UUID) before anything sums or
-    averages them. Counters become per-second rates over ``$__rate_interval``.
+    averages them. Counters become per-second rates over ``$__rate_interval``. For a
+    :func:`normalized` metric the ``source`` label is kept, emptied for the primary, so the
+    legend (:func:`legend`) names the source only where it is a fallback.
     """
     p = plot(m)
-    src = plausible(spec, m, scope) if only_plausible and not p.rate else sel(spec, m.name, scope)
+    src = plausible(spec, m, scope) if only_plausible and not p.rate else reading(spec, m, scope)
     if p.rate:
         src = f"rate({src}[{RATE_WINDOW}])"
+    if normalized(m):
+        # the primary's source label value matches the whole regex: label_replace writes "" (no label)
+        kept = f"max by ({by(gpu_ids(spec, m))}, {names.SOURCE_LABEL}) ({src})"
+        return p.apply(f'label_replace({kept}, "{names.SOURCE_LABEL}", "", "{names.SOURCE_LABEL}", {quote(PRIMARY)})')
     return p.apply(f"max by ({by(gpu_ids(spec, m))}) ({src})")
 
 
 def legend(spec: Spec, m: Metric | None = None) -> str:
     """Legend from identity labels, never ``instance`` (a pod IP that changes on restart):
-    ``node GPU index``, plus the MIG instance for per-instance fields."""
+    ``node GPU index``, plus the MIG instance for per-instance fields, plus the ``source`` of
+    a :func:`normalized` metric's reading (empty for the primary)."""
     lab = spec.exporter.labels
     text = f"{{{{{lab.node}}}}} GPU {{{{{lab.gpu_index}}}}}"
     if m is None or m.mig != "device":
         text += f" {{{{{lab.mig_instance}}}}}"
     if lab.cluster:
         text = f"{{{{{lab.cluster}}}}} {text}"
+    if m is not None and normalized(m):
+        text += f" {{{{{names.SOURCE_LABEL}}}}}"
     return text
 
 

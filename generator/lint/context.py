@@ -98,7 +98,11 @@ def build(spec: Spec, inputs: Inputs) -> Context:
             ctx.kinds[name] = f.kind
     for m in spec.metrics:
         ctx.kinds[m.name] = m.kind
-    ctx.known = set(known) | set(spec.metric_names)
+    # a metric's fallback sources (issue 13) are series the spec declares: nvidia_smi_*, old DCGM names
+    ctx.known = set(known) | set(spec.metric_names) | {s.series for m in spec.metrics for s in m.sources}
+    for m in spec.metrics:
+        for s in m.sources:
+            ctx.kinds.setdefault(s.series, m.kind)
     by_help = {f.help: name for name, f in known.items()}
     for name, f in fields.legacy_fields().items():
         ctx.legacy[name] = by_help.get(f.help, "")

@@ -10,7 +10,7 @@ from __future__ import annotations
 from functools import lru_cache
 
 from ..spec import Spec
-from . import exporter, gaps, inventory, kubernetes, presence, values
+from . import exporter, gaps, inventory, kubernetes, presence, sources, values
 from .model import Rule, RuleGroup
 
 __all__ = ["Rule", "RuleGroup", "build_groups", "all_rules"]
@@ -36,8 +36,10 @@ def _build_groups(spec: Spec) -> tuple[RuleGroup, ...]:
     p = spec.name
     slow = spec.alerts.slow_group_interval
     groups = [
-        RuleGroup(f"{p}.inventory", tuple(inventory.field_present(spec) + inventory.inventory(spec)
-                                          + inventory.target_node(spec) + inventory.aggregates(spec))),
+        # the normalized readings (issue 13; none without sources) before the inventory that reads them
+        RuleGroup(f"{p}.inventory", tuple(inventory.field_present(spec) + sources.recording(spec)
+                                          + inventory.inventory(spec) + inventory.target_node(spec)
+                                          + inventory.aggregates(spec))),
         RuleGroup(f"{p}.coverage", tuple(inventory.counts(spec) + inventory.coverage(spec)), interval=slow),
         RuleGroup(f"{p}.exporter", tuple(exporter.rules(spec))),
         RuleGroup(f"{p}.presence", tuple(presence.rules(spec))),

@@ -96,7 +96,9 @@ def legacy_names(spec: Spec) -> Rule | None:
     dcgm-exporter's 1.x compatibility mode) and none of the current ones: every GPU alert is blind
     for its node and nothing else fires (issue 11, item 3), so it pages once for the target. The
     names come from the spec's ``legacy_names``; a selector per name (no regex on metric names)."""
-    legacy = [n for m in spec.required_metrics for n in m.legacy_names]
+    # a 1.x name the spec lists as a source is served (GpuMetricFallbackServing warns), not blind
+    served = {s.series for m in spec.metrics for s in m.sources if s.job == spec.exporter.job}
+    legacy = [n for m in spec.required_metrics for n in m.legacy_names if n not in served]
     if not legacy:
         return None
     lab = spec.exporter.labels

@@ -45,15 +45,20 @@ def field_recent(spec: Spec) -> float:
 def explained_by(spec: Spec) -> tuple[tuple[str, tuple[str, ...]], ...]:
     """The alerts whose outage also lowers a field's sample ratio, with the labels that tie them
     to one GPU and field: a field missing on a GPU (or node, or fleet-wide) for longer than
-    ``for``, and a GPU lost altogether, then back. The ratio stays below the minimum for up to a
+    ``for``, a GPU lost altogether, and a primary series a fallback source served meanwhile, then
+    back. The ratio stays below the minimum for up to a
     gap window after such an outage ends, so without this the same cause paged again as one
     GpuMetricIntermittent per GPU and field (a GPU back from an XID 79 reset paged once per
     required field)."""
     field = (names.FIELD_LABEL,)
     lab = spec.exporter.labels
     device = tuple(x for x in gpu_ids(spec) if x != lab.mig_instance)
-    return (("GpuMetricMissing", gpu_ids(spec) + field), ("GpuNodeMetricMissing", node_ids(spec) + field),
-            ("GpuMetricAbsent", fleet_ids(spec) + field), ("GpuLost", device))
+    out = (("GpuMetricMissing", gpu_ids(spec) + field), ("GpuNodeMetricMissing", node_ids(spec) + field),
+           ("GpuMetricAbsent", fleet_ids(spec) + field), ("GpuLost", device))
+    if any(m.sources for m in spec.required_metrics):
+        # a primary gone while a fallback served it paged GpuMetricFallbackServing (rules/sources.py)
+        out += (("GpuMetricFallbackServing", node_ids(spec) + field),)
+    return out
 
 
 def intermittent(spec: Spec) -> Rule:

@@ -9,6 +9,7 @@ inventory cut evaluation time by a third against a ``count`` per rule).
 from __future__ import annotations
 
 from ..promqltext import matcher
+from ..sourcepresets import PRIMARY
 from ..spec import Spec
 from . import names
 from .common import record
@@ -28,12 +29,24 @@ def field_present(spec: Spec) -> list[Rule]:
 
 def inventory(spec: Spec) -> list[Rule]:
     """The GPU inventory: 1 per GPU reporting a required field now. Built from required fields
-    only, so a GPU exporting only optional fields does not count as healthy."""
+    only, so a GPU exporting only optional fields does not count as healthy. With fallback
+    sources, a GPU only a fallback serves counts too (its normalized series)."""
     ids = gpu_ids(spec)
     required = "|".join(m.name for m in spec.required_metrics)
     # dcgm_field is a label value on our own small series, not a metric name: the regex is cheap.
     src = f'{names.FIELD_PRESENT}{{{matcher("job", spec.exporter.job)},{matcher(names.FIELD_LABEL, required, "=~")}}}'
-    return [record(names.INVENTORY, f"group by ({by(ids)}) ({src})")]
+    expr = f"group by ({by(ids)}) ({src})"
+    sourced = "|".join(m.name for m in spec.required_metrics if m.sources)
+    if sourced:
+        # a GPU served only by fallback sources (a node wholly on 1.x names) is in the inventory
+        # too, once (``or on`` its UUID), so the presence tiers see what its sources cannot serve
+        # (issue 13); one with any primary field keeps the primary's labels
+        lab = spec.exporter.labels
+        device = by(("job",) + ((lab.cluster,) if lab.cluster else ()) + (lab.gpu,))
+        served = (f'{names.NORMALIZED}{{{matcher("job", spec.exporter.job)},{matcher(names.FIELD_LABEL, sourced, "=~")},'
+                  f'{matcher(names.SOURCE_LABEL, PRIMARY, "!=")}}}')
+        expr = f"{expr}\nor on ({device})\ngroup by ({by(ids)}) ({served})"
+    return [record(names.INVENTORY, expr)]
 
 
 def target_node(spec: Spec) -> list[Rule]:

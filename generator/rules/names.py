@@ -56,3 +56,11 @@ GPUS_MISSING = "job:gpumon_gpus_missing:count"
 NODE_EXPORTER_UP = "job_node:gpumon_exporter_up:max"
 #: running exporter pods on each node (kube_pod_info + kube_pod_status_phase)
 NODE_EXPORTER_PODS = "job_node:gpumon_exporter_pods:count"
+
+# --- sources (issue 13; generator/rules/sources.py): only for metrics that list ``sources``
+
+#: per GPU and field, the primary series' reading where it exists, else the first fallback
+#: source's (converted to the metric's unit); label :data:`SOURCE_LABEL` says which
+NORMALIZED = "job_gpu:dcgm_field_value:normalized"
+#: label on :data:`NORMALIZED` (and GpuMetricFallbackServing) naming the source of the reading
+SOURCE_LABEL = "source"

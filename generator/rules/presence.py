@@ -12,7 +12,7 @@ from __future__ import annotations
 from ..promqltext import matcher
 from ..durations import format_duration
 from ..spec import Metric, Spec
-from . import names
+from . import names, sources
 from .common import alert
 from .model import Rule
 from .promql import by, dur, fleet_ids, gpu_ids, job_sel, node_ids
@@ -59,6 +59,8 @@ def metric_absent(spec: Spec, m: Metric) -> Rule:
         expr = f"{guard}\nunless on ({keep})\npresent_over_time({job_sel(spec, m.name)}[{w}])"
     else:
         expr = f"absent_over_time({job_sel(spec, m.name)}[{w}])\nand on (job)\n{guard}"
+    if m.sources:  # a fallback serving some GPU: GpuMetricFallbackServing per node, not this page
+        expr += f"\nunless on ({keep})\ngroup by ({keep}) ({sources.normalized_sel(spec, m)})"
     return alert(spec, "GpuMetricAbsent", expr, severity="critical", for_=spec.alerts.for_,
                  kind="metric_absent", labels={names.FIELD_LABEL: m.name}, metric=m.name, title=m.title,
                  window=w, cluster=cluster)
@@ -69,9 +71,13 @@ def node_metric_missing(spec: Spec, m: Metric) -> Rule:
     job (and cluster, when the spec names one: a cluster without the field is the fleet tier's
     alert) have it."""
     nodes, fleet = by(node_ids(spec)), by(fleet_ids(spec))
+    # with sources, "has it" means any source serves it (the normalized series): a node a fallback
+    # serves is GpuMetricFallbackServing's, and a fleet served only by fallbacks still finds its
+    # node without any source
+    has = sources.normalized_sel(spec, m) if m.sources else _present(spec, m)
     expr = (f"(\n  group by ({nodes}) ({_inventory(spec, m)})\n"
-            f"  unless on ({nodes})\n  group by ({nodes}) ({_present(spec, m)})\n)\n"
-            f"and on ({fleet})\ngroup by ({fleet}) ({_present(spec, m)})")
+            f"  unless on ({nodes})\n  group by ({nodes}) ({has})\n)\n"
+            f"and on ({fleet})\ngroup by ({fleet}) ({has})")
     return alert(spec, "GpuNodeMetricMissing", expr, severity="warning", for_=spec.alerts.for_,
                  kind="node_metric_missing", labels={names.FIELD_LABEL: m.name}, metric=m.name, title=m.title)
 
@@ -79,8 +85,12 @@ def node_metric_missing(spec: Spec, m: Metric) -> Rule:
 def gpu_metric_missing(spec: Spec, m: Metric) -> Rule:
     """Field missing on a GPU that reports other fields, while other GPUs of its node have it."""
     ids, nodes = by(gpu_ids(spec)), by(node_ids(spec))
-    expr = (f"(\n  {_inventory(spec, m)}\n  unless on ({ids})\n  {_present(spec, m)}\n)\n"
-            f"and on ({nodes})\ngroup by ({nodes}) ({_present(spec, m)})")
+    served = ""
+    if m.sources:  # a GPU a fallback serves (matched per device: a source may lack the GPU index)
+        served = f"\n  unless on ({by(sources.device_ids(spec))})\n  {sources.fallback_sel(spec, m)}"
+    has = sources.normalized_sel(spec, m) if m.sources else _present(spec, m)
+    expr = (f"(\n  {_inventory(spec, m)}\n  unless on ({ids})\n  {_present(spec, m)}{served}\n)\n"
+            f"and on ({nodes})\ngroup by ({nodes}) ({has})")
     return alert(spec, "GpuMetricMissing", expr, severity="warning", for_=spec.alerts.for_,
                  kind="gpu_metric_missing", labels={names.FIELD_LABEL: m.name}, metric=m.name, title=m.title)
 
@@ -123,7 +133,8 @@ def identity_label_missing(spec: Spec) -> Rule:
 
 
 def rules(spec: Spec) -> list[Rule]:
-    """Presence alerts: three tiers per required field, then whole-GPU and label checks."""
+    """Presence alerts: three tiers per required field (and, for a field with sources, the
+    fallback-serving warning), then whole-GPU and label checks."""
     out: list[Rule] = []
     # With a single required field the inventory *is* that field: a GPU missing it is not in
     # the inventory, so the node and GPU tiers could never fire (GpuLost covers it).
@@ -132,4 +143,4 @@ def rules(spec: Spec) -> list[Rule]:
         out.append(metric_absent(spec, m))
         if tiers:
             out += [node_metric_missing(spec, m), gpu_metric_missing(spec, m)]
-    return out + [gpu_lost(spec), identity_label_missing(spec)]
+    return out + sources.alerts(spec) + [gpu_lost(spec), identity_label_missing(spec)]

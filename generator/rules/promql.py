@@ -73,6 +73,16 @@ def plausible_filter(metric: Metric) -> str:
     return out
 
 
+def reading_sel(spec: Spec, metric: Metric) -> str:
+    """Where rules read ``metric``'s values: its series of the exporter job, or, when the spec
+    lists ``sources`` for it, its normalized per-GPU series (``generator/rules/sources.py``;
+    label ``source`` added, ``instance`` and workload labels gone)."""
+    if not metric.sources:
+        return job_sel(spec, metric.name)
+    from . import names   # names imports nothing; kept local so this module's imports stay as they were
+    return selector(names.NORMALIZED, job=spec.exporter.job, **{names.FIELD_LABEL: metric.name})
+
+
 def valid_values(spec: Spec, metric: Metric) -> str:
-    """The metric's series of the exporter job filtered by :func:`plausible_filter`."""
-    return job_sel(spec, metric.name) + plausible_filter(metric)
+    """The metric's readings (:func:`reading_sel`) filtered by :func:`plausible_filter`."""
+    return reading_sel(spec, metric) + plausible_filter(metric)

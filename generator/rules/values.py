@@ -8,7 +8,7 @@ from . import names
 from .common import alert, record
 from .model import Rule
 from ..promqltext import matcher
-from .promql import by, dur, fleet_ids, gpu_ids, job_sel, node_ids, num, selector, valid_values
+from .promql import by, dur, fleet_ids, gpu_ids, job_sel, node_ids, num, reading_sel, selector, valid_values
 
 
 def _reason(expr: str, reason: str) -> str:
@@ -20,8 +20,9 @@ def implausible_readings(spec: Spec, m: Metric) -> Rule:
     ``reason``: ``dcgm_blank`` (a DCGM blank / not-supported code >= 2^47 passed through as a
     number; dcgm_structs.h), ``nan`` (NaN compares unequal to itself), ``above_range`` /
     ``below_range`` (outside the spec's plausible range, e.g. 0 C or 0 W on a running GPU). The
-    three implausible tiers read it."""
-    s = job_sel(spec, m.name)
+    three implausible tiers read it. A metric with ``sources`` is read from its normalized series
+    (issue 13): a fallback's implausible reading counts like the primary's."""
+    s = reading_sel(spec, m)
     parts = [_reason(f"{s} >= {DCGM_BLANK_MIN}", "dcgm_blank"), _reason(f"{s} != {s}", "nan")]
     if m.range_max is not None:
         parts.append(_reason(f"{s} > {num(m.range_max)} < {DCGM_BLANK_MIN}", "above_range"))

@@ -16,7 +16,7 @@ from ..rules.output import PLAIN_PATH
 from ..spec import Spec
 from ..yamlout import dump
 from . import (exporter_cases, gaps_cases, healthy_cases, inventory_cases, kubernetes_cases, presence_cases,
-               values_cases)
+               sources_cases, values_cases)
 from .model import Scenario
 
 TEST_PATH = "tests/{name}.{topic}.test.yaml"
@@ -30,6 +30,7 @@ TOPICS = (
     ("inventory", inventory_cases.scenarios),
     ("healthy", healthy_cases.scenarios),
     ("kubernetes", kubernetes_cases.scenarios),     # only with the spec's kubernetes section
+    ("sources", sources_cases.scenarios),           # only for metrics with fallback sources (issue 13)
 )
 
 

@@ -1,7 +1,7 @@
 """``gpumon validate``: prove on a live Prometheus that every spec'd series exists, and say why not.
 
 Checks run in order, one module each: reachability (stops the run when the API cannot be used),
-stores (Thanos Query: every store answered), targets, presence, duplicates, optional, values, continuity, counters, rules-loaded, inventory,
+stores (Thanos Query: every store answered), targets, presence, sources (metrics with fallback sources), duplicates, optional, values, continuity, counters, rules-loaded, inventory,
 metadata, and kubernetes (only with the spec's ``kubernetes`` section). Each returns findings
 (:class:`generator.findings.Finding`) and the JUnit cases it ran (one per check x metric), and
 declares the finding ids it reports (``FINDINGS``). What several checks need (targets, GPU
@@ -28,11 +28,11 @@ from ..findings import Report
 from ..promapi import PromClient
 from ..spec import Spec
 from . import (continuity, counters, coverage, duplicates, inventory, kubernetes, metadata, optional, presence, reachability,
-               rules_loaded, stores, targets, values)
+               rules_loaded, sources, stores, targets, values)
 from .base import Context
 
 #: Check modules in run order (ids as used in ``--checks`` and JUnit class names).
-CHECKS = {"stores": stores, "targets": targets, "presence": presence, "duplicates": duplicates, "optional": optional,
+CHECKS = {"stores": stores, "targets": targets, "presence": presence, "sources": sources, "duplicates": duplicates, "optional": optional,
           "values": values, "continuity": continuity, "counters": counters, "rules-loaded": rules_loaded,
           "inventory": inventory, "metadata": metadata, "kubernetes": kubernetes}
 EXIT_OK, EXIT_FAILED, EXIT_ERROR, EXIT_INCONCLUSIVE = 0, 1, 2, 3

@@ -113,6 +113,11 @@ class Context:
         return facts.inventory(self)
 
     @cached_property
+    def sources(self) -> facts.Sources:
+        """Which source serves each GPU of every metric with ``sources`` (:class:`facts.Sources`)."""
+        return facts.sources(self)
+
+    @cached_property
     def rule_groups(self) -> "Answer | PromError":
         """The server's ``/api/v1/rules`` answer."""
         return self.run({"rules": ("rules",)})["rules"]

@@ -7,7 +7,8 @@ Cell states:
 * ``missing`` -- a required field the GPU does not report now (the ``series-missing`` finding);
 * ``intermittent`` -- present now but missing from some scrapes (``ratio``: share that carried it);
 * ``implausible`` -- present with a NaN, sentinel, frozen or out-of-range value;
-* ``fallback`` -- served only under its 1.x name (``legacy-metric-names``);
+* ``fallback`` -- served only under its 1.x name (``legacy-metric-names``), or by one of the
+  metric's ``sources`` (``fallback-serving``, issue 13);
 * ``absent`` -- an optional or sparse field the GPU does not report (allowed by the spec);
 * ``n/a`` -- a field DCGM does not report per MIG instance (``mig: unsupported``);
 * ``down`` / ``lost`` -- the GPU's target is down, or the GPU reports nothing now.
@@ -43,12 +44,18 @@ def matrix(ctx, findings: list[Finding]) -> dict:
     for f in findings:
         by_field.setdefault(_field(f), []).append(f)
     reporting = inv.reporting | {k for v in inv.legacy.values() for k in v}
+    served = {m.name: ctx.sources.fallback(m.name) for m in metrics if m.sources}
     rows = []
     for key, gpu in sorted(inv.gpus.items(), key=lambda kv: (kv[1].cluster, kv[1].node, _num(kv[1].index), kv[1].mig)):
         down = ctx.target_down(inv.instance.get(key, ""))
         cells = {}
         for m in metrics:
             cells[m.name] = _cell(m, key, gpu, inv, by_field.get(m.name, []), down, key in reporting)
+            if m.sources and cells[m.name]["state"] in ("missing", "absent", "lost") and not down \
+                    and (gpu.cluster, gpu.uuid) in served[m.name]:
+                f = next((f for f in by_field.get(m.name, []) if f.check == "fallback-serving"
+                          and f.subject == f"{m.name} on {gpu.where or '?'}"), None)
+                cells[m.name] = {"state": "fallback", **({"finding": _key(f)} if f else {})}
         rows.append({"cluster": gpu.cluster, "node": gpu.node, "gpu": gpu.index, "uuid": gpu.uuid, "mig": gpu.mig,
                      "cells": cells})
     counts: dict[str, int] = {}

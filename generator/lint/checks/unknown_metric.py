@@ -37,6 +37,8 @@ def check(inputs, ctx) -> Iterator[Finding]:
             if name in seen or not ctx.is_gpu_metric(name):
                 continue
             seen.add(name)
+            if name in {s.series for m in ctx.spec.metrics for s in m.sources}:
+                continue  # a fallback source the spec declares (issue 13): read on purpose
             if name in ctx.legacy and (ctx.legacy[name] in selected or FIELD_PRESENT in selected):
                 continue  # compares the 1.x name with the current one on purpose (GpuExporterLegacyNames)
             if name in ctx.legacy:

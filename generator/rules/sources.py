@@ -1,0 +1,137 @@
+"""One normalized reading per GPU for metrics with alternative sources (issue 13).
+
+For a metric that lists ``sources`` (:class:`generator.spec.Source`), :func:`normalized` records
+:data:`names.NORMALIZED` per GPU: the primary series' value where the GPU has one, else the first
+source (in spec order) that has one, mapped onto the exporter's identity labels and converted to
+the metric's unit. ``or on (<device>)`` (job, cluster, GPU UUID) decides per physical GPU,
+so a GPU is never served twice and sums over a node or the fleet count it once. Thresholds,
+implausible-value checks, node sums and dashboards read this series for such metrics; a spec
+without sources renders none of it (byte-identical output).
+"""
+
+from __future__ import annotations
+
+from .. import promqltext
+from ..sourcepresets import NODE_FROM_INSTANCE, PRIMARY
+from ..spec import Metric, Source, Spec
+from . import names
+from .common import alert, record
+from .model import Rule
+from .promql import by, gpu_ids, job_sel, node_ids, num, selector
+
+#: RE2 (fully anchored) taking the host out of ``host:port`` (``[v6]:port`` keeps its brackets)
+INSTANCE_HOST = "(.+?)(?::[0-9]+)?"
+#: gpu_prefix -> (replacement, regex) for label_replace on the GPU id ("GPU-" is NVML's UUID prefix)
+_PREFIX = {"keep": ("$1", "(.+)"), "add": ("GPU-$1", "(?:GPU-)?(.+)"), "strip": ("$1", "(?:GPU-)?(.+)")}
+
+
+def _replacement(value: str) -> str:
+    """A label_replace replacement writing ``value`` literally (``$`` expands groups there)."""
+    return promqltext.quote(value.replace("$", "$$"))
+
+
+def _label_replace(expr: str, dst: str, replacement: str, src: str, regex: str) -> str:
+    return (f"label_replace({expr}, {promqltext.quote(dst)}, {promqltext.quote(replacement)}, "
+            f"{promqltext.quote(src)}, {promqltext.quote(regex)})")
+
+
+def device_ids(spec: Spec) -> tuple[str, ...]:
+    """``job``, cluster (when set) and GPU UUID: what decides "this GPU has a reading". Not the
+    node: a source whose node comes from ``instance`` may spell it otherwise than the exporter's
+    node label, and the UUID alone names a GPU (NVML), so a GPU is never served twice."""
+    lab = spec.exporter.labels
+    return ("job",) + ((lab.cluster,) if lab.cluster else ()) + (lab.gpu,)
+
+
+def kept(spec: Spec, m: Metric) -> tuple[str, ...]:
+    """Labels of :data:`names.NORMALIZED` besides field and source: the metric's GPU ids plus
+    its ``alert_labels``."""
+    return gpu_ids(spec, m) + tuple(x for x in m.alert_labels if x not in gpu_ids(spec, m))
+
+
+def mapped(spec: Spec, m: Metric, src: Source) -> str:
+    """``src``'s series per GPU under the exporter's labels and the metric's unit: its GPU,
+    node and GPU-index labels copied into the exporter's (node from ``instance`` without the
+    port), its job set to the exporter's, ``max by`` the metric's GPU ids, then converted."""
+    lab = spec.exporter.labels
+    expr = selector(src.series, job=src.job)
+    replacement, regex = _PREFIX[src.gpu_prefix]
+    if src.gpu != lab.gpu or src.gpu_prefix != "keep":
+        expr = _label_replace(expr, lab.gpu, replacement, src.gpu, regex)
+    if src.node == NODE_FROM_INSTANCE:
+        expr = _label_replace(expr, lab.node, "$1", "instance", INSTANCE_HOST)
+    elif src.node != lab.node:
+        expr = _label_replace(expr, lab.node, "$1", src.node, "(.+)")
+    if src.gpu_index is not None and src.gpu_index != lab.gpu_index:
+        expr = _label_replace(expr, lab.gpu_index, "$1", src.gpu_index, "(.+)")
+    if src.job != spec.exporter.job:
+        expr = f"label_replace({expr}, \"job\", {_replacement(spec.exporter.job)}, \"\", \"\")"
+    out = f"max by ({by(kept(spec, m))}) (\n    {expr}\n  )"
+    op, factor = src.convert
+    if factor != 1.0:
+        out = f"{out} {op} {num(factor)}"
+    if src.gpu_index is None and lab.gpu_index in kept(spec, m):
+        # a source without the GPU index (nvidia_gpu_exporter): take it from the GPU's primary series
+        # where it has any (alert texts and legends name "GPU <index>"); topk keeps the join one-to-one
+        dev = by(device_ids(spec))
+        present = f"{names.FIELD_PRESENT}{{{promqltext.matcher('job', spec.exporter.job)}}}"
+        index = f"topk by ({dev}) (1, group by ({dev}, {lab.gpu_index}) ({present}))"
+        out = f"(\n    {out}\n  ) * on ({dev}) group_left ({lab.gpu_index}) {index}\n  or on ({dev})\n  {out}"
+    return out
+
+
+def _tagged(expr: str, label: str) -> str:
+    return f'label_replace(\n  {expr},\n  "{names.SOURCE_LABEL}", {_replacement(label)}, "", ""\n)'
+
+
+def normalized(spec: Spec, m: Metric) -> Rule:
+    """Recording rule :data:`names.NORMALIZED` for ``m`` (label ``dcgm_field``): primary first,
+    then each source ``or on (device)``, each part tagged with its ``source`` label
+    (:data:`generator.sourcepresets.PRIMARY` for the primary)."""
+    on = by(device_ids(spec))
+    primary = f"max by ({by(kept(spec, m))}) ({job_sel(spec, m.name)})"
+    parts = [_tagged(primary, PRIMARY)] + [_tagged(mapped(spec, m, s), s.label) for s in m.sources]
+    return record(names.NORMALIZED, f"\nor on ({on})\n".join(parts), {names.FIELD_LABEL: m.name})
+
+
+def normalized_sel(spec: Spec, m: Metric, op: str = "=", source: str | None = None) -> str:
+    """``job_gpu:dcgm_field_value:normalized{job=…,dcgm_field=…}`` for ``m``; with ``source``, also
+    ``source<op>"<source>"`` (``op`` ``=`` or ``!=``)."""
+    sel = selector(names.NORMALIZED, job=spec.exporter.job, **{names.FIELD_LABEL: m.name})
+    if source is None:
+        return sel
+    return f"{sel[:-1]},{promqltext.matcher(names.SOURCE_LABEL, source, op)}}}"
+
+
+def fallback_sel(spec: Spec, m: Metric) -> str:
+    """The normalized readings of ``m`` that a fallback source serves (not the primary)."""
+    return normalized_sel(spec, m, "!=", PRIMARY)
+
+
+def fallback_serving(spec: Spec, m: Metric) -> Rule:
+    """GpuMetricFallbackServing: on a node, some GPUs' reading of ``m`` comes from a fallback
+    source because the primary series is absent for them. One warning per node and field
+    (``topk`` keeps the source serving most of its GPUs), value = GPUs served. Where no source
+    serves a GPU the presence tiers (GpuMetricAbsent, GpuNodeMetricMissing, GpuMetricMissing)
+    alert as before; they leave served GPUs to this alert, so one cause pages once."""
+    nodes = by(node_ids(spec))
+    expr = (f"topk by ({nodes}) (1,\n  count by ({nodes}, {names.SOURCE_LABEL}) ({fallback_sel(spec, m)})\n)")
+    served = ", ".join(s.label for s in m.sources)
+    return alert(spec, "GpuMetricFallbackServing", expr, severity="warning", for_=spec.alerts.for_,
+                 kind="fallback_serving", labels={names.FIELD_LABEL: m.name}, metric=m.name, title=m.title,
+                 sources=served)
+
+
+def recording(spec: Spec) -> list[Rule]:
+    """The normalized series of every metric with sources (none for a spec without)."""
+    return [normalized(spec, m) for m in spec.metrics if m.sources]
+
+
+def alerts(spec: Spec) -> list[Rule]:
+    """GpuMetricFallbackServing for every tracked (required/optional) metric with sources."""
+    return [fallback_serving(spec, m) for m in spec.tracked_metrics if m.sources]
+
+
+def served_series(spec: Spec) -> frozenset[tuple[str, str]]:
+    """(series, job) of every source: exporter alerts leave these names to the fallback alert."""
+    return frozenset((s.series, s.job) for m in spec.metrics for s in m.sources)

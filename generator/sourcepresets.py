@@ -1,0 +1,112 @@
+"""Alternative sources of one quantity: the presets a spec names in one line, and unit conversion.
+
+A spec'd metric (a DCGM field as dcgm-exporter 4.x writes it) may list, in priority order, other
+series that carry the same reading where the primary cannot (:class:`generator.spec.Source`).
+Facts behind the presets:
+
+* ``dcgm-exporter-1.x``: dcgm-exporter's 1.x compatibility mode (``use-old-namespace``,
+  ``etc/1.x-compatibility-metrics.csv``) writes ``dcgm_gpu_temp`` etc. with the GPU in label
+  ``uuid`` instead of ``UUID``; the node label is the exporter's. A metric's own ``legacy_names``
+  (first entry) overrides the table below.
+* ``nvidia_gpu_exporter``: utkuozdemir/nvidia_gpu_exporter (nvidia-smi based, run where DCGM
+  cannot be; its docs/METRICS.md): ``nvidia_smi_temperature_gpu{uuid="…"}`` (the UUID without
+  NVML's ``GPU-`` prefix, so the preset adds it; a value that has it is kept as is),
+  ``nvidia_smi_utilization_gpu_ratio``
+  (0-1, not percent), ``nvidia_smi_power_draw_watts``, ``nvidia_smi_memory_used_bytes`` (bytes,
+  not MiB), clocks in Hz; no node label, so the node is its target's ``instance`` without the port
+  (gpumon issue 13).
+* ``dcgm-renames``: fields DCGM renamed: ``DCGM_FI_DEV_CLOCK_THROTTLE_REASONS`` ->
+  ``DCGM_FI_DEV_CLOCKS_EVENT_REASONS`` and the exporter's ``DCGM_FI_EXP_CLOCK_THROTTLE_REASONS_COUNT``
+  -> ``DCGM_EXP_CLOCK_EVENTS_COUNT`` (NVIDIA/dcgm-exporter PR #261); either name serves the other.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+#: ``labels.node`` value meaning "the target's instance label, port removed"
+NODE_FROM_INSTANCE = "instance"
+
+#: the ``source`` label value of readings from the metric's own (primary) series
+PRIMARY = "dcgm-exporter"
+
+#: units a source may be in besides the metric units of the schema
+SOURCE_ONLY_UNITS = ("milliwatts", "hertz", "kilohertz")
+
+#: (source unit, metric unit) -> (operator, number): reading_in_metric_unit = reading <op> number
+CONVERSIONS: dict[tuple[str, str], tuple[str, float]] = {
+    ("ratio", "percent"): ("*", 100.0),
+    ("percent", "ratio"): ("/", 100.0),
+    ("bytes", "MiB"): ("/", 1048576.0),
+    ("MiB", "bytes"): ("*", 1048576.0),
+    ("milliwatts", "watts"): ("/", 1000.0),
+    ("joules", "millijoules"): ("*", 1000.0),
+    ("millijoules", "joules"): ("/", 1000.0),
+    ("hertz", "MHz"): ("/", 1e6),
+    ("kilohertz", "MHz"): ("/", 1000.0),
+}
+
+
+def conversion(source_unit: str, metric_unit: str) -> tuple[str, float] | None:
+    """How a reading in ``source_unit`` becomes one in ``metric_unit``.
+
+    Returns:
+        ``("*", 1.0)`` for equal units, ``(op, number)`` from :data:`CONVERSIONS` (``op`` is ``*``
+        or ``/``), or None when the units cannot convert (a spec error).
+    """
+    if source_unit == metric_unit:
+        return ("*", 1.0)
+    return CONVERSIONS.get((source_unit, metric_unit))
+
+
+@dataclass(frozen=True)
+class Preset:
+    """One preset: where its series live and what they are called per spec'd metric.
+
+    ``job`` None = the exporter's job; ``gpu``/``node``/``gpu_index`` None = the exporter's label
+    of that role; ``series`` maps a metric name to (series name, unit; None = the metric's unit).
+    """
+
+    job: str | None
+    gpu: str | None
+    node: str | None
+    gpu_index: str | None
+    gpu_prefix: str
+    series: dict[str, tuple[str, str | None]]
+
+
+#: dcgm-exporter 1.x names (its 1.x-compatibility-metrics.csv with the ``dcgm_`` namespace)
+_DCGM_1X = {
+    "DCGM_FI_DEV_GPU_TEMP": "dcgm_gpu_temp", "DCGM_FI_DEV_MEMORY_TEMP": "dcgm_memory_temp",
+    "DCGM_FI_DEV_POWER_USAGE": "dcgm_power_usage",
+    "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION": "dcgm_total_energy_consumption",
+    "DCGM_FI_DEV_GPU_UTIL": "dcgm_gpu_utilization", "DCGM_FI_DEV_MEM_COPY_UTIL": "dcgm_mem_copy_utilization",
+    "DCGM_FI_DEV_ENC_UTIL": "dcgm_enc_utilization", "DCGM_FI_DEV_DEC_UTIL": "dcgm_dec_utilization",
+    "DCGM_FI_DEV_FB_USED": "dcgm_fb_used", "DCGM_FI_DEV_FB_FREE": "dcgm_fb_free",
+    "DCGM_FI_DEV_SM_CLOCK": "dcgm_sm_clock", "DCGM_FI_DEV_MEM_CLOCK": "dcgm_memory_clock",
+    "DCGM_FI_DEV_PCIE_REPLAY_COUNTER": "dcgm_pcie_replay_counter", "DCGM_FI_DEV_XID_ERRORS": "dcgm_xid_errors",
+}
+
+PRESETS: dict[str, Preset] = {
+    "dcgm-exporter-1.x": Preset(job=None, gpu="uuid", node=None, gpu_index=None, gpu_prefix="keep",
+                                series={k: (v, None) for k, v in _DCGM_1X.items()}),
+    "nvidia_gpu_exporter": Preset(
+        job="nvidia-gpu-exporter", gpu="uuid", node=NODE_FROM_INSTANCE, gpu_index=None, gpu_prefix="add",
+        series={
+            "DCGM_FI_DEV_GPU_TEMP": ("nvidia_smi_temperature_gpu", "celsius"),
+            "DCGM_FI_DEV_MEMORY_TEMP": ("nvidia_smi_temperature_memory", "celsius"),
+            "DCGM_FI_DEV_GPU_UTIL": ("nvidia_smi_utilization_gpu_ratio", "ratio"),
+            "DCGM_FI_DEV_MEM_COPY_UTIL": ("nvidia_smi_utilization_memory_ratio", "ratio"),
+            "DCGM_FI_DEV_POWER_USAGE": ("nvidia_smi_power_draw_watts", "watts"),
+            "DCGM_FI_DEV_FB_USED": ("nvidia_smi_memory_used_bytes", "bytes"),
+            "DCGM_FI_DEV_FB_FREE": ("nvidia_smi_memory_free_bytes", "bytes"),
+            "DCGM_FI_DEV_SM_CLOCK": ("nvidia_smi_clocks_current_sm_clock_hz", "hertz"),
+            "DCGM_FI_DEV_MEM_CLOCK": ("nvidia_smi_clocks_current_memory_clock_hz", "hertz"),
+        }),
+    "dcgm-renames": Preset(job=None, gpu=None, node=None, gpu_index=None, gpu_prefix="keep", series={
+        "DCGM_FI_DEV_CLOCKS_EVENT_REASONS": ("DCGM_FI_DEV_CLOCK_THROTTLE_REASONS", None),
+        "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS": ("DCGM_FI_DEV_CLOCKS_EVENT_REASONS", None),
+        "DCGM_EXP_CLOCK_EVENTS_COUNT": ("DCGM_FI_EXP_CLOCK_THROTTLE_REASONS_COUNT", None),
+        "DCGM_FI_EXP_CLOCK_THROTTLE_REASONS_COUNT": ("DCGM_EXP_CLOCK_EVENTS_COUNT", None),
+    }),
+}

@@ -5,8 +5,9 @@ Every scenario's samples (the same :class:`tests.matrix.Scrape` output promtool 
 markers included) go into **one** VictoriaMetrics through its Prometheus remote-write endpoint
 (``/api/v1/write``: the one import path that keeps a staleness marker, which is a NaN with a
 particular bit pattern that the JSON and text imports cannot spell). Each scenario gets its own
-slice of time, separated from the next by more than the rules' longest window, so no scenario sees
-another's series. **One** ``vmalert -replay.timeFrom/-replay.timeTo`` run per rule file (the plain
+slice of time, separated from the next by more than the compressed rules' windows, so no scenario
+sees another's series (the one longer window, GpuExporterDown's 1 h node-name lookup, finds the same
+names in every scenario: docs/matrix.md). **One** ``vmalert -replay.timeFrom/-replay.timeTo`` run per rule file (the plain
 spec and the cluster spec) then evaluates every rule over the whole range with range queries, one
 rule after the other, and writes recording results and ``ALERTS`` back to VictoriaMetrics; the
 firing pages at each check time are read back with ``/api/v1/export`` (raw samples, no lookback)
@@ -43,7 +44,7 @@ STALE_NAN_BITS = 0x7FF0000000000002
 #: evaluation interval of the groups without their own (promtool's ``evaluation_interval``)
 EVAL = STEP // 2
 #: virtual time between the end of one scenario and the start of the next: more than the longest
-#: range in the compressed rules (inventory lookback 5m) plus their longest ``for``
+#: compressed range (inventory lookback 5m) plus the longest ``for``
 GAP = 20 * 60
 
 

@@ -229,6 +229,13 @@ class LocalPrometheus:
         """Ask the server to re-read its config and rules (``POST /-/reload``)."""
         httpx.post(f"{self.url}/-/reload", timeout=10).raise_for_status()
 
+    def retarget(self, targets: dict[str, list[str]]) -> None:
+        """Scrape ``targets`` ({job: [host:port]}) from now on: rewrite the config and reload.
+        Targets no longer listed get staleness markers, as when service discovery drops them."""
+        self.targets = targets
+        self._config(Path(self.tmp.name))
+        self.reload()
+
     def query(self, expr: str) -> list[dict]:
         """Instant query; returns ``data.result`` (raises httpx.HTTPStatusError on errors)."""
         resp = httpx.get(f"{self.url}/api/v1/query", params={"query": expr}, timeout=10)

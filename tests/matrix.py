@@ -108,6 +108,9 @@ class Case:
         timeouts: node -> its own scrape timeout (seconds); with any, every target also gets the
             ``scrape_timeout_seconds`` series (Prometheus ``--enable-feature=extra-scrape-metrics``).
         length: steps in total.
+        vm_pages: the pages expected on vmalert + VictoriaMetrics where they differ from
+            ``pages`` (and ``end``), within ``vm_bound`` steps (default ``bound``), with
+            ``vm_why`` saying why (docs/matrix.md).
     """
 
     name: str
@@ -129,17 +132,24 @@ class Case:
     timeouts: dict = field(default_factory=dict)
     length: int | None = None
     covers: str = ""
+    vm_pages: tuple[Page, ...] | None = None
+    vm_bound: int | None = None
+    vm_why: str = ""
 
     @property
     def steps(self) -> int:
-        return self.length or self.at + self.bound + 3
+        return self.length or self.at + max(self.bound, self.vm_bound or 0) + 3
 
-    def checks(self) -> list[tuple[int, tuple[Page, ...]]]:
-        """(step, expected pages): quiet before the faults, pages within the bound, the end."""
-        out = [(self.at - 1, self.before), (self.at + self.bound, self.pages)]
+    def checks(self, vm: bool = False) -> list[tuple[int, tuple[Page, ...]]]:
+        """(step, expected pages): quiet before the faults, pages within the bound, the end; with
+        ``vm``, the pages expected on vmalert + VictoriaMetrics."""
+        pages = self.pages if not vm or self.vm_pages is None else self.vm_pages
+        end = self.end if not vm or self.vm_pages is None else None
+        bound = self.vm_bound if vm and self.vm_pages is not None and self.vm_bound else self.bound
+        out = [(self.at - 1, self.before), (self.at + bound, pages)]
         last = self.steps - 1
-        if last > self.at + self.bound:
-            out.append((last, self.pages if self.end is None else self.end))
+        if last > self.at + bound:
+            out.append((last, pages if end is None else end))
         return out
 
 
@@ -335,44 +345,82 @@ def _failures(text: str) -> dict[int, dict[int, list[str]]]:
     return out
 
 
-def table(outcomes: list[Outcome]) -> str:
-    """Markdown: scenario -> expected pages (bound) -> pages seen."""
-    rows = ["| # | scenario | covers | expected pages (within) | pages seen (promtool) |", "|---|---|---|---|---|"]
+def _seen(o: Outcome, engine_pages: tuple | None) -> str:
+    c = o.case
+    if o.ok:
+        end = c.end if engine_pages is None else None
+        return "same, nothing else" + ("" if end is None else f"; at the end: {', '.join(p.text() for p in end) or 'nothing'}")
+    return "FAILED: " + "; ".join(f"t={s * STEP}s: {', '.join(g) or 'nothing'}" for s, g in sorted(o.seen.items()))
+
+
+def table(outcomes: list[Outcome], vm: list[Outcome] | None = None) -> str:
+    """Markdown: scenario -> expected pages (bound) -> pages seen by promtool (and by vmalert,
+    with ``vm``: where a case expects other pages there, they are spelled out)."""
+    head = "| # | scenario | covers | expected pages (within) | pages seen (promtool) |"
+    rows = [head + (" pages seen (vmalert + VictoriaMetrics) |" if vm else ""),
+            "|---|---|---|---|---|" + ("---|" if vm else "")]
     for i, o in enumerate(outcomes, 1):
         c = o.case
         expected = "<br>".join(p.text() for p in c.pages) or "nothing"
         if c.before:
             expected = f"before: {', '.join(p.text() for p in c.before)}; after: {expected}"
-        within = f"{c.bound * STEP}s"
-        if o.ok:
-            seen = "same, nothing else" + ("" if c.end is None else
-                                           f"; at the end: {', '.join(p.text() for p in c.end) or 'nothing'}")
-        else:
-            seen = "FAILED: " + "; ".join(f"t={s * STEP}s: {', '.join(g) or 'nothing'}" for s, g in sorted(o.seen.items()))
-        rows.append(f"| {i} | {c.name} | {c.covers} | {expected} (≤ {within}) | {seen} |")
+        row = f"| {i} | {c.name} | {c.covers} | {expected} (≤ {c.bound * STEP}s) | {_seen(o, None)} |"
+        if vm:
+            v = vm[i - 1]
+            text = _seen(v, c.vm_pages)
+            if c.vm_pages is not None:
+                pages = ", ".join(p.text() for p in c.vm_pages) or "nothing"
+                text = f"{'expected there' if v.ok else 'FAILED, expected there'}: {pages} " \
+                       f"(≤ {(c.vm_bound or c.bound) * STEP}s; " \
+                       f"see below){'' if v.ok else ' ' + text}"
+            row += f" {text} |"
+        rows.append(row)
     return "\n".join(rows)
 
 
+#: docs/matrix.md up to the tables
+INTRO = """# Fault-scenario matrix (real output)
+
+Written by `python -m tests.matrix` (tests/test_matrix.py and tests/test_matrix_vm.py run the same
+scenarios in `make test`). Each scenario is a simulated fleet (`gpumon simulate`'s fault kinds) scraped
+every 10 s of virtual time by a virtual scraper (tests/matrix.py: `up`, scrape metrics and staleness
+markers as Prometheus writes them), on the rules rendered from the bundled spec with time compressed
+(10 s scrapes, `for` of 30 s, 3 min gap window, 5 min inventory lookback), on two engines:
+
+* **promtool** (`promtool test rules`, Prometheus 2.42's rule engine): one test group per scenario;
+* **vmalert + VictoriaMetrics** (Debian's `victoria-metrics` 1.79): every scenario's samples go into one
+  VictoriaMetrics by remote write (the one import path that keeps staleness markers), each scenario in a
+  slice of time of its own, 20 minutes apart; one `vmalert -replay.timeFrom/-replay.timeTo` run per rule
+  file (plain spec, cluster spec) evaluates every rule over the whole range and writes recording results
+  and `ALERTS` back; the firing pages at each check time are read back raw (`/api/v1/export`).
+
+A page is a firing alert at severity critical or warning, told apart by alert name, cluster, node
+(`Hostname`), GPU index and `dcgm_field`; at each check exactly the expected pages fire, each once:
+nothing before the fault, the expected pages within the bound, and the same (or the stated) at the end.
+Alertmanager inhibitions come on top (tests/test_alertmanager.py).
+"""
+
+
 def main() -> int:
+    """Run the matrix on both engines and write docs/matrix.md (the differences section is kept)."""
+    from tests import matrix_vm
     from tests.matrix_cases import CASES
     outcomes, seconds, _ = run(CASES)
-    text = table(outcomes)
-    passed = sum(o.ok for o in outcomes)
+    vm, vm_seconds, _ = matrix_vm.run(CASES)
+    text = table(outcomes, vm)
+    passed, vm_passed = sum(o.ok for o in outcomes), sum(o.ok for o in vm)
     out = ROOT / "docs" / "matrix.md"
+    old = out.read_text() if out.exists() else ""
+    marker = "\n## Where vmalert + VictoriaMetrics differ"
+    tail = old[old.index(marker):] if marker in old else ""
     out.write_text(
-        "# Fault-scenario matrix (real output)\n\n"
-        "Written by `python -m tests.matrix` (tests/test_matrix.py runs the same scenarios in `make test`). Each\n"
-        "scenario is a simulated fleet (`gpumon simulate`'s fault kinds) scraped every 10 s of virtual time,\n"
-        "evaluated by Prometheus' rule engine (`promtool test rules`, 2.42) on the rules rendered from the bundled\n"
-        "spec with time compressed (10 s scrapes, `for` of 30 s, 3 min gap window, 5 min inventory lookback).\n"
-        "A page is a firing alert at severity critical or warning, told apart by alert name, cluster, node\n"
-        "(`Hostname`), GPU index and `dcgm_field`; at each check exactly the expected pages fire, each once:\n"
-        "nothing before the fault, the expected pages within the bound, and the same (or the stated) at the end.\n"
-        "Alertmanager inhibitions come on top (tests/test_alertmanager.py).\n\n"
-        f"{passed} of {len(outcomes)} scenarios passed in {seconds:.1f} s.\n\n{text}\n")
+        f"{INTRO}\npromtool: {passed} of {len(outcomes)} scenarios passed in {seconds:.1f} s. "
+        f"vmalert + VictoriaMetrics: {vm_passed} of {len(vm)} passed in {vm_seconds:.1f} s "
+        f"(one VictoriaMetrics, two replays).\n\n{text}\n{tail}")
     print(text)
-    print(f"{passed}/{len(outcomes)} passed in {seconds:.1f}s; wrote {out.relative_to(ROOT)}")
-    return 0 if passed == len(outcomes) else 1
+    print(f"promtool {passed}/{len(outcomes)} in {seconds:.1f}s; vmalert {vm_passed}/{len(vm)} in {vm_seconds:.1f}s; "
+          f"wrote {out.relative_to(ROOT)}")
+    return 0 if passed == len(outcomes) and vm_passed == len(vm) else 1
 
 
 if __name__ == "__main__":

@@ -75,7 +75,7 @@ def test_amtool_accepts_the_merged_fragment(tmp_path, root):
 
 #: the test spec: the validate spec with time compressed (1 s scrapes, `for` of 2 s)
 FAST = {"  for: 5m\n": "  for: 2s\n", "for: 5m}": "for: 2s}", "for: 2m}": "for: 2s}", "for: 10m}": "for: 2s}",
-        "inventory_lookback: 1h": "inventory_lookback: 2m", "gap_window: 30m": "gap_window: 1m",
+        "inventory_lookback: 1h": "inventory_lookback: 4m", "gap_window: 30m": "gap_window: 1m",
         "flapping_window: 10m": "flapping_window: 30s", "frozen_window: 10m": "frozen_window: 30s"}
 
 #: one cause each, and the notification group it must produce: (alertname, node or None)

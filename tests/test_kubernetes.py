@@ -168,7 +168,7 @@ def test_promtool_unit_tests(tmp_path, promtool, spec_text, test_file):
 
 FAST = {"scrape_interval: 15s": "scrape_interval: 1s", "scrape_timeout: 10s": "scrape_timeout: 1s",
         "collect_interval: 30s": "collect_interval: 1s", "  for: 5m\n": "  for: 2s\n",
-        "inventory_lookback: 1h": "inventory_lookback: 2m", "gap_window: 30m": "gap_window: 1m",
+        "inventory_lookback: 1h": "inventory_lookback: 4m", "gap_window: 30m": "gap_window: 1m",
         "flapping_window: 10m": "flapping_window: 30s", "frozen_window: 10m": "frozen_window: 30s",
         "daemonset_for: 15m": "daemonset_for: 2s", "job: nvidia-dcgm-exporter ": "job: dcgm-exporter ",
         "slow_group_interval: 1m": "slow_group_interval: 1s"}

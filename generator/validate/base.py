@@ -256,6 +256,22 @@ def utc(ts: float) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ts))
 
 
+def device(gpu) -> tuple[str, str]:
+    """The physical GPU a :class:`Gpu` (or its ``key``) is: ``(cluster, UUID)``. MIG instances of
+    one GPU share its UUID (dcgm-exporter labels them with ``GPU_I_ID``), and one GPU reported under
+    two targets or two node names (a second scrape config, an exporter pod replaced) keeps its UUID:
+    each is one device. Without a UUID label, ``(cluster, node/index)``."""
+    if isinstance(gpu, tuple):
+        gpu = Gpu(*gpu)
+    return (gpu.cluster, gpu.uuid) if gpu.uuid else (gpu.cluster, f"{gpu.node}/{gpu.index}")
+
+
+def gpu_count(gpus) -> int:
+    """How many physical GPUs ``gpus`` (:class:`Gpu` objects or keys, one per series label set)
+    are: distinct :func:`device` s, so MIG instances and duplicate reports count once."""
+    return len({device(g) for g in gpus})
+
+
 def gpu_list(gpus, limit: int = 8) -> str:
     """``gpu-node-1 gpu 0 (GPU-..), ...`` with ``(+N more)`` past ``limit``."""
     items = sorted(gpus, key=lambda g: (g.job, g.cluster, g.node, int(g.index) if g.index.isdigit() else -1, g.index, g.mig))

@@ -11,7 +11,7 @@ from ..findings import Finding
 from ..rules.names import FIELD_LABEL
 from ..spec import Metric
 from . import hints
-from .base import CheckResult, Context, answered, partial
+from .base import CheckResult, Context, answered, gpu_count, partial
 
 CHECK = "continuity"
 #: finding ids this check reports (the check's own id: a query failed or answered partially,
@@ -62,7 +62,7 @@ def run(ctx: Context) -> CheckResult:
                 labels += [*bad[0][1].node_labels(ctx.labels), (ctx.labels.gpu, bad[0][1].uuid), ("instance", bad[0][2])]
             out.append(Finding("series-intermittent", "error", m.name,
                                f"{m.name} was missing from some successful scrapes over the last "
-                               f"{format_duration(ctx.lookback)} on {len(bad)} GPU(s) (share of scrapes that carried it, "
+                               f"{format_duration(ctx.lookback)} on {gpu_count(g for _, g, _ in bad)} GPU(s) (share of scrapes that carried it, "
                                f"worst first; threshold {ctx.spec.alerts.gap_min_ratio:.0%}): {shown}",
                                hints.INTERMITTENT, labels=tuple(sorted(labels)), case=case))
         findings += partial(out, ans, case, CHECK, m.name)

@@ -19,7 +19,7 @@ from ..findings import Finding
 from ..promapi import count
 from ..rules.names import FIELD_LABEL
 from . import hints
-from .base import CheckResult, Context, answered, partial
+from .base import CheckResult, Context, answered, gpu_count, partial
 
 CHECK = "counters"
 #: finding ids this check reports (the check's own id: a query failed or answered partially,
@@ -67,7 +67,7 @@ def run(ctx: Context) -> CheckResult:
                 labels.append((ctx.labels.gpu, items[0][0].uuid))
             out.append(Finding("counter-decreases", "warning", f"{m.name} on {node or '?'}",
                                f"{m.name} (spec kind counter) went down more than {MAX_RESETS} times in the last "
-                               f"{window} without an exporter restart on {len(items)} GPU(s): {shown}",
+                               f"{window} without an exporter restart on {gpu_count(g for g, _ in items)} GPU(s): {shown}",
                                hints.COUNTER_DECREASES, labels=tuple(sorted(labels)), case=case))
         findings += partial(out, ans, case, CHECK, m.name)
     return CheckResult(findings, cases)

@@ -6,9 +6,14 @@ One aggregated query on the first required metric, whatever the fleet size: GPUs
 appears under more than one (job, instance), limited to UUIDs the spec's job reports (MIG
 instances share their parent's UUID on one target, so they do not count as duplicates)::
 
-    group by (UUID, job, instance, Hostname) (last_over_time(M[3 scrapes]))
-    and on (UUID) (count by (UUID) (group by (UUID, job, instance) (last_over_time(M[3 scrapes]))) > 1)
+    group by (UUID, job, instance, Hostname) (last_over_time(M[3 scrapes]) and on (job, instance) up == 1)
+    and on (UUID) (count by (UUID) (group by (UUID, job, instance) (...the same...)) > 1)
     and on (UUID) last_over_time(M{job="<job>"}[3 scrapes])
+
+Only targets up *now* count (``up == 1``, an instant selector: a target that left service
+discovery got staleness markers and is gone at once). An exporter pod replaced by one at a new
+address reports the same UUIDs from two targets within the 3-scrape window, one after the other:
+that is one GPU, not a duplicate.
 """
 
 from __future__ import annotations
@@ -36,7 +41,9 @@ def query(ctx: Context, metric: str) -> str:
     instance and node label."""
     uuid, node = ctx.labels.gpu, ctx.labels.node
     recent = format_duration(3 * max(1.0, ctx.scrape_interval))
-    now = f"last_over_time({metric}[{recent}])"
+    # under a global view two clusters may reuse one target address: the cluster is part of it
+    target = ", ".join((ctx.labels.cluster,) * bool(ctx.labels.cluster) + ("job", "instance"))
+    now = f"(last_over_time({metric}[{recent}]) and on ({target}) up == 1)"
     # both spellings of the node label (Hostname / hostname, dcgm-exporter PR #655)
     return (f"group by ({uuid}, job, instance, {node}, {other_spelling(node)}) ({now})\n"
             f"and on ({uuid}) (count by ({uuid}) (group by ({uuid}, job, instance) ({now})) > 1)\n"

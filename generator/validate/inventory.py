@@ -10,7 +10,7 @@ from collections import Counter, defaultdict
 
 from ..findings import Finding
 from . import hints
-from .base import CheckResult, Context
+from .base import CheckResult, Context, device
 
 CHECK = "inventory"
 #: finding ids this check reports
@@ -22,24 +22,27 @@ SILENCE = ('Set `exporter.driver_version` to the version you run, or leave the c
            'and warnings never fail a run.')
 
 
-def matrix(ctx: Context) -> dict[str, dict[tuple[str, str], int]]:
-    """``{node: {(model, driver): GPU count}}`` for GPUs reporting now (MIG instances counted once
-    per physical GPU; ``node`` reads ``cluster/node`` when the spec names a cluster label)."""
+def matrix(ctx: Context) -> dict[str, dict[tuple[str, str], set[tuple[str, str]]]]:
+    """``{node: {(model, driver): physical GPUs}}`` for GPUs reporting now, each GPU a
+    :func:`~.base.device` (MIG instances of one GPU and one GPU under two targets are one; ``node``
+    reads ``cluster/node`` when the spec names a cluster label)."""
     inv = ctx.inventory
     lab = ctx.labels
     seen: dict[str, dict[tuple[str, str], set]] = defaultdict(lambda: defaultdict(set))
     for key in inv.reporting:
         attrs = inv.attrs.get(key, {})
         node = f"{key[5]}/{key[1]}" if key[5] else key[1]  # cluster/node under a global view
-        seen[node][(attrs.get(lab.model, ""), attrs.get(lab.driver_version, ""))].add(key[2])
-    return {node: {combo: len(uuids) for combo, uuids in combos.items()} for node, combos in seen.items()}
+        seen[node][(attrs.get(lab.model, ""), attrs.get(lab.driver_version, ""))].add(device(key))
+    return {node: dict(combos) for node, combos in seen.items()}
 
 
-def _summary(ctx: Context, table: dict[str, dict[tuple[str, str], int]]) -> str:
+def _summary(ctx: Context, table: dict[str, dict[tuple[str, str], set]]) -> str:
     """``8 GPUs on 4 nodes``, and per cluster when the spec names a cluster label
-    (``8 GPUs on 4 nodes in 2 clusters (a: 4 GPUs on 2 nodes; b: ...)``)."""
+    (``8 GPUs on 4 nodes in 2 clusters (a: 4 GPUs on 2 nodes; b: ...)``). GPUs are distinct
+    devices: one UUID under two node names or two driver labels counts once."""
     def count(nodes) -> str:
-        return f"{sum(sum(table[n].values()) for n in nodes)} GPUs on {len(nodes)} nodes"
+        gpus = set().union(*(d for n in nodes for d in table[n].values()))
+        return f"{len(gpus)} GPUs on {len(nodes)} nodes"
     text = count(list(table))
     if not ctx.labels.cluster:
         return text
@@ -63,8 +66,8 @@ def run(ctx: Context) -> CheckResult:
     lines = []
     drivers: dict[str, set[str]] = defaultdict(set)
     for node in sorted(table):
-        for (model, driver), count in sorted(table[node].items()):
-            lines.append(f"{node}: {count} x {model or 'unknown model'}, driver {driver or 'unknown'}")
+        for (model, driver), gpus in sorted(table[node].items()):
+            lines.append(f"{node}: {len(gpus)} x {model or 'unknown model'}, driver {driver or 'unknown'}")
             if driver:
                 drivers[node].add(driver)
     findings = [Finding("gpu-inventory", "info", ctx.job, _summary(ctx, table) + ": " + "; ".join(lines), case=case)]

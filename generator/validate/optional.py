@@ -12,7 +12,7 @@ from ..findings import Finding
 from ..promapi import Answer
 from ..rules.names import FIELD_LABEL
 from . import hints
-from .base import CheckResult, Context
+from .base import CheckResult, Context, gpu_count
 
 CHECK = "optional"
 #: finding ids this check reports
@@ -48,7 +48,7 @@ def run(ctx: Context) -> CheckResult:
             continue
         gone = [n for n in names if inv.seen.get(n)]
         what = "DCGM_FI_PROF_* (profiling) field(s)" if case == cases[0] else "optional field(s)"
-        msg = f"none of the {len(inv.reporting)} GPUs reports the {what} {', '.join(names)}"
+        msg = f"none of the {gpu_count(inv.reporting)} GPUs reports the {what} {', '.join(names)}"
         if gone:
             msg += f"; reported earlier in the last {window} and gone now: {', '.join(gone)}"
         else:

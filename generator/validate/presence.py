@@ -21,7 +21,7 @@ from ..promapi import Answer, PromError
 from ..rules.names import FIELD_LABEL
 from ..spec import Metric
 from . import hints
-from .base import CheckResult, Context, Gpu, ago, gpu_list, other_spelling, partial, query_failed, utc
+from .base import CheckResult, Context, Gpu, ago, device, gpu_count, gpu_list, other_spelling, partial, query_failed, utc
 from .facts import Inventory
 
 CHECK = "presence"
@@ -139,7 +139,7 @@ def _tiers(ctx: Context, inv: Inventory, m: Metric, expected: set[tuple], rest: 
         targets = sorted({inv.instance.get(k, "") for k in rest})
         scope = f" of cluster {cluster}" if ctx.labels.cluster else ""
         out.append(Finding("series-missing", "error", f"{m.name} in {cluster}" if ctx.labels.cluster else m.name,
-                           f"{m.name} is absent on all {len(rest)} GPUs{scope} of {len(targets)} healthy target(s) "
+                           f"{m.name} is absent on all {gpu_count(rest)} GPUs{scope} of {len(targets)} healthy target(s) "
                            f"({', '.join(targets[:5])}{' ...' if len(targets) > 5 else ''}); {_evidence(ctx, inv, m, rest)}. "
                            f"GPUs: {gpu_list([_gpu(inv, k) for k in rest])}",
                            hints.METRIC_ABSENT + (f"; {hints.DISAPPEARED}" if rest & inv.seen[m.name] else ""),
@@ -157,10 +157,10 @@ def _tiers(ctx: Context, inv: Inventory, m: Metric, expected: set[tuple], rest: 
         node_labels = labels + one.node_labels(ctx.labels) + ((("instance", targets[0]),) if len(targets) == 1 else ())
         listed = f"{gpu_list([_gpu(inv, k) for k in keys])}; {_evidence(ctx, inv, m, keys)}"
         if keys == node_gpus and len(keys) > 1:
-            msg = f"{m.name} is missing on all {len(keys)} GPUs of {where}; other nodes report it. Missing on: {listed}"
+            msg = f"{m.name} is missing on all {gpu_count(keys)} GPUs of {where}; other nodes report it. Missing on: {listed}"
             hint = hints.NODE_MISSING
         else:
-            msg = f"{m.name} is missing on {len(keys)} of {len(node_gpus)} GPUs of {where}: {listed}"
+            msg = f"{m.name} is missing on {gpu_count(keys)} of {gpu_count(node_gpus)} GPUs of {where}: {listed}"
             hint = hints.GPU_MISSING
         if len(keys) == 1:
             node_labels += ((ctx.labels.gpu, next(iter(keys))[2]),)
@@ -172,10 +172,14 @@ def _tiers(ctx: Context, inv: Inventory, m: Metric, expected: set[tuple], rest: 
 
 
 def _lost(ctx: Context, inv: Inventory) -> list[Finding]:
-    """GPUs seen in the lookback that report nothing now, on a target that is not down."""
+    """GPUs seen in the lookback that report nothing now, on a target that is not down. A GPU
+    whose UUID reports now under another node name (an exporter pod replaced, its series labelled
+    with the new pod's host name) is not lost: it is the same device."""
     case = f"{CHECK}/gpu-inventory"
     reporting = inv.reporting | {k for v in inv.legacy.values() for k in v}
-    lost = [k for k in inv.gpus if k not in reporting and not ctx.target_down(inv.instance.get(k, ""))]
+    alive = {device(k) for k in reporting}
+    lost = [k for k in inv.gpus if k not in reporting and device(k) not in alive
+            and not ctx.target_down(inv.instance.get(k, ""))]
     out = []
     nodes_now = {_node(k) for k in reporting}
     by_node: dict[tuple[str, str], list[tuple]] = defaultdict(list)
@@ -187,11 +191,11 @@ def _lost(ctx: Context, inv: Inventory) -> list[Finding]:
         gpus = [_gpu(inv, k) for k in keys]
         node, node_labels = gpus[0].where, gpus[0].node_labels(ctx.labels)
         if pair in nodes_now:
-            out.append(Finding("gpu-lost", "error", f"{node}", f"{len(keys)} GPU(s) of node {node} report nothing now "
+            out.append(Finding("gpu-lost", "error", f"{node}", f"{gpu_count(keys)} GPU(s) of node {node} report nothing now "
                                f"while the node reports other GPUs; {when}: {gpu_list(gpus)}", hints.GPU_LOST,
                                labels=(("job", ctx.job),) + node_labels, case=case))
         else:
-            out.append(Finding("node-lost", "warning", f"{node}", f"node {node} ({len(keys)} GPUs) reports nothing now "
+            out.append(Finding("node-lost", "warning", f"{node}", f"node {node} ({gpu_count(keys)} GPUs) reports nothing now "
                                f"and its target is not listed as down; {when}", "a node removed on purpose is fine; "
                                "otherwise check that the exporter pod still runs there (DaemonSet tolerations, node "
                                "labels)", labels=(("job", ctx.job),) + node_labels, case=case))

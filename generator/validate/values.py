@@ -12,7 +12,7 @@ from ..findings import Finding
 from ..rules.names import FIELD_LABEL
 from ..spec import DCGM_BLANK_MIN, Metric
 from . import hints
-from .base import CheckResult, Context, answered, gpu_list, partial
+from .base import CheckResult, Context, answered, gpu_count, gpu_list, partial
 
 CHECK = "values"
 #: finding ids this check reports (the check's own id: a query failed or answered partially,
@@ -82,7 +82,7 @@ def run(ctx: Context) -> CheckResult:
             if len(items) == 1:
                 labels.append((ctx.labels.gpu, items[0][0].uuid))
             out.append(Finding(check, "error", f"{m.name} on {node or '?'}",
-                               f"{what}: {len(items)} GPU(s){rng}: {shown}" if reason != "frozen" else
+                               f"{what}: {gpu_count(g for g, _ in items)} GPU(s){rng}: {shown}" if reason != "frozen" else
                                f"{what} while the target is up: {gpu_list([g for g, _ in items])}",
                                hint, labels=tuple(sorted(labels)), case=case))
         findings += partial(out, ans, case, CHECK, m.name)

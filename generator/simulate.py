@@ -34,6 +34,7 @@ from pathlib import Path
 import yaml
 
 from .localprom import ExpositionServer
+from .sourcepresets import DCGM_1X_NAMES as LEGACY_NAMES
 
 #: Fault kinds. Metric-scoped kinds take ``metric`` (None = every metric); all take ``node`` and
 #: ``gpu`` (None = all).
@@ -73,18 +74,6 @@ MIG_UNSUPPORTED = frozenset({"DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_MEM_COPY_UTIL"
                              "DCGM_FI_DEV_ENC_UTIL", "DCGM_FI_DEV_DEC_UTIL"})
 #: Only present on vGPU hosts: a bare-metal exporter gets a blank value and skips the series.
 _VGPU_ONLY = frozenset({"DCGM_FI_DEV_VGPU_LICENSE_STATUS"})
-#: 1.x names (etc/1.x-compatibility-metrics.csv) of the fields that have one.
-LEGACY_NAMES = {
-    "DCGM_FI_DEV_SM_CLOCK": "dcgm_sm_clock", "DCGM_FI_DEV_MEM_CLOCK": "dcgm_memory_clock",
-    "DCGM_FI_DEV_MEMORY_TEMP": "dcgm_memory_temp", "DCGM_FI_DEV_GPU_TEMP": "dcgm_gpu_temp",
-    "DCGM_FI_DEV_POWER_USAGE": "dcgm_power_usage",
-    "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION": "dcgm_total_energy_consumption",
-    "DCGM_FI_DEV_PCIE_REPLAY_COUNTER": "dcgm_pcie_replay_counter", "DCGM_FI_DEV_GPU_UTIL": "dcgm_gpu_utilization",
-    "DCGM_FI_DEV_MEM_COPY_UTIL": "dcgm_mem_copy_utilization", "DCGM_FI_DEV_ENC_UTIL": "dcgm_enc_utilization",
-    "DCGM_FI_DEV_DEC_UTIL": "dcgm_dec_utilization", "DCGM_FI_DEV_XID_ERRORS": "dcgm_xid_errors",
-    "DCGM_FI_DEV_FB_FREE": "dcgm_fb_free", "DCGM_FI_DEV_FB_USED": "dcgm_fb_used",
-    "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL": "dcgm_nvlink_bandwidth_total",
-}
 #: err_msg dcgm-exporter writes for a few XID codes (its xid error message table)
 XID_MESSAGES = {"0": "No Error", "13": "Graphics Engine Exception", "31": "GPU memory page fault",
                 "48": "Double Bit ECC Error", "79": "GPU has fallen off the bus"}

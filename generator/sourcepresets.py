@@ -75,8 +75,9 @@ class Preset:
     series: dict[str, tuple[str, str | None]]
 
 
-#: dcgm-exporter 1.x names (its 1.x-compatibility-metrics.csv with the ``dcgm_`` namespace)
-_DCGM_1X = {
+#: dcgm-exporter 1.x names of the fields that have one (its etc/1.x-compatibility-metrics.csv, with
+#: the ``dcgm_`` namespace); the simulator serves the same names (generator/simulate.py)
+DCGM_1X_NAMES = {
     "DCGM_FI_DEV_GPU_TEMP": "dcgm_gpu_temp", "DCGM_FI_DEV_MEMORY_TEMP": "dcgm_memory_temp",
     "DCGM_FI_DEV_POWER_USAGE": "dcgm_power_usage",
     "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION": "dcgm_total_energy_consumption",
@@ -85,11 +86,12 @@ _DCGM_1X = {
     "DCGM_FI_DEV_FB_USED": "dcgm_fb_used", "DCGM_FI_DEV_FB_FREE": "dcgm_fb_free",
     "DCGM_FI_DEV_SM_CLOCK": "dcgm_sm_clock", "DCGM_FI_DEV_MEM_CLOCK": "dcgm_memory_clock",
     "DCGM_FI_DEV_PCIE_REPLAY_COUNTER": "dcgm_pcie_replay_counter", "DCGM_FI_DEV_XID_ERRORS": "dcgm_xid_errors",
+    "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL": "dcgm_nvlink_bandwidth_total",
 }
 
 PRESETS: dict[str, Preset] = {
     "dcgm-exporter-1.x": Preset(job=None, gpu="uuid", node=None, gpu_index=None, gpu_prefix="keep",
-                                series={k: (v, None) for k, v in _DCGM_1X.items()}),
+                                series={k: (v, None) for k, v in DCGM_1X_NAMES.items()}),
     "nvidia_gpu_exporter": Preset(
         job="nvidia-gpu-exporter", gpu="uuid", node=NODE_FROM_INSTANCE, gpu_index=None, gpu_prefix="add",
         series={

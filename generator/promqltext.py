@@ -18,6 +18,13 @@ def quote(value: str) -> str:
     return '"' + str(value).translate(_TABLE) + '"'
 
 
+def literal_replacement(value: str) -> str:
+    """``value`` quoted as the replacement argument of ``label_replace`` so that it is written
+    literally: ``$1``/``${name}`` there expand regex groups (Go's ``Regexp.Expand``), so a job
+    named ``$1`` became an empty label; ``$$`` is a literal ``$``."""
+    return quote(str(value).replace("$", "$$"))
+
+
 def matcher(label: str, value: str, op: str = "=") -> str:
     """``label="value"`` (or ``=~``, ``!=``, ``!~``) with the value quoted."""
     return f"{label}{op}{quote(value)}"

@@ -26,7 +26,7 @@ mixed MIG (see docs/kubernetes.md).
 
 from __future__ import annotations
 
-from ..promqltext import quote
+from ..promqltext import literal_replacement, quote
 from ..durations import format_duration
 from ..kube import Kubernetes
 from ..spec import Spec
@@ -76,7 +76,7 @@ def _to_exporter_node(k: Kubernetes, expr: str) -> str:
 
 
 def _set_job(spec: Spec, expr: str) -> str:
-    return f'label_replace({expr}, "job", {quote(spec.exporter.job)}, "", "")'
+    return f'label_replace({expr}, "job", {literal_replacement(spec.exporter.job)}, "", "")'
 
 
 def _node_matcher(k: Kubernetes) -> str:
@@ -109,9 +109,9 @@ def expected_from_static(spec: Spec, k: Kubernetes) -> str:
     parts = []
     for n in k.static.nodes:
         expr = _set_job(spec, f"vector({n.gpus})")
-        expr = f'label_replace({expr}, "{lab.node}", {quote(n.name)}, "", "")'
+        expr = f'label_replace({expr}, "{lab.node}", {literal_replacement(n.name)}, "", "")'
         if lab.cluster:
-            expr = f'label_replace({expr}, "{lab.cluster}", {quote(n.cluster)}, "", "")'
+            expr = f'label_replace({expr}, "{lab.cluster}", {literal_replacement(n.cluster)}, "", "")'
         parts.append(expr)
     lookback = dur(spec.alerts.inventory_lookback)
     nodes = by(node_ids(spec))
@@ -290,7 +290,8 @@ def daemonset_missing(spec: Spec, k: Kubernetes) -> Rule:
         # per cluster (a global ruler sees several): absent() would keep only the matchers
         expr = (f'label_replace(label_replace(\n  group by ({cluster}) ({_ksm(k, "up")} == 1)\n'
                 f"  unless on ({cluster})\n  group by ({cluster}) ({ds}),\n"
-                f'  "namespace", "{k.exporter.namespace}", "", ""), "daemonset", "{k.exporter.daemonset}", "", "")')
+                f'  "namespace", {literal_replacement(k.exporter.namespace)}, "", ""), '
+                f'"daemonset", {literal_replacement(k.exporter.daemonset)}, "", "")')
     return alert(spec, "GpuExporterDaemonSetMissing", expr, own_namespace=True, severity="critical", for_=spec.alerts.for_,
                  kind="exporter_daemonset_missing", namespace=k.exporter.namespace, daemonset=k.exporter.daemonset)
 

@@ -27,7 +27,7 @@ _PREFIX = {"keep": ("$1", "(.+)"), "add": ("GPU-$1", "(?:GPU-)?(.+)"), "strip": 
 
 def _replacement(value: str) -> str:
     """A label_replace replacement writing ``value`` literally (``$`` expands groups there)."""
-    return promqltext.quote(value.replace("$", "$$"))
+    return promqltext.literal_replacement(value)
 
 
 def _label_replace(expr: str, dst: str, replacement: str, src: str, regex: str) -> str:

@@ -43,7 +43,7 @@ test: $(BIN)/gpumon prometheus-installed tools   ## run the whole test suite (Pr
 	$(BIN)/python -m tests.engines
 	$(BIN)/python -m pytest -q
 
-test-fast: $(BIN)/gpumon         ## the fast tier: no servers, no promtool (well under a minute on 2 cores)
+test-fast: $(BIN)/gpumon         ## the fast tier: no servers, no promtool (about a minute and a half on 2 cores)
 	$(BIN)/python -m pytest -q -m "not slow"
 
 fuzz: $(BIN)/gpumon prometheus-installed   ## a long spec-fuzzing run (CI runs a bounded slice); FUZZ_SEED=N to reproduce

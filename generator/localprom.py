@@ -136,7 +136,59 @@ def prometheus_binary() -> str:
     return path
 
 
-class LocalPrometheus:
+class _LocalServer:
+    """A server binary started on 127.0.0.1 in a temporary folder, with its log there, waited on
+    through ``/-/ready`` and stopped by PID. Subclasses set ``NAME`` and call :meth:`_spawn`."""
+
+    NAME = "server"
+
+    def __init__(self, startup_timeout: float):
+        self.startup_timeout = startup_timeout
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.proc: subprocess.Popen | None = None
+        self.tmp: tempfile.TemporaryDirectory | None = None
+
+    def _folder(self) -> Path:
+        self.tmp = tempfile.TemporaryDirectory(prefix=f"gpumon-{self.NAME}-")
+        return Path(self.tmp.name)
+
+    def _spawn(self, args: list[str]) -> None:
+        """Start ``args`` with output to ``<folder>/<NAME>.log`` and wait until it is ready;
+        a server that does not get ready is stopped and RuntimeError (with its log) raised."""
+        self.log = open(Path(self.tmp.name) / f"{self.NAME}.log", "wb")
+        self.proc = subprocess.Popen(args, stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True)
+        try:
+            wait_ready(self.proc, f"{self.url}/-/ready", self.startup_timeout, self.NAME, self.logs)
+        except RuntimeError:
+            self.stop()
+            raise
+
+    def logs(self) -> str:
+        """The server's log so far (its last 4,000 characters)."""
+        try:
+            return (Path(self.tmp.name) / f"{self.NAME}.log").read_text(errors="replace")[-4000:]
+        except (OSError, AttributeError, TypeError):
+            return ""
+
+    def stop(self) -> None:
+        """Stop the server by PID (SIGTERM, then SIGKILL after 10 s) and remove its files."""
+        if self.proc:
+            stop_process(self.proc)
+        if getattr(self, "log", None):
+            self.log.close()
+        if self.tmp:
+            self.tmp.cleanup()
+            self.tmp = None
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+
+class LocalPrometheus(_LocalServer):
     """A real Prometheus on 127.0.0.1 scraping ``targets`` and loading ``rule_files``.
 
     Args:
@@ -150,6 +202,8 @@ class LocalPrometheus:
     Use as a context manager; ``url`` is the base URL once started.
     """
 
+    NAME = "prometheus"
+
     def __init__(self, targets: dict[str, list[str]], rule_files: list[str | Path] = (),
                  scrape_interval: str = "1s", evaluation_interval: str = "1s",
                  scrape_timeout: str | None = None, extra_args: list[str] = (), startup_timeout: float = 60,
@@ -160,11 +214,8 @@ class LocalPrometheus:
         self.alertmanagers = list(alertmanagers)
         self.scrape_interval, self.evaluation_interval = scrape_interval, evaluation_interval
         self.scrape_timeout = scrape_timeout or scrape_interval
-        self.extra_args, self.startup_timeout = list(extra_args), startup_timeout
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.proc: subprocess.Popen | None = None
-        self.tmp: tempfile.TemporaryDirectory | None = None
+        self.extra_args = list(extra_args)
+        super().__init__(startup_timeout)
 
     def _config(self, folder: Path) -> Path:
         rules = []
@@ -192,38 +243,12 @@ class LocalPrometheus:
         Raises:
             RuntimeError: the process exited or did not become ready in time (its log is included).
         """
-        self.tmp = tempfile.TemporaryDirectory(prefix="gpumon-prom-")
-        folder = Path(self.tmp.name)
+        folder = self._folder()
         config = self._config(folder)
-        self.log = open(folder / "prometheus.log", "wb")
-        self.proc = subprocess.Popen(
-            [self.binary or prometheus_binary(), f"--config.file={config}", f"--storage.tsdb.path={folder / 'data'}",
-             f"--web.listen-address=127.0.0.1:{self.port}", "--web.enable-lifecycle",
-             "--storage.tsdb.retention.time=1d", *self.extra_args],
-            stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True)
-        try:
-            wait_ready(self.proc, f"{self.url}/-/ready", self.startup_timeout, "prometheus", self.logs)
-        except RuntimeError:
-            self.stop()
-            raise
+        self._spawn([self.binary or prometheus_binary(), f"--config.file={config}",
+                     f"--storage.tsdb.path={folder / 'data'}", f"--web.listen-address=127.0.0.1:{self.port}",
+                     "--web.enable-lifecycle", "--storage.tsdb.retention.time=1d", *self.extra_args])
         return self
-
-    def logs(self) -> str:
-        """The server's log so far."""
-        try:
-            return (Path(self.tmp.name) / "prometheus.log").read_text(errors="replace")[-4000:]
-        except (OSError, AttributeError):
-            return ""
-
-    def stop(self) -> None:
-        """Stop the server by PID (SIGTERM, then SIGKILL after 10 s) and remove its files."""
-        if self.proc:
-            stop_process(self.proc)
-        if getattr(self, "log", None):
-            self.log.close()
-        if self.tmp:
-            self.tmp.cleanup()
-            self.tmp = None
 
     def reload(self) -> None:
         """Ask the server to re-read its config and rules (``POST /-/reload``)."""
@@ -245,13 +270,6 @@ class LocalPrometheus:
     def wait_for(self, predicate: Callable[[], bool], timeout: float = 60, step: float = 0.5) -> bool:
         """Poll ``predicate`` until it is true or ``timeout`` seconds pass; returns the last result."""
         return wait_for(predicate, timeout, step)
-
-    def __enter__(self) -> "LocalPrometheus":
-        return self.start()
-
-    def __exit__(self, *exc) -> None:
-        self.stop()
-
 
 class WebhookReceiver(_ServedInThread):
     """An Alertmanager webhook receiver on 127.0.0.1 that keeps every notification it gets
@@ -283,16 +301,15 @@ class WebhookReceiver(_ServedInThread):
         return f"http://127.0.0.1:{self.port}/"
 
 
-class LocalAlertmanager:
+class LocalAlertmanager(_LocalServer):
     """A real Alertmanager (Debian's ``prometheus-alertmanager``, or ``$GPUMON_ALERTMANAGER``) on
     127.0.0.1 with ``config`` (a dict), clustering off; waits on ``/-/ready`` and stops by PID."""
 
+    NAME = "alertmanager"
+
     def __init__(self, config: dict, startup_timeout: float = 30):
-        self.config, self.startup_timeout = config, startup_timeout
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.proc: subprocess.Popen | None = None
-        self.tmp: tempfile.TemporaryDirectory | None = None
+        self.config = config
+        super().__init__(startup_timeout)
 
     def start(self) -> "LocalAlertmanager":
         # Debian installs it as prometheus-alertmanager; upstream tarballs as alertmanager
@@ -300,49 +317,14 @@ class LocalAlertmanager:
             or shutil.which("alertmanager")
         if not binary:
             raise FileNotFoundError("alertmanager not found: apt-get install --no-install-recommends prometheus-alertmanager")
-        self.tmp = tempfile.TemporaryDirectory(prefix="gpumon-am-")
-        folder = Path(self.tmp.name)
+        folder = self._folder()
         (folder / "alertmanager.yml").write_text(yaml.safe_dump(self.config, sort_keys=False))
-        self.log = open(folder / "alertmanager.log", "wb")
-        self.proc = subprocess.Popen(
-            [binary, f"--config.file={folder / 'alertmanager.yml'}", f"--storage.path={folder / 'data'}",
-             f"--web.listen-address=127.0.0.1:{self.port}", "--cluster.listen-address="],
-            stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True)
-        try:
-            wait_ready(self.proc, f"{self.url}/-/ready", self.startup_timeout, "alertmanager", self.logs)
-        except RuntimeError:
-            self.stop()
-            raise
+        self._spawn([binary, f"--config.file={folder / 'alertmanager.yml'}", f"--storage.path={folder / 'data'}",
+                     f"--web.listen-address=127.0.0.1:{self.port}", "--cluster.listen-address="])
         return self
-
-    def logs(self) -> str:
-        try:
-            return (Path(self.tmp.name) / "alertmanager.log").read_text(errors="replace")[-4000:]
-        except (OSError, AttributeError):
-            return ""
 
     def alerts(self) -> list[dict]:
         """``GET /api/v2/alerts``: every alert it holds, with ``status.state`` (active/suppressed)."""
         resp = httpx.get(f"{self.url}/api/v2/alerts", timeout=10)
         resp.raise_for_status()
         return resp.json()
-
-    def stop(self) -> None:
-        if self.proc and self.proc.poll() is None:
-            os.kill(self.proc.pid, signal.SIGTERM)
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                os.kill(self.proc.pid, signal.SIGKILL)
-                self.proc.wait(5)
-        if getattr(self, "log", None):
-            self.log.close()
-        if self.tmp:
-            self.tmp.cleanup()
-            self.tmp = None
-
-    def __enter__(self) -> "LocalAlertmanager":
-        return self.start()
-
-    def __exit__(self, *exc) -> None:
-        self.stop()

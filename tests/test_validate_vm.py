@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
 import subprocess
 import time
 from pathlib import Path
@@ -15,7 +14,7 @@ import httpx
 import pytest
 import yaml
 
-from generator.localprom import free_port
+from generator.localprom import free_port, stop_process
 from generator.promapi import PromClient
 from generator.simulate import Fault, Fleet, Simulator, gpu_uuid
 from generator.spec import parse_spec
@@ -61,12 +60,7 @@ def vm(tmp_path_factory):
             time.sleep(3)  # a few more scrapes for the lookback queries
             yield url
         finally:
-            os.kill(proc.pid, signal.SIGTERM)
-            try:
-                proc.wait(10)
-            except subprocess.TimeoutExpired:
-                os.kill(proc.pid, signal.SIGKILL)
-                proc.wait(5)
+            stop_process(proc)
             log.close()
 
 

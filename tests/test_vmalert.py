@@ -4,9 +4,7 @@ firing pages must be exactly one per cause, as on Prometheus (issue 11: both eng
 
 from __future__ import annotations
 
-import os
 import shutil
-import signal
 import subprocess
 import time
 from pathlib import Path
@@ -15,7 +13,7 @@ import httpx
 import pytest
 import yaml
 
-from generator.localprom import WebhookReceiver, free_port
+from generator.localprom import WebhookReceiver, free_port, stop_process, wait_ready
 from generator.render import render
 from generator.simulate import Fleet, Simulator, dumps_faults
 from generator.spec import parse_spec
@@ -30,26 +28,14 @@ def _start(cmd: list[str], log: Path) -> subprocess.Popen:
 
 
 def _stop(proc: subprocess.Popen) -> None:
-    if proc.poll() is None:
-        os.kill(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            os.kill(proc.pid, signal.SIGKILL)
-            proc.wait(5)
+    stop_process(proc)
 
 
 def _wait_http(url: str, proc: subprocess.Popen, log: Path, timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        assert proc.poll() is None, log.read_text()[-3000:]
-        try:
-            if httpx.get(url, timeout=1).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.3)
-    pytest.fail(f"{url} not ready:\n{log.read_text()[-3000:]}")
+    try:
+        wait_ready(proc, url, timeout, url, lambda: log.read_text(errors="replace")[-3000:])
+    except RuntimeError as exc:
+        pytest.fail(str(exc))
 
 
 def _pages(vmalert_url: str) -> set[tuple]:

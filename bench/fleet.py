@@ -285,7 +285,7 @@ def report(res: dict, out=sys.stdout) -> None:
     for key in ("healthy", "faults_phase"):
         ph = res[key]
         figs = ph["figures"]
-        p(f"-- phase {key.replace('_phase', '')}: rule groups (busy s/min = mean eval s / interval s x 60)")
+        p(f"-- phase {key.replace('_phase', '')}: rule groups (busy s/min = median eval s / interval s x 60)")
         p(f"   {'group':24} {'rules':>5} {'interval':>8} {'evals':>5} {'median s':>9} {'mean s':>8} {'s/min':>8} {'missed':>6}")
         for f in sorted(figs.values(), key=lambda f: (f.name.startswith(fl.FLOOR_PREFIX), -f.per_minute)):
             p(f"   {f.name:24} {f.rules:5} {f.interval:8g} {f.evaluations:5} {f.median:9.3f} {f.mean:8.3f} "

@@ -222,16 +222,19 @@ class GroupFigure:
 
 def eval_figures(samples: dict[str, GroupSamples]) -> dict[str, GroupFigure]:
     """{group: GroupFigure} for groups with at least one evaluation in the window. Busy seconds per
-    minute are ``mean(last_duration_seconds) / interval_seconds * 60``: what the group costs
-    Prometheus per minute of wall time (it may exceed 60 on a group that runs late)."""
+    minute are ``median(last_duration_seconds) / interval_seconds * 60``: what the group costs
+    Prometheus per minute of wall time (it may exceed 60 on a group that runs late). The median,
+    not the mean: on a shared machine one evaluation that waited for a core (or for a TSDB
+    compaction) would otherwise dominate a short window; the mean is printed beside it."""
     out = {}
     for name, s in samples.items():
         if not s.durations or not s.interval:
             continue
         mean = statistics.fmean(s.durations)
         missed = int(s.missed[1] - s.missed[0]) if s.missed else 0
-        out[name] = GroupFigure(name, s.rules, s.interval, len(s.durations), statistics.median(s.durations), mean,
-                                mean / s.interval * 60, missed)
+        median = statistics.median(s.durations)
+        out[name] = GroupFigure(name, s.rules, s.interval, len(s.durations), median, mean, median / s.interval * 60,
+                                missed)
     return out
 
 

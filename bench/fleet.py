@@ -335,6 +335,18 @@ def to_json(results: list[dict]) -> list[dict]:
     return json.loads(json.dumps(results, default=conv))
 
 
+def from_json(results: list[dict]) -> list[dict]:
+    """Results read back from ``--json``, figures rebuilt (busy s/min recomputed from the median)."""
+    for r in results:
+        for key in ("healthy", "faults_phase"):
+            figs = {}
+            for name, d in r[key]["figures"].items():
+                d = {**d, "per_minute": d["median"] / d["interval"] * 60}
+                figs[name] = fl.GroupFigure(**d)
+            r[key]["figures"] = figs
+    return results
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--gpus", default="1000", help="comma-separated fleet sizes in GPUs (multiples of 8) [1000]")
@@ -353,7 +365,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--naive-sample", type=int, default=4000, help="at most this many naive queries, scaled [4000]")
     ap.add_argument("--skip-validate", action="store_true", help="rules only")
     ap.add_argument("--json", help="write every figure here as JSON")
+    ap.add_argument("--report", metavar="JSON", help="print the figures of an earlier --json file and exit")
     args = ap.parse_args(argv)
+    if args.report:
+        results = from_json(json.loads(Path(args.report).read_text()))
+        for res in results:
+            print(f"gpumon {res.get('revision', '?')}")
+            report(res)
+        growth(results)
+        return 0
     sizes = [int(x) for x in args.gpus.split(",") if x.strip()]
 
     def on_term(signum, frame):

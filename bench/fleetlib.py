@@ -61,24 +61,60 @@ def fault_set(nodes: int, copies: int = 1) -> list[Fault]:
     return out
 
 
+#: the one counter whose value must move: ``GpuTelemetryFrozen`` alerts on ``increase(...[10m]) == 0``
+ENERGY = "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION"
+#: its rate, mJ per second (345 W, the simulator's average draw)
+ENERGY_RATE = 345_000
+#: the clock the pages are rendered at; the energy counter is ``rendered value + ENERGY_RATE x (t - this)``
+RENDER_CLOCK = 1_700_000_000.0
+
+
 @dataclass(frozen=True)
 class Page:
-    """One node's pre-rendered scrape answer."""
+    """One node's pre-rendered scrape answer. Every series has a fixed value except the energy
+    counter, kept apart (``energy``: (sample line up to the value, value at RENDER_CLOCK)) so each
+    scrape writes it rising with the wall clock, as a real GPU's does."""
 
     node: str
     status: int
-    body: bytes
+    head: bytes = b""
+    energy: tuple[tuple[str, int], ...] = ()
+    tail: bytes = b""
+
+    def render(self, now: float) -> bytes:
+        """The page as scraped at ``now`` (Unix seconds)."""
+        if not self.energy:
+            return self.head + self.tail
+        extra = int(ENERGY_RATE * (now - RENDER_CLOCK))
+        return self.head + "".join(f"{prefix} {base + extra}\n" for prefix, base in self.energy).encode() + self.tail
+
+    @property
+    def body(self) -> bytes:
+        """The page at RENDER_CLOCK."""
+        return self.render(RENDER_CLOCK)
+
+
+def _split_page(node: str, status: int, text: str) -> Page:
+    head, energy, tail = [], [], []
+    for line in text.splitlines(keepends=True):
+        if line.startswith(ENERGY + "{"):
+            prefix, _, value = line.rstrip("\n").rpartition(" ")
+            energy.append((prefix, int(value)))
+        else:
+            (tail if energy else head).append(line)
+    return Page(node, status, "".join(head).encode(), tuple(energy), "".join(tail).encode())
 
 
 def render_pages(nodes: int, faults: list[Fault] = ()) -> dict[str, Page]:
     """{node name: Page} for ``nodes`` x 8 GPUs, rendered once (the generator then only writes
     bytes). Node names are ``gpu-node-1..N`` (:class:`generator.simulate.Fleet`); values are one
-    fixed reading per series (the benchmark measures cost, not alerts)."""
-    fleet = Fleet(nodes, GPUS_PER_NODE, faults=list(faults), clock=lambda: 1_700_000_000.0)
+    fixed reading per series (the benchmark measures cost, not alerts) except the energy counter,
+    which rises (:meth:`Page.render`)."""
+    fleet = Fleet(nodes, GPUS_PER_NODE, faults=list(faults), clock=lambda: RENDER_CLOCK)
     out = {}
     for node in fleet.nodes:
         status, body, _delay = fleet.respond(node.name)
-        out[node.name] = Page(node.name, status, body.encode("utf-8"))
+        out[node.name] = _split_page(node.name, status, body) if status == 200 else Page(node.name, status)
     return out
 
 
@@ -115,15 +151,17 @@ def page_series(body: str) -> list[tuple[str, str, str]]:
 
 def write_history(out: IO[str], pages: dict[str, Page], job: str, start: float, end: float, step: float) -> int:
     """Write the series of ``pages`` (healthy ones: status 200) as OpenMetrics samples every
-    ``step`` seconds from ``start`` to ``end`` (inclusive, Unix seconds), plus ``up`` = 1 per
+    ``step`` seconds from ``start`` to ``end`` (inclusive, Unix seconds; the energy counter rising
+    as :meth:`Page.render` has it), plus ``up`` = 1 per
     target, with ``job`` and ``instance`` added as a scrape would. Families are contiguous and each
     series' samples ascend in time, as ``promtool tsdb create-blocks-from openmetrics`` wants;
     ends with ``# EOF``. Returns the number of samples written."""
-    stamps = []
+    times = []
     t = start
     while t <= end + 1e-9:
-        stamps.append(f"{t:.3f}")
+        times.append(t)
         t += step
+    stamps = [f"{t:.3f}" for t in times]
     families: dict[str, list[str]] = {}
     for node, page in pages.items():
         if page.status != 200:
@@ -137,7 +175,12 @@ def write_history(out: IO[str], pages: dict[str, Page], job: str, start: float, 
     for name, series in families.items():
         out.write(f"# TYPE {name} gauge\n")  # types are not stored in blocks; gauge needs no _total
         for prefix in series:
-            out.write("".join(f"{prefix} {s}\n" for s in stamps))
+            if name == ENERGY:  # rising, continuous with what the live pages serve
+                inner, _, base = prefix.rpartition(" ")
+                out.write("".join(f"{inner} {int(base) + int(ENERGY_RATE * (t - RENDER_CLOCK))} {s}\n"
+                                  for t, s in zip(times, stamps)))
+            else:
+                out.write("".join(f"{prefix} {s}\n" for s in stamps))
             count += len(stamps)
     out.write("# EOF\n")
     return count

@@ -34,7 +34,7 @@ class FleetServer(_ServedInThread):
 
             def do_GET(self):  # noqa: N802 - http.server API
                 page = outer.pages.get(self.path[len(PAGE_PATH):]) if self.path.startswith(PAGE_PATH) else None
-                status, body = (page.status, page.body) if page else (404, b"no such node\n")
+                status, body = (page.status, page.render(time.time())) if page else (404, b"no such node\n")
                 if status != 200:
                     body = b"An error has occurred while serving metrics:\n\ncollector failed\n" if page else body
                 try:

@@ -172,3 +172,19 @@ def test_smoke_16_gpus(tmp_path):
     v = res["validate"]
     assert v["exit"] == 1 and v["requests"] > 0 and v["bytes"] > 0 and v["rss"] > 0 and v["findings"]
     assert res["naive"]["sampled"] == 200 and res["naive"]["queries"] > 200
+
+
+def test_energy_counter_rises_with_the_clock_everything_else_is_fixed():
+    page = fl.render_pages(1)["gpu-node-1"]
+    t0 = fl.RENDER_CLOCK + 3600
+    a, b = (dict(((n, lb), v) for n, lb, v in fl.page_series(page.render(t).decode())) for t in (t0, t0 + 15))
+    assert a.keys() == b.keys() and len(a) == len(fl.page_series(page.body.decode()))
+    moved = {k for k in a if a[k] != b[k]}
+    assert {n for n, _ in moved} == {fl.ENERGY} and len(moved) == 8
+    assert all(int(b[k]) - int(a[k]) == 15 * fl.ENERGY_RATE for k in moved)
+    out = io.StringIO()
+    fl.write_history(out, {"gpu-node-1": page}, "j", t0 - 30, t0, 15)
+    hist = [ln.rsplit(" ", 2) for ln in out.getvalue().splitlines() if ln.startswith(fl.ENERGY + "{")]
+    key = next(k for k in moved)
+    mine = [int(v) for lb, v, _ in hist if lb.startswith(key[0] + key[1][:-1])]
+    assert mine == sorted(mine) and len(set(mine)) == 3 and mine[-1] == int(a[key])

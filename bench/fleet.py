@@ -296,6 +296,10 @@ def report(res: dict, out=sys.stdout) -> None:
             p(f"   gpumon total {total:.2f} s/min vs {floor} {fv:.3f} s/min: ratio {fl.ratio(total, fv):.1f}x")
         missed = sum(f.missed for n, f in figs.items() if not n.startswith(fl.FLOOR_PREFIX))
         p(f"   gpumon evaluations missed in the window: {missed}")
+        if any(f.missed or f.median > f.interval for f in figs.values()):
+            p("   WARNING: Prometheus is saturated (a group ran longer than its interval or skipped evaluations): "
+              "every group waits for the same cores, the floor's seconds are inflated by gpumon's load and the "
+              "ratios understate gpumon's cost")
         s = ph["series"]
         p(f"   series: raw DCGM_* {s['raw']:,}; gpumon recorded {s['gpumon']:,} = {fl.ratio(s['gpumon'], s['raw']):.3f}x raw; "
           f"floors {s['floor']:,}; ALERTS* {s['alerts']:,}; head {s['head']:,}; Prometheus RSS {mib(ph['prometheus_rss'])}")
@@ -308,7 +312,9 @@ def report(res: dict, out=sys.stdout) -> None:
         if v["stderr"]:
             p("   validate stderr: " + v["stderr"].replace("\n", "\n   "))
         p(f"   naive: {n['queries']:,} queries ({n['sampled']:,} run, scaled), wall {n['wall']:.1f}s, {mib(n['bytes'])}, "
-          f"Prometheus {n['prom_seconds']:.1f}s; naive / gpumon wall = {fl.ratio(n['wall'], v['wall']):.2f}x")
+          f"Prometheus {n['prom_seconds']:.1f}s; naive / gpumon wall = {fl.ratio(n['wall'], v['wall']):.2f}x, "
+          f"Prometheus seconds = {fl.ratio(n['prom_seconds'], v['prom_seconds']):.2f}x (the naive wall includes the "
+          "Python client's and the proxy's cost per request, which dominates at tens of thousands of requests)")
 
 
 def growth(results: list[dict], out=sys.stdout) -> None:

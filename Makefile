@@ -43,8 +43,8 @@ test: $(BIN)/gpumon prometheus-installed tools   ## run the whole test suite (Pr
 	$(BIN)/python -m tests.engines
 	$(BIN)/python -m pytest -q
 
-test-fast: $(BIN)/gpumon         ## the fast tier: no servers, no promtool (about a minute and a half on 2 cores)
-	$(BIN)/python -m pytest -q -m "not slow"
+test-fast: $(BIN)/gpumon         ## the fast tier: no servers, no promtool, on every core (about a minute on 2 busy cores)
+	$(BIN)/python -m pytest -q -m "not slow" -n auto
 
 fuzz: $(BIN)/gpumon prometheus-installed   ## a long spec-fuzzing run (CI runs a bounded slice); FUZZ_SEED=N to reproduce
 	GPUMON_FUZZ_EXAMPLES=$${FUZZ_EXAMPLES:-20000} GPUMON_FUZZ_ROTATING_EXAMPLES=$${FUZZ_EXAMPLES:-20000} \

@@ -21,6 +21,18 @@ Facts behind the presets:
   (units in base units: ratio, bytes, hertz) for node_exporter's textfile collector, so the series
   carry node_exporter's job (default ``node-exporter``; a source entry's ``job:`` overrides) and
   dcgm-exporter's own label names.
+* ``openshift-ai-renames``: OpenShift AI's accelerator-metrics scrape job renames eight DCGM fields
+  to ``nvidia_gpu_*`` families (opendatahub-operator PR #2236; the eight rules as in
+  opendatahub-io/odh-observability's ``internal/controller/resources/opentelemetry-collector.tmpl.yaml``,
+  ported there in its PR #36) and relabels the job ``rhoai-accelerator-metrics``, keeping
+  dcgm-exporter's labels (``UUID``, ``gpu``, ``Hostname``; it adds ``node``). The percent fields
+  become ``*_ratio`` names marked for scaling to 0-1 ("Convert DCGM percentage metrics to ratios
+  (0-1 scale)"), so the preset converts x100; the memory fields are renamed ``*_bytes`` but
+  relabeling cannot scale a value, so they stay MiB; clocks stay MHz. odh-observability PR #51
+  reverted to the DCGM names ("continue to be converted to ratios"), so fleets on either side of
+  it mix both names. The template only tags the ratio series (``__tmp_scale_needed``), and a
+  collector that did not scale them leaves percent under a ``_ratio`` name: a source entry's
+  ``unit: percent`` says so (a x100 too many shows as implausible readings, never as silence).
 * ``dcgm-renames``: fields DCGM renamed: ``DCGM_FI_DEV_CLOCK_THROTTLE_REASONS`` ->
   ``DCGM_FI_DEV_CLOCKS_EVENT_REASONS`` and the exporter's ``DCGM_FI_EXP_CLOCK_THROTTLE_REASONS_COUNT``
   -> ``DCGM_EXP_CLOCK_EVENTS_COUNT`` (NVIDIA/dcgm-exporter PR #261); either name serves the other.
@@ -131,6 +143,17 @@ PRESETS: dict[str, Preset] = {
     "nvidia-smi-textfile": Preset(
         job=TEXTFILE_JOB, gpu="UUID", node="Hostname", gpu_index="gpu", gpu_prefix="keep",
         series={metric: (series, unit) for metric, (series, unit, _field) in TEXTFILE_SERIES.items()}),
+    "openshift-ai-renames": Preset(
+        job="rhoai-accelerator-metrics", gpu="UUID", node="Hostname", gpu_index="gpu", gpu_prefix="keep", series={
+            "DCGM_FI_DEV_GPU_TEMP": ("nvidia_gpu_temperature_celsius", "celsius"),
+            "DCGM_FI_DEV_GPU_UTIL": ("nvidia_gpu_utilization_ratio", "ratio"),
+            "DCGM_FI_DEV_MEM_COPY_UTIL": ("nvidia_gpu_memory_utilization_ratio", "ratio"),
+            "DCGM_FI_DEV_FB_USED": ("nvidia_gpu_memory_used_bytes", "MiB"),     # renamed, not scaled
+            "DCGM_FI_DEV_FB_FREE": ("nvidia_gpu_memory_free_bytes", "MiB"),     # renamed, not scaled
+            "DCGM_FI_DEV_POWER_USAGE": ("nvidia_gpu_power_usage_watts", "watts"),
+            "DCGM_FI_DEV_SM_CLOCK": ("nvidia_gpu_sm_clock_mhz", "MHz"),
+            "DCGM_FI_DEV_MEM_CLOCK": ("nvidia_gpu_memory_clock_mhz", "MHz"),
+        }),
     "dcgm-renames": Preset(job=None, gpu=None, node=None, gpu_index=None, gpu_prefix="keep", series={
         "DCGM_FI_DEV_CLOCKS_EVENT_REASONS": ("DCGM_FI_DEV_CLOCK_THROTTLE_REASONS", None),
         "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS": ("DCGM_FI_DEV_CLOCKS_EVENT_REASONS", None),

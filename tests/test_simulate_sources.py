@@ -5,11 +5,13 @@ and 3.x) with the rendered rules: a mixed fleet where each node is one case.
 * gpu-node-2: dcgm-exporter without the temperature (the field guide's case, a ``drop`` fault on
   its dcgm-exporter only) plus node_exporter with gpumon's nvidia-smi textfile, GPU 1 hot;
 * gpu-node-3: dcgm-exporter 1.x names only (dcgm_gpu_temp, label uuid);
-* gpu-node-4: dcgm-exporter without the temperature plus utkuozdemir/nvidia_gpu_exporter (node from
-  ``instance``, so its Hostname is the target's host, 127.0.0.1).
+* gpu-node-4: dcgm-exporter without the temperature plus utkuozdemir/nvidia_gpu_exporter (no node
+  label: its targets' ``instance`` is 127.0.0.1:port, as a pod address is in Kubernetes; the node
+  comes from the GPU's dcgm-exporter series).
 
-Checked: every GPU has exactly one normalized temperature, from the source expected for its node;
-the threshold fires from the textfile for the hot GPU; one fallback warning per node and field.
+Checked: every GPU has exactly one normalized temperature, from the source expected for its node
+and under its node's name; the threshold fires from the textfile for the hot GPU; one fallback
+warning per node and field and no presence alert (one cause, one page).
 """
 
 from __future__ import annotations
@@ -71,8 +73,9 @@ def prom(tmp_path_factory, engine):
 
 def test_every_gpu_keeps_one_temperature_from_its_nodes_source(prom):
     norm = prom.query(f'job_gpu:dcgm_field_value:normalized{{dcgm_field="{TEMP}"}}')
-    got = sorted((s["metric"]["UUID"], s["metric"]["source"]) for s in norm)
-    want = sorted((gpu_uuid(node, gpu), source) for node, source in EXPECTED_SOURCE.items() for gpu in (0, 1))
+    got = sorted((s["metric"]["UUID"], s["metric"]["Hostname"], s["metric"]["gpu"], s["metric"]["source"]) for s in norm)
+    want = sorted((gpu_uuid(node, gpu), node, str(gpu), source) for node, source in EXPECTED_SOURCE.items()
+                  for gpu in (0, 1))
     assert got == want
     hot = [s for s in norm if s["metric"]["UUID"] == gpu_uuid("gpu-node-2", 1)]
     assert hot[0]["value"][1] == "95" and hot[0]["metric"]["Hostname"] == "gpu-node-2"
@@ -88,8 +91,11 @@ def test_one_fallback_warning_per_node_and_field(prom):
     firing = prom.query('ALERTS{alertname="GpuMetricFallbackServing",alertstate="firing"}')
     got = sorted((a["metric"]["dcgm_field"], a["metric"]["Hostname"], a["metric"]["source"]) for a in firing)
     assert got == sorted([(TEMP, "gpu-node-2", "nvidia-smi-textfile"), (TEMP, "gpu-node-3", "dcgm-exporter-1.x"),
-                          (TEMP, "127.0.0.1", "nvidia_gpu_exporter"),
+                          (TEMP, "gpu-node-4", "nvidia_gpu_exporter"),
                           ("DCGM_FI_DEV_POWER_USAGE", "gpu-node-3", "dcgm-exporter-1.x")])
+    # the fallback-served nodes are not paged as missing too (before the node came from the
+    # GPU's primary series, gpu-node-4 was: its readings said Hostname="127.0.0.1")
+    assert not prom.query('ALERTS{alertname=~"GpuMetricMissing|GpuNodeMetricMissing|GpuMetricAbsent"}')
 
 
 def test_power_read_once_per_gpu_from_the_primary_where_it_has_one(prom):

@@ -137,6 +137,16 @@ def problems(plain: dict, add: Callable[[list, str], None]) -> None:
             add(base + ["tolerations", i], "operator Equal needs a key")
 
 
+def stale_after(spec: "Spec") -> float:
+    """Seconds after the sidecar's last run (``gpumon_nvidia_smi_last_run_timestamp_seconds``) at
+    which its readings stop serving: node_exporter keeps serving the last file of a sidecar that
+    died (a crash-looping pod, a deleted DaemonSet), so without this check a fallback would serve
+    a frozen reading forever. Four intervals plus the timeout, at least 2 minutes (clock skew
+    between node and Prometheus); the spec's ``textfile_sidecar`` intervals, else the defaults."""
+    sc = spec.textfile_sidecar or TextfileSidecar()
+    return max(120.0, 4 * sc.interval + sc.timeout)
+
+
 def script_text() -> str:
     """The sidecar's POSIX sh script (``templates/sidecar/gpumon-nvidia-smi-textfile.sh``)."""
     return (templates_dir() / SCRIPT).read_text("utf-8")

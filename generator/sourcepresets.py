@@ -107,6 +107,10 @@ DCGM_1X_NAMES = {
     "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL": "dcgm_nvlink_bandwidth_total",
 }
 
+#: the sidecar's "when did the last query start" series (Unix seconds, per node): a reading is
+#: only used while this is recent, since node_exporter keeps serving a dead sidecar's last file
+TEXTFILE_LAST_RUN = "gpumon_nvidia_smi_last_run_timestamp_seconds"
+
 #: node_exporter's usual job name (kube-prometheus-stack's node-exporter ServiceMonitor)
 TEXTFILE_JOB = "node-exporter"
 

@@ -288,3 +288,39 @@ def test_spec_errors_point_at_the_line(section, where, message):
     assert hit, rendered
     m = re.match(r"t\.yaml:(\d+):(\d+)", hit[0])
     assert m and line <= int(m[1]) <= line + 3, hit[0]
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not PROMTOOLS, reason="promtool not installed (apt-get install prometheus)")
+def test_a_dead_sidecars_last_file_stops_serving(tmp_path):
+    """node_exporter keeps serving the last file of a sidecar that died: the rendered rules use a
+    textfile reading only while the sidecar's last run is recent (sidecar.stale_after, 120 s for
+    the example), then the GPU is unserved (and the presence tiers page as for any unserved GPU)."""
+    spec = load_spec(ROOT / "examples" / "textfile-sidecar.yaml")
+    assert sidecar.stale_after(spec) == 120
+    (tmp_path / "rules.yaml").write_text(render(spec)["rules/gpumon.rules.yaml"])
+    uuid = "GPU-6304bf68-46a6-459f-2dc0-682f676a8d85"
+    temp = (f'gpumon_nvidia_smi_temperature_gpu_celsius{{job="node-exporter",instance="10.0.0.7:9100",'
+            f'UUID="{uuid}",gpu="0",Hostname="gpu-node-7"}}')
+    want = (f'job_gpu:dcgm_field_value:normalized{{Hostname="gpu-node-7",UUID="{uuid}",'
+            f'dcgm_field="DCGM_FI_DEV_GPU_TEMP",gpu="0",job="dcgm-exporter",source="nvidia-smi-textfile"}}')
+    query = 'job_gpu:dcgm_field_value:normalized{dcgm_field="DCGM_FI_DEV_GPU_TEMP"}'
+    test = {"rule_files": ["rules.yaml"], "evaluation_interval": "30s", "tests": [
+        {"interval": "30s", "input_series": [
+            {"series": temp, "values": "71x12"},
+            # the sidecar ran at t=0 and died: node_exporter keeps serving that file
+            {"series": 'gpumon_nvidia_smi_last_run_timestamp_seconds{job="node-exporter",instance="10.0.0.7:9100",'
+                       'Hostname="gpu-node-7"}', "values": "0x12"}],
+         "promql_expr_test": [
+             {"expr": query, "eval_time": "1m", "exp_samples": [{"labels": want, "value": 71}]},
+             {"expr": query, "eval_time": "3m", "exp_samples": []}]},
+        {"interval": "30s", "input_series": [
+            {"series": temp, "values": "71x12"},
+            {"series": 'gpumon_nvidia_smi_last_run_timestamp_seconds{job="node-exporter",instance="10.0.0.7:9100",'
+                       'Hostname="gpu-node-7"}', "values": "0+30x12"}],      # alive: a run every 30 s
+         "promql_expr_test": [{"expr": query, "eval_time": "5m", "exp_samples": [{"labels": want, "value": 71}]}]},
+    ]}
+    (tmp_path / "stale.test.yaml").write_text(yaml.safe_dump(test, sort_keys=False))
+    for promtool in PROMTOOLS:
+        proc = subprocess.run([promtool, "test", "rules", "stale.test.yaml"], cwd=tmp_path, capture_output=True, text=True)
+        assert proc.returncode == 0, f"{promtool}: {proc.stdout}{proc.stderr}"

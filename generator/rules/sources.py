@@ -11,8 +11,8 @@ without sources renders none of it (byte-identical output).
 
 from __future__ import annotations
 
-from .. import promqltext
-from ..sourcepresets import NODE_FROM_INSTANCE, PRIMARY
+from .. import promqltext, sidecar
+from ..sourcepresets import NODE_FROM_INSTANCE, PRIMARY, TEXTFILE_LAST_RUN
 from ..spec import Metric, Source, Spec
 from . import names
 from .common import alert, record
@@ -54,9 +54,16 @@ def mapped(spec: Spec, m: Metric, src: Source) -> str:
     node and GPU-index labels copied into the exporter's (node from ``instance`` without the
     port), its job set to the exporter's, ``max by`` the metric's GPU ids, then converted. A GPU
     index the source lacks, and a node it reads from ``instance``, come from the GPU's primary
-    series (:data:`names.FIELD_PRESENT`) where the GPU has any."""
+    series (:data:`names.FIELD_PRESENT`) where the GPU has any. gpumon's textfile sidecar's
+    readings count only while its last run is recent (:func:`generator.sidecar.stale_after`)."""
     lab = spec.exporter.labels
     expr = selector(src.series, job=src.job)
+    if src.preset == "nvidia-smi-textfile":
+        # node_exporter serves a dead sidecar's last file forever: its readings serve only while
+        # the sidecar's last run is recent (generator/sidecar.py stale_after)
+        on = by(("job", "instance") + ((lab.cluster,) if lab.cluster else ()))
+        fresh = f"time() - {selector(TEXTFILE_LAST_RUN, job=src.job)} < {num(sidecar.stale_after(spec))}"
+        expr = f"({expr} and on ({on}) ({fresh}))"
     replacement, regex = _PREFIX[src.gpu_prefix]
     if src.gpu != lab.gpu or src.gpu_prefix != "keep":
         expr = _label_replace(expr, lab.gpu, replacement, src.gpu, regex)

@@ -596,7 +596,7 @@ class Fleet:
         stamp = go_float(float(int(now)))
         for name, value, help_ in (
                 ("gpumon_nvidia_smi_up", "1", "1 when the last nvidia-smi query exited 0 within the timeout, else 0."),
-                ("gpumon_nvidia_smi_exit_code", "0", "Exit status of the last nvidia-smi query (124: timed out, "
+                ("gpumon_nvidia_smi_exit_code", "0", "Exit status of the last nvidia-smi query (124 or 143: timed out, "
                  "137: killed after the timeout)."),
                 ("gpumon_nvidia_smi_last_run_timestamp_seconds", stamp, "When the last query started (Unix time)."),
                 ("gpumon_nvidia_smi_last_success_timestamp_seconds", stamp, "When the last successful query "

@@ -29,14 +29,42 @@ PROMTOOLS = [p for p in (shutil.which("promtool"),
                          str(Path.home() / ".cache/gpumon-tools/prometheus-3.16.0/bin/promtool")) if p and os.path.exists(p)]
 
 
-def run_once(tmp_path: Path, case: str | Path, timeout: int = 5, node: str = "gpu-node-1") -> subprocess.CompletedProcess:
-    """One ``--once`` run of the script under dash in ``tmp_path/textfile``."""
+def _busybox_path(folder: Path) -> str:
+    """A PATH holding only busybox applets (sh, timeout, sed, ...): the script must not need GNU tools."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for applet in ("sh", "timeout", "sed", "date", "mv", "rm", "cat", "head", "tr", "uname", "sleep", "awk", "printf"):
+        link = folder / applet
+        if not link.exists():
+            link.symlink_to(shutil.which("busybox"))
+    return str(folder)
+
+
+#: shells the script is run under: dash (Debian's /bin/sh) always; bash in POSIX mode and busybox
+#: (with only its own applets on PATH, as in a busybox image) where installed
+SHELLS = ["dash"] + [s for s in ("bash", "busybox") if shutil.which(s)]
+
+
+def run_once(tmp_path: Path, case: str | Path, timeout: int = 5, node: str = "gpu-node-1",
+             shell: str = "dash") -> subprocess.CompletedProcess:
+    """One ``--once`` run of the script under ``shell`` (a :data:`SHELLS` name) in ``tmp_path/textfile``."""
     out = tmp_path / "textfile"
     out.mkdir(exist_ok=True)
-    env = {"PATH": os.environ["PATH"], "FAKE_NVIDIA_SMI_CASE": str(case if isinstance(case, Path) else DATA / f"{case}.csv"),
+    path = os.environ["PATH"]
+    argv = [SH]
+    if shell == "bash":
+        argv = [shutil.which("bash"), "--posix"]
+    elif shell == "busybox":
+        path = _busybox_path(tmp_path / "busybox-bin")
+        argv = [str(Path(path) / "sh")]
+    env = {"PATH": path, "FAKE_NVIDIA_SMI_CASE": str(case if isinstance(case, Path) else DATA / f"{case}.csv"),
            "FAKE_NVIDIA_SMI_LOG": str(tmp_path / "calls.log"), "GPUMON_NVIDIA_SMI": str(FAKE),
            "GPUMON_TEXTFILE_DIR": str(out), "GPUMON_TIMEOUT": str(timeout), "NODE_NAME": node}
-    return subprocess.run([SH, str(SCRIPT), "--once"], env=env, capture_output=True, text=True, timeout=60)
+    return subprocess.run(argv + [str(SCRIPT), "--once"], env=env, capture_output=True, text=True, timeout=60)
+
+
+@pytest.fixture(params=SHELLS)
+def shell(request) -> str:
+    return request.param
 
 
 def samples(tmp_path: Path) -> dict[tuple[str, frozenset], str]:
@@ -67,8 +95,8 @@ def status(s: dict, name: str, node: str = "gpu-node-1") -> str:
 H100 = "GPU-00000000-0000-0000-0000-000000000000"
 
 
-def test_h100_reading_in_base_units(tmp_path):
-    proc = run_once(tmp_path, "h100-load")
+def test_h100_reading_in_base_units(tmp_path, shell):
+    proc = run_once(tmp_path, "h100-load", shell=shell)
     assert proc.returncode == 0, proc.stderr
     s = samples(tmp_path)
     g = gpu(H100, "0")
@@ -85,8 +113,8 @@ def test_h100_reading_in_base_units(tmp_path):
                      "memory.used,memory.free,clocks.current.sm,clocks.current.memory"]
 
 
-def test_placeholders_are_left_out_and_counted(tmp_path):
-    assert run_once(tmp_path, "unavailable").returncode == 0
+def test_placeholders_are_left_out_and_counted(tmp_path, shell):
+    assert run_once(tmp_path, "unavailable", shell=shell).returncode == 0
     s = samples(tmp_path)
     g0 = gpu("GPU-6304bf68-46a6-459f-2dc0-682f676a8d85", "0")
     g1 = gpu("GPU-1177f867-a501-9c09-29b9-30540e93cc9a", "1")
@@ -107,8 +135,8 @@ def test_placeholders_are_left_out_and_counted(tmp_path):
     assert status(s, "up") == "1" and status(s, "gpus") == "2"
 
 
-def test_unknown_field_is_dropped_and_reported(tmp_path):
-    proc = run_once(tmp_path, "old-driver")
+def test_unknown_field_is_dropped_and_reported(tmp_path, shell):
+    proc = run_once(tmp_path, "old-driver", shell=shell)
     assert proc.returncode == 0, proc.stderr
     assert "does not know field temperature.memory" in proc.stderr
     calls = (tmp_path / "calls.log").read_text().splitlines()
@@ -120,20 +148,21 @@ def test_unknown_field_is_dropped_and_reported(tmp_path):
     assert status(s, "up") == "1"
 
 
-def test_hang_times_out_without_readings(tmp_path):
+def test_hang_times_out_without_readings(tmp_path, shell):
     start = time.monotonic()
-    proc = run_once(tmp_path, "hang", timeout=1)
+    proc = run_once(tmp_path, "hang", timeout=1, shell=shell)
     took = time.monotonic() - start
     assert proc.returncode == 1 and took < 10, (proc.returncode, took)
     assert "did not answer within 1s" in proc.stderr
     s = samples(tmp_path)
     assert not [k for k in s if "celsius" in k[0]]
-    assert status(s, "up") == "0" and status(s, "exit_code") == "124"
+    # GNU timeout exits 124, busybox's 143 (128 + SIGTERM)
+    assert status(s, "up") == "0" and status(s, "exit_code") == ("143" if shell == "busybox" else "124")
     assert status(s, "last_success_timestamp_seconds") == "0"
 
 
-def test_driver_failure_says_so(tmp_path):
-    proc = run_once(tmp_path, "driver-gone")
+def test_driver_failure_says_so(tmp_path, shell):
+    proc = run_once(tmp_path, "driver-gone", shell=shell)
     assert proc.returncode == 1
     assert "couldn't communicate with the NVIDIA driver" in proc.stderr
     s = samples(tmp_path)
@@ -179,8 +208,8 @@ def test_loop_replaces_readings_each_run(tmp_path):
     assert sorted(p.name for p in folder.iterdir()) == ["gpumon-nvidia-smi.prom"]
 
 
-def test_node_name_is_escaped(tmp_path):
-    assert run_once(tmp_path, "h100-load", node='odd"node\\x').returncode == 0
+def test_node_name_is_escaped(tmp_path, shell):
+    assert run_once(tmp_path, "h100-load", node='odd"node\\x', shell=shell).returncode == 0
     text = (tmp_path / "textfile" / "gpumon-nvidia-smi.prom").read_text()
     assert 'Hostname="odd\\"node\\\\x"' in text
 

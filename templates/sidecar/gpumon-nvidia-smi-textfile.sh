@@ -168,6 +168,11 @@ query() {  # runs nvidia-smi into $CSV/$ERRF, dropping fields it rejects; sets R
   done
 }
 
+timed_out() {  # exit status $1 of timeout: 124 (GNU coreutils), 143 (busybox: TERM), 137 (KILL after -k)
+  case $1 in 124|137|143) return 0 ;; esac
+  return 1
+}
+
 gauge() {  # name help
   printf '# HELP %s %s\n# TYPE %s gauge\n' "$1" "$2" "$1"
 }
@@ -206,12 +211,12 @@ run_once() {
   gpus=0 skipped=0
   up=0
   if [ "$RC" -eq 0 ]; then up=1; LAST_SUCCESS=$now; fi
-  case $RC in
-    124|137) log "nvidia-smi did not answer within ${TIMEOUT}s (exit $RC)" ;;
-    0) ;;
-    *) log "nvidia-smi failed (exit $RC): $(cat "$ERRF" "$CSV" 2>/dev/null | head -n 3 | tr '\n' ' ')" ;;
-  esac
-  if [ "$RC" -ne 124 ] && [ "$RC" -ne 137 ] && [ -n "$FIELDS" ]; then
+  if timed_out "$RC"; then
+    log "nvidia-smi did not answer within ${TIMEOUT}s (exit $RC)"
+  elif [ "$RC" -ne 0 ]; then
+    log "nvidia-smi failed (exit $RC): $(cat "$ERRF" "$CSV" 2>/dev/null | head -n 3 | tr '\n' ' ')"
+  fi
+  if ! timed_out "$RC" && [ -n "$FIELDS" ]; then
     # a failed run's rows are written where they parse: fresh readings of the GPUs that answered
     while IFS= read -r line || [ -n "$line" ]; do
       if valid_row "$line"; then gpus=$((gpus + 1)); else [ -n "$line" ] && skipped=$((skipped + 1)); fi
@@ -221,7 +226,7 @@ run_once() {
   {
     gauge gpumon_nvidia_smi_up "1 when the last nvidia-smi query exited 0 within the timeout, else 0."
     printf 'gpumon_nvidia_smi_up{Hostname="%s"} %s\n' "$NODE" "$up"
-    gauge gpumon_nvidia_smi_exit_code "Exit status of the last nvidia-smi query (124: timed out, 137: killed after the timeout)."
+    gauge gpumon_nvidia_smi_exit_code "Exit status of the last nvidia-smi query (124 or 143: timed out, 137: killed after the timeout)."
     printf 'gpumon_nvidia_smi_exit_code{Hostname="%s"} %s\n' "$NODE" "$RC"
     gauge gpumon_nvidia_smi_last_run_timestamp_seconds "When the last query started (Unix time)."
     printf 'gpumon_nvidia_smi_last_run_timestamp_seconds{Hostname="%s"} %s\n' "$NODE" "$now"

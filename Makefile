@@ -26,11 +26,11 @@ docs: $(BIN)/gpumon              ## regenerate docs/checks/ (one page per lint a
 	$(BIN)/python -m generator.checkdocs
 
 prometheus-installed:
-	@command -v promtool >/dev/null 2>&1 && command -v prometheus >/dev/null 2>&1 && command -v victoria-metrics >/dev/null 2>&1 && command -v amtool >/dev/null 2>&1 && command -v chromium >/dev/null 2>&1 || { \
-	  echo "installing Debian's prometheus (prometheus + promtool), prometheus-alertmanager, victoria-metrics and chromium (HTML report test) packages"; \
+	@command -v promtool >/dev/null 2>&1 && command -v prometheus >/dev/null 2>&1 && command -v victoria-metrics >/dev/null 2>&1 && command -v amtool >/dev/null 2>&1 && command -v chromium >/dev/null 2>&1 && command -v busybox >/dev/null 2>&1 || { \
+	  echo "installing Debian's prometheus (prometheus + promtool), prometheus-alertmanager, victoria-metrics, chromium (HTML report test) and busybox (sidecar script test) packages"; \
 	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 	  $$SUDO apt-get update -qq && \
-	  DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends prometheus prometheus-alertmanager victoria-metrics chromium >/dev/null; }
+	  DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends prometheus prometheus-alertmanager victoria-metrics chromium busybox >/dev/null; }
 .PHONY: prometheus-installed
 
 tools:                           ## build Prometheus 3.x and Thanos from their Go modules into ~/.cache/gpumon-tools (pinned in tools/versions.env)

@@ -26,11 +26,11 @@ docs: $(BIN)/gpumon              ## regenerate docs/checks/ (one page per lint a
 	$(BIN)/python -m generator.checkdocs
 
 prometheus-installed:
-	@command -v promtool >/dev/null 2>&1 && command -v prometheus >/dev/null 2>&1 && command -v victoria-metrics >/dev/null 2>&1 && command -v amtool >/dev/null 2>&1 && command -v chromium >/dev/null 2>&1 || { \
-	  echo "installing Debian's prometheus (prometheus + promtool), prometheus-alertmanager, victoria-metrics and chromium (HTML report test) packages"; \
+	@command -v promtool >/dev/null 2>&1 && command -v prometheus >/dev/null 2>&1 && command -v victoria-metrics >/dev/null 2>&1 && command -v amtool >/dev/null 2>&1 && command -v chromium >/dev/null 2>&1 && command -v busybox >/dev/null 2>&1 || { \
+	  echo "installing Debian's prometheus (prometheus + promtool), prometheus-alertmanager, victoria-metrics, chromium (HTML report test) and busybox (sidecar script test) packages"; \
 	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 	  $$SUDO apt-get update -qq && \
-	  DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends prometheus prometheus-alertmanager victoria-metrics chromium >/dev/null; }
+	  DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends prometheus prometheus-alertmanager victoria-metrics chromium busybox >/dev/null; }
 .PHONY: prometheus-installed
 
 tools:                           ## build Prometheus 3.x and Thanos from their Go modules into ~/.cache/gpumon-tools (pinned in tools/versions.env)
@@ -43,8 +43,8 @@ test: $(BIN)/gpumon prometheus-installed tools   ## run the whole test suite (Pr
 	$(BIN)/python -m tests.engines
 	$(BIN)/python -m pytest -q
 
-test-fast: $(BIN)/gpumon         ## the fast tier: no servers, no promtool (about a minute and a half on 2 cores)
-	$(BIN)/python -m pytest -q -m "not slow"
+test-fast: $(BIN)/gpumon         ## the fast tier: no servers, no promtool, on every core (about a minute on 2 busy cores)
+	$(BIN)/python -m pytest -q -m "not slow" -n auto
 
 fuzz: $(BIN)/gpumon prometheus-installed   ## a long spec-fuzzing run (CI runs a bounded slice); FUZZ_SEED=N to reproduce
 	GPUMON_FUZZ_EXAMPLES=$${FUZZ_EXAMPLES:-20000} GPUMON_FUZZ_ROTATING_EXAMPLES=$${FUZZ_EXAMPLES:-20000} \

@@ -32,7 +32,7 @@ STATES = {
 VERDICT_COLOURS = {"panel-ok": "#2e7d32", "panel-no-data": "#c62828", "panel-query-error": "#b71c1c",
                    "panel-variable-empty": "#d84315", "panel-partial": "#ef6c00", "panel-masked": "#f9a825",
                    "panel-expected-empty": "#90a4ae", "panel-unsupported": "#607d8b",
-                   "panel-not-evaluated": "#455a64"}
+                   "panel-not-evaluated": "#455a64", "panel-too-little-history": "#78909c"}
 SEVERITY_COLOURS = {"error": "#c62828", "warning": "#ef6c00", "info": "#1565c0", "inconclusive": "#607d8b"}
 
 _CSS = """

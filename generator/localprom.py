@@ -141,6 +141,8 @@ class _LocalServer:
     through ``/-/ready`` and stopped by PID. Subclasses set ``NAME`` and call :meth:`_spawn`."""
 
     NAME = "server"
+    #: the path answering 200 once the server is ready
+    READY = "/-/ready"
 
     def __init__(self, startup_timeout: float):
         self.startup_timeout = startup_timeout
@@ -154,12 +156,12 @@ class _LocalServer:
         return Path(self.tmp.name)
 
     def _spawn(self, args: list[str]) -> None:
-        """Start ``args`` with output to ``<folder>/<NAME>.log`` and wait until it is ready;
+        """Start ``args`` with output to ``<folder>/<NAME>.log`` and wait until :attr:`READY` answers;
         a server that does not get ready is stopped and RuntimeError (with its log) raised."""
         self.log = open(Path(self.tmp.name) / f"{self.NAME}.log", "wb")
         self.proc = subprocess.Popen(args, stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True)
         try:
-            wait_ready(self.proc, f"{self.url}/-/ready", self.startup_timeout, self.NAME, self.logs)
+            wait_ready(self.proc, f"{self.url}{self.READY}", self.startup_timeout, self.NAME, self.logs)
         except RuntimeError:
             self.stop()
             raise
@@ -188,7 +190,22 @@ class _LocalServer:
         self.stop()
 
 
-class LocalPrometheus(_LocalServer):
+class _QueryServer(_LocalServer):
+    """A :class:`_LocalServer` that answers Prometheus' query API (Prometheus, VictoriaMetrics)."""
+
+    def query(self, expr: str) -> list[dict]:
+        """Instant query (Prometheus' ``/api/v1/query``, which VictoriaMetrics serves too); returns
+        ``data.result`` (raises httpx.HTTPStatusError on errors)."""
+        resp = httpx.get(f"{self.url}/api/v1/query", params={"query": expr}, timeout=10)
+        resp.raise_for_status()
+        return resp.json()["data"]["result"]
+
+    def wait_for(self, predicate: Callable[[], bool], timeout: float = 60, step: float = 0.5) -> bool:
+        """Poll ``predicate`` until it is true or ``timeout`` seconds pass; returns the last result."""
+        return wait_for(predicate, timeout, step)
+
+
+class LocalPrometheus(_QueryServer):
     """A real Prometheus on 127.0.0.1 scraping ``targets`` and loading ``rule_files``.
 
     Args:
@@ -261,15 +278,77 @@ class LocalPrometheus(_LocalServer):
         self._config(Path(self.tmp.name))
         self.reload()
 
-    def query(self, expr: str) -> list[dict]:
-        """Instant query; returns ``data.result`` (raises httpx.HTTPStatusError on errors)."""
-        resp = httpx.get(f"{self.url}/api/v1/query", params={"query": expr}, timeout=10)
-        resp.raise_for_status()
-        return resp.json()["data"]["result"]
 
-    def wait_for(self, predicate: Callable[[], bool], timeout: float = 60, step: float = 0.5) -> bool:
-        """Poll ``predicate`` until it is true or ``timeout`` seconds pass; returns the last result."""
-        return wait_for(predicate, timeout, step)
+class LocalVictoriaMetrics(_QueryServer):
+    """A real single-node VictoriaMetrics (Debian's ``victoria-metrics``) on 127.0.0.1, optionally
+    scraping ``targets`` itself (``-promscrape.config``).
+
+    Args:
+        targets: {job name: [host:port, ...]}; empty: data arrives by remote write only.
+        scrape_interval: the scrape config's interval (its timeout is the same).
+        extra_args: more flags (``-search.disableCache`` for tests that write the past and read it back).
+    Flags always set: ``-search.latencyOffset=0s`` (answer with samples up to now, not 30 s ago:
+    tests read what was scraped a second ago) and a retention long enough for replays of the past.
+    """
+
+    NAME = "victoria-metrics"
+    READY = "/health"
+
+    def __init__(self, targets: dict[str, list[str]] | None = None, scrape_interval: str = "1s",
+                 extra_args: list[str] = (), startup_timeout: float = 60, binary: str = "victoria-metrics"):
+        self.targets, self.scrape_interval = dict(targets or {}), scrape_interval
+        self.extra_args, self.binary = list(extra_args), binary
+        super().__init__(startup_timeout)
+
+    def start(self) -> "LocalVictoriaMetrics":
+        """Start the server and wait until ``/health`` answers 200 (RuntimeError with its log if not)."""
+        folder = self._folder()
+        args = [self.binary, f"-httpListenAddr=127.0.0.1:{self.port}", f"-storageDataPath={folder / 'data'}",
+                "-search.latencyOffset=0s", "-retentionPeriod=1y"]
+        if self.targets:
+            config = folder / "scrape.yml"
+            config.write_text(yaml.safe_dump({
+                "global": {"scrape_interval": self.scrape_interval, "scrape_timeout": self.scrape_interval},
+                "scrape_configs": [{"job_name": job, "static_configs": [{"targets": list(addrs)}]}
+                                   for job, addrs in self.targets.items()]}, sort_keys=False))
+            args.append(f"-promscrape.config={config}")
+        self._spawn(args + self.extra_args)
+        return self
+
+
+class LocalVmalert(_LocalServer):
+    """A real ``vmalert`` on 127.0.0.1 evaluating ``rule_files`` against ``datasource`` (a
+    VictoriaMetrics URL) and writing recording rules and ``ALERTS`` back there by remote write.
+
+    Args:
+        notifier: Alertmanager (or webhook) base URL alerts are sent to (vmalert requires one).
+        evaluation_interval: ``-evaluationInterval`` (groups without their own interval).
+    """
+
+    NAME = "vmalert"
+    READY = "/health"
+
+    def __init__(self, rule_files: list[str | Path], datasource: str, notifier: str,
+                 evaluation_interval: str = "1s", extra_args: list[str] = (), startup_timeout: float = 60):
+        self.rule_files, self.datasource, self.notifier = [Path(p) for p in rule_files], datasource, notifier
+        self.evaluation_interval, self.extra_args = evaluation_interval, list(extra_args)
+        super().__init__(startup_timeout)
+
+    def start(self) -> "LocalVmalert":
+        """Start vmalert and wait until ``/health`` answers 200 (RuntimeError with its log if not)."""
+        self._folder()
+        self._spawn(["vmalert", *[f"-rule={p}" for p in self.rule_files], f"-datasource.url={self.datasource}",
+                     f"-remoteWrite.url={self.datasource}", "-remoteWrite.flushInterval=1s",
+                     f"-evaluationInterval={self.evaluation_interval}", f"-notifier.url={self.notifier.rstrip('/')}",
+                     f"-httpListenAddr=127.0.0.1:{self.port}", *self.extra_args])
+        return self
+
+    def alerts(self) -> list[dict]:
+        """The alerts vmalert holds now (``/api/v1/alerts``; vmalert 1.79 says ``null`` for none)."""
+        resp = httpx.get(f"{self.url}/api/v1/alerts", timeout=5)
+        resp.raise_for_status()
+        return resp.json()["data"]["alerts"] or []
+
 
 class WebhookReceiver(_ServedInThread):
     """An Alertmanager webhook receiver on 127.0.0.1 that keeps every notification it gets

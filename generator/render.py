@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from . import alertmanager, dashboards, ruletests, runbooks, writer
+from . import alertmanager, dashboards, ruletests, runbooks, sidecar, writer
 from .rules import RuleGroup, build_groups
 from .rules import output as rule_output
 from .spec import Spec
@@ -24,7 +24,8 @@ def _rule_tests(spec: Spec, groups: list[RuleGroup]) -> dict[str, str]:
     return ruletests.files(spec)
 
 
-RENDERERS: list[Renderer] = [rule_output.files, alertmanager.files, dashboards.files, _rule_tests, runbooks.files]
+RENDERERS: list[Renderer] = [rule_output.files, alertmanager.files, dashboards.files, _rule_tests, runbooks.files,
+                             sidecar.files]
 
 
 def render(spec: Spec) -> dict[str, str]:

@@ -16,6 +16,16 @@ scrape, so a running fleet can be broken and repaired without a restart::
       - {kind: drop, metric: DCGM_FI_DEV_FB_USED, node: gpu-node-2}        # one node
       - {kind: intermittent, metric: DCGM_FI_DEV_POWER_USAGE, node: gpu-node-1, gpu: 0, every: 2}
       - {kind: http500, node: gpu-node-3}
+
+Sources (issue 13): besides dcgm-exporter 4.x a node may serve, each as its own target, the other
+exporters gpumon's source presets read (:data:`SOURCE_KINDS`, named after the presets in
+:mod:`generator.sourcepresets`): dcgm-exporter's 1.x names instead of 4.x, an
+utkuozdemir/nvidia_gpu_exporter page and a node_exporter page carrying gpumon's nvidia-smi textfile
+(:mod:`generator.sidecar`). Every source serves the same underlying readings in its own names,
+labels and units, so the normalized series must read one value per GPU whichever serves it.
+Faults apply to every source of their node unless they name one (``source: dcgm-exporter``): the
+field guide's case is ``{kind: drop, metric: DCGM_FI_DEV_GPU_TEMP, node: gpu-node-2, source:
+dcgm-exporter}`` on a node that also serves ``nvidia-smi-textfile``.
 """
 
 from __future__ import annotations
@@ -33,6 +43,9 @@ from pathlib import Path
 
 import yaml
 
+from decimal import Decimal
+
+from . import sidecar, sourcepresets
 from .localprom import ExpositionServer
 from .sourcepresets import DCGM_1X_NAMES as LEGACY_NAMES
 
@@ -63,6 +76,62 @@ _METRIC_KINDS = {"drop", "intermittent", "sentinel", "nan", "zero", "value", "fr
 #: fields the ``ecc-storm`` fault adds to the page (commented out in dcgm-exporter's default CSV)
 ECC_FIELDS = ("DCGM_FI_DEV_ECC_SBE_VOL_TOTAL", "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL")
 
+#: What a node can serve, one target each (names as gpumon's source presets); the two dcgm-exporter
+#: kinds are a node's primary (at most one per node), the others fallbacks beside it
+SOURCE_KINDS = {
+    "dcgm-exporter": "dcgm-exporter 4.x: DCGM_FI_*, label UUID (the default of every node)",
+    "dcgm-exporter-1.x": "dcgm-exporter with 1.x names instead (dcgm_gpu_temp, label uuid; use-old-namespace)",
+    "nvidia_gpu_exporter": "utkuozdemir/nvidia_gpu_exporter: nvidia_smi_*{uuid} (no GPU- prefix, no node label), "
+                           "ratio, bytes, hertz",
+    "nvidia-smi-textfile": "node_exporter with gpumon's nvidia-smi textfile: gpumon_nvidia_smi_*{Hostname,UUID,gpu}",
+}
+PRIMARY_KINDS = ("dcgm-exporter", "dcgm-exporter-1.x")
+#: Prometheus job of each kind's targets in serve_forever's scrape config: the presets' defaults
+SOURCE_JOBS = {"dcgm-exporter": "dcgm-exporter", "dcgm-exporter-1.x": "dcgm-exporter",
+               "nvidia_gpu_exporter": sourcepresets.PRESETS["nvidia_gpu_exporter"].job,
+               "nvidia-smi-textfile": sourcepresets.TEXTFILE_JOB}
+#: units of the DCGM fields a fallback serves (dcgm-exporter's CSV help texts)
+_FIELD_UNITS = {"DCGM_FI_DEV_GPU_TEMP": "celsius", "DCGM_FI_DEV_MEMORY_TEMP": "celsius",
+                "DCGM_FI_DEV_POWER_USAGE": "watts", "DCGM_FI_DEV_GPU_UTIL": "percent",
+                "DCGM_FI_DEV_MEM_COPY_UTIL": "percent", "DCGM_FI_DEV_FB_USED": "MiB", "DCGM_FI_DEV_FB_FREE": "MiB",
+                "DCGM_FI_DEV_SM_CLOCK": "MHz", "DCGM_FI_DEV_MEM_CLOCK": "MHz"}
+#: nvidia-smi's unit suffix in a --format=csv header (nvidia_gpu_exporter's HELP texts)
+_SMI_UNIT = {"celsius": "", "watts": " [W]", "percent": " [%]", "MiB": " [MiB]", "MHz": " [MHz]"}
+#: where the simulated node_exporter reads the textfile (the sidecar's mount)
+TEXTFILE_PATH = f"{sidecar.TEXTFILE_MOUNT}/gpumon-nvidia-smi.prom"
+
+
+class SourceError(ValueError):
+    """A node's sources cannot be served (unknown kind or node, two primaries)."""
+
+
+def go_float(value: float) -> str:
+    """``value`` as Go's ``strconv.FormatFloat(v, 'g', -1, 64)`` prints it, which client_golang
+    (nvidia_gpu_exporter, node_exporter) uses: shortest digits, exponent form when the decimal
+    exponent is below -4 or at least 6 (Go: "if precision was the shortest possible, use precision
+    6 for this decision"), so ``2619000000`` -> ``2.619e+09`` as in nvidia_gpu_exporter's
+    internal/integration/testdata pages."""
+    if math.isnan(value):
+        return "NaN"
+    if math.isinf(value):
+        return "+Inf" if value > 0 else "-Inf"
+    if value == 0:
+        return "0"
+    sign, digits, exp = Decimal(repr(float(value))).normalize().as_tuple()
+    text = "".join(map(str, digits))
+    x = len(digits) + exp - 1           # decimal exponent of the first digit
+    if x < -4 or x >= 6:
+        mant = text[0] + ("." + text[1:] if len(text) > 1 else "")
+        out = f"{mant}e{'-' if x < 0 else '+'}{abs(x):02d}"
+    elif exp >= 0:
+        out = text + "0" * exp
+    elif x >= 0:
+        out = text[:x + 1] + "." + text[x + 1:]
+    else:
+        out = "0." + "0" * (-x - 1) + text
+    return ("-" if sign else "") + out
+
+
 #: DCGM fields of type FP64, which dcgm-exporter prints with %f (dcgm_fields.h field types).
 FLOAT_FIELDS = frozenset({"DCGM_FI_DEV_POWER_USAGE", "DCGM_FI_PROF_GR_ENGINE_ACTIVE",
                           "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", "DCGM_FI_PROF_DRAM_ACTIVE"})
@@ -89,7 +158,10 @@ class FaultError(ValueError):
 @dataclass(frozen=True)
 class Fault:
     """One injected fault. ``node`` is a node name (``gpu-node-1``), ``gpu`` a GPU index; None
-    means every node / GPU. ``metric`` None means every metric (metric-scoped kinds only)."""
+    means every node / GPU. ``metric`` None means every metric (metric-scoped kinds only); it is
+    the DCGM field name on every source (``DCGM_FI_DEV_GPU_TEMP`` also drops nvidia-smi's
+    temperature on a fallback page). ``source`` (a :data:`SOURCE_KINDS` name) narrows the fault
+    to that source's target; None means every source of the node."""
 
     kind: str
     metric: str | None = None
@@ -99,6 +171,7 @@ class Fault:
     seconds: float = 2.0
     value: str | None = None
     instances: int = 2
+    source: str | None = None
 
     def __post_init__(self):
         if self.kind not in FAULT_KINDS:
@@ -107,12 +180,16 @@ class Fault:
             raise FaultError(f"fault {self.kind}: every must be >= 1")
         if self.kind in ("value", "driver-version", "xid") and self.value is None:
             raise FaultError(f"fault {self.kind}: needs value")
+        if self.source is not None and self.source not in SOURCE_KINDS:
+            raise FaultError(f"fault {self.kind}: unknown source {self.source!r}; choose one of {', '.join(SOURCE_KINDS)}")
 
-    def matches(self, node: str, gpu: int | None = None, metric: str | None = None) -> bool:
-        """True when this fault applies to ``node`` (and ``gpu``/``metric`` when given)."""
+    def matches(self, node: str, gpu: int | None = None, metric: str | None = None,
+                source: str | None = None) -> bool:
+        """True when this fault applies to ``node`` (and ``gpu``/``metric``/``source`` when given)."""
         return ((self.node is None or self.node == node)
                 and (gpu is None or self.gpu is None or self.gpu == gpu)
-                and (metric is None or self.metric is None or self.metric == metric))
+                and (metric is None or self.metric is None or self.metric == metric)
+                and (source is None or self.source is None or self.source == source))
 
     @classmethod
     def from_dict(cls, data: dict) -> "Fault":
@@ -134,8 +211,9 @@ class Fault:
                     conv[key] = typ(conv[key])
             if conv.get("value") is not None:
                 conv["value"] = str(conv["value"])
-            if conv.get("node") is not None:
-                conv["node"] = str(conv["node"])
+            for key in ("node", "source"):
+                if conv.get(key) is not None:
+                    conv[key] = str(conv[key])
             return cls(**conv)
         except (TypeError, ValueError) as exc:
             if isinstance(exc, FaultError):
@@ -218,12 +296,21 @@ def fmt_value(name: str, value: float) -> str:
 
 @dataclass
 class Node:
-    """One simulated node (one exporter pod, one target)."""
+    """One simulated node: its primary exporter pod (one target) and the fallback sources it
+    serves (one target each). ``scrapes`` counts the primary's scrapes, ``source_scrapes`` the
+    others' (``intermittent`` and ``every`` faults use them)."""
 
     name: str
     gpus: int
     scrapes: int = 0
     first_values: dict = field(default_factory=dict)
+    sources: tuple[str, ...] = ("dcgm-exporter",)
+    source_scrapes: dict = field(default_factory=dict)
+
+    @property
+    def primary(self) -> str | None:
+        """The node's dcgm-exporter kind (4.x or 1.x names), None when it serves fallbacks only."""
+        return next((k for k in self.sources if k in PRIMARY_KINDS), None)
 
 
 class Fleet:
@@ -236,13 +323,30 @@ class Fleet:
             faults and prints the problem on stderr).
         clock: seconds since the epoch (tests pass a fake one).
         uuid_salt: mixed into the GPU UUIDs (see :func:`gpu_uuid`); "" keeps the default UUIDs.
+        sources: {node name: the :data:`SOURCE_KINDS` it serves}; a node not listed serves
+            ``("dcgm-exporter",)``. At most one of :data:`PRIMARY_KINDS` per node.
+    Raises:
+        SourceError: an unknown node or source kind, or two primaries on one node.
     """
 
     def __init__(self, nodes: int = 2, gpus: int = 2, faults: list[Fault] = (), fault_file: str | Path | None = None,
-                 clock=time.time, uuid_salt: str = ""):
+                 clock=time.time, uuid_salt: str = "", sources: dict[str, tuple[str, ...] | list[str]] | None = None):
         if nodes < 1 or gpus < 1:
             raise ValueError("need at least one node and one GPU")
         self.nodes = [Node(f"gpu-node-{i + 1}", gpus) for i in range(nodes)]
+        names = {n.name for n in self.nodes}
+        for node_name, kinds in (sources or {}).items():
+            if node_name not in names:
+                raise SourceError(f"sources: no node {node_name!r} (nodes are gpu-node-1..gpu-node-{nodes})")
+            kinds = tuple(dict.fromkeys(kinds))
+            unknown = [k for k in kinds if k not in SOURCE_KINDS]
+            if unknown or not kinds:
+                raise SourceError(f"sources of {node_name}: unknown kind {(unknown or [''])[0]!r}; "
+                                  f"choose from {', '.join(SOURCE_KINDS)}")
+            if sum(k in PRIMARY_KINDS for k in kinds) > 1:
+                raise SourceError(f"sources of {node_name}: serve one of {', '.join(PRIMARY_KINDS)}, not both")
+            self.node(node_name).sources = kinds
+        self._textfile_help = _textfile_help()
         self.static_faults = list(faults)
         self.fault_file = Path(fault_file) if fault_file else None
         self._file_faults: list[Fault] = []
@@ -298,13 +402,16 @@ class Fleet:
         }
         return table.get(name, 0)
 
-    def _value(self, node: Node, gpu: int, name: str, now: float, faults: list[Fault], instance: int | None) -> str | None:
-        """The printed value, or None when a fault drops the series."""
+    def _value(self, node: Node, gpu: int, name: str, now: float, faults: list[Fault], instance: int | None,
+               count: int | None = None, key: str = "") -> str | None:
+        """The printed value, or None when a fault drops the series. ``count`` is the scrape
+        count of the page (default: the primary's); ``key`` keeps a fallback's frozen values apart."""
         value: float = self.reading(node, gpu, name, now, instance)
+        count = node.scrapes if count is None else count
         for f in faults:
             if f.kind not in _METRIC_KINDS or not f.matches(node.name, gpu, name):
                 continue
-            if f.kind == "drop" or (f.kind == "intermittent" and node.scrapes % (f.every or 2) == 0):
+            if f.kind == "drop" or (f.kind == "intermittent" and count % (f.every or 2) == 0):
                 return None
             if f.kind == "sentinel":
                 return fmt_value(name, SENTINEL_FLOAT if name in FLOAT_FIELDS else SENTINEL_INT)
@@ -315,42 +422,58 @@ class Fleet:
             elif f.kind == "value":
                 return f.value
             elif f.kind == "frozen":
-                value = node.first_values.setdefault((gpu, instance, name), value)
-            elif f.kind == "counter-reset" and node.scrapes % (f.every or 3) == 0:
+                value = node.first_values.setdefault((gpu, instance, name) + ((key,) if key else ()), value)
+            elif f.kind == "counter-reset" and count % (f.every or 3) == 0:
                 value = 0
             elif f.kind == "ecc-storm" and name == ECC_FIELDS[0]:
                 value = int(float(f.value or 17700) * (now - self.start))
         return fmt_value(name, value)
 
     # ----------------------------------------------------------------- exposition
-    def page(self, node_name: str) -> tuple[int, str]:
-        """One scrape of ``node_name``: (HTTP status, body). Applies node-level faults (slow, 500,
-        empty) and counts the scrape (``intermittent`` uses the count)."""
-        status, body, delay = self.respond(node_name)
+    def page(self, node_name: str, source: str | None = None) -> tuple[int, str]:
+        """One scrape of ``node_name``'s ``source`` target (None: its primary): (HTTP status,
+        body). Applies node-level faults (slow, 500, empty) and counts the scrape (``intermittent``
+        uses the count)."""
+        status, body, delay = self.respond(node_name, source)
         if delay:
             time.sleep(delay)
         return status, body
 
-    def respond(self, node_name: str) -> tuple[int, str, float]:
+    def respond(self, node_name: str, source: str | None = None) -> tuple[int, str, float]:
         """Like :meth:`page` without sleeping: (HTTP status, body, seconds the answer takes). A
-        scraper with a virtual clock (tests/matrix.py) reads the delay instead of waiting."""
+        scraper with a virtual clock (tests/matrix.py) reads the delay instead of waiting.
+
+        Raises:
+            SourceError: the node does not serve ``source``.
+        """
         node = self.node(node_name)
+        source = source or node.primary
+        if source not in node.sources:
+            raise SourceError(f"{node_name} does not serve {source!r} (it serves {', '.join(node.sources)})")
         with self._lock:
-            node.scrapes += 1
-            count = node.scrapes
+            if source in PRIMARY_KINDS:
+                node.scrapes += 1
+                count = node.scrapes
+            else:
+                count = node.source_scrapes[source] = node.source_scrapes.get(source, 0) + 1
         # node-level faults with `every` hit only every k-th scrape (a flapping target)
-        faults = [f for f in self.faults() if f.matches(node.name)
+        faults = [f for f in self.faults() if f.matches(node.name, source=source)
                   and (f.kind not in ("empty", "http500", "slow") or not f.every or count % f.every == 0)]
         delay = sum(f.seconds for f in faults if f.kind == "slow" and f.gpu is None)
         if any(f.kind == "http500" for f in faults):
             return 500, "An error has occurred while serving metrics:\n\ncollector failed\n", delay
         if any(f.kind == "empty" for f in faults):
             return 200, "", delay
-        return 200, self.exposition(node, faults, self.clock()), delay
+        if source == "nvidia_gpu_exporter":
+            return 200, self.nvidia_gpu_exporter_page(node, faults, self.clock(), count), delay
+        if source == "nvidia-smi-textfile":
+            return 200, self.textfile_page(node, faults, self.clock(), count), delay
+        return 200, self.exposition(node, faults, self.clock(), legacy=source == "dcgm-exporter-1.x"), delay
 
-    def exposition(self, node: Node, faults: list[Fault], now: float) -> str:
-        """The text dcgm-exporter would serve for ``node`` with ``faults`` at time ``now``."""
-        legacy = any(f.kind == "legacy-names" for f in faults)
+    def exposition(self, node: Node, faults: list[Fault], now: float, legacy: bool = False) -> str:
+        """The text dcgm-exporter would serve for ``node`` with ``faults`` at time ``now``
+        (``legacy``: its 1.x names, as the ``legacy-names`` fault)."""
+        legacy = legacy or any(f.kind == "legacy-names" for f in faults)
         host_label = "hostname" if any(f.kind == "hostname-rename" for f in faults) else "Hostname"
         no_prof = any(f.kind == "no-profiling" for f in faults)
         lines: list[str] = []
@@ -394,28 +517,165 @@ class Fleet:
             lines.extend(series)
         return "\n".join(lines) + "\n"
 
+    # ----------------------------------------------------------------- fallback sources
+    def _fallback_reading(self, node: Node, gpu: int, metric: str, unit: str, now: float, faults: list[Fault],
+                          count: int, source: str) -> float | str | None:
+        """``metric``'s reading of ``gpu`` converted to a fallback's ``unit``: a float, None when a
+        fault drops it, or ``"[N/A]"`` where nvidia-smi would print no number (a sentinel fault:
+        DCGM's blank is nvidia-smi's "[N/A]")."""
+        text = self._value(node, gpu, metric, now, faults, None, count, key=source)
+        if text is None:
+            return None
+        if any(f.kind == "sentinel" and f.matches(node.name, gpu, metric) for f in faults):
+            return "[N/A]"
+        value = float(text)
+        op, factor = sourcepresets.conversion(unit, _FIELD_UNITS[metric]) or ("*", 1.0)
+        # conversion() maps source -> metric unit; the page needs the inverse
+        return value / factor if op == "*" else value * factor
+
+    def _mig_skips(self, node: Node, gpu: int, metric: str, faults: list[Fault]) -> bool:
+        # nvidia-smi prints [N/A] for utilization on a MIG-enabled GPU (--help-query-gpu)
+        return metric in MIG_UNSUPPORTED and any(f.kind == "mig" and f.matches(node.name, gpu) for f in faults)
+
+    def nvidia_gpu_exporter_page(self, node: Node, faults: list[Fault], now: float, count: int) -> str:
+        """What utkuozdemir/nvidia_gpu_exporter serves for ``node``: ``nvidia_smi_<field>{uuid}``
+        (the UUID without ``GPU-``, no node label), HELP = the nvidia-smi field with its unit,
+        ``nvidia_smi_gpu_info`` and ``nvidia_smi_command_exit_code``; families sorted by name and
+        values in Go's format, as client_golang writes them (its internal/integration/testdata)."""
+        families: dict[str, tuple[str, list[str]]] = {}
+        preset = sourcepresets.PRESETS["nvidia_gpu_exporter"]
+        for metric, (series, unit) in preset.series.items():
+            field_name = sourcepresets.TEXTFILE_SERIES[metric][2]
+            lines = []
+            for gpu in range(node.gpus):
+                if self._mig_skips(node, gpu, metric, faults):
+                    continue
+                value = self._fallback_reading(node, gpu, metric, unit, now, faults, count, "nvidia_gpu_exporter")
+                if value is None or isinstance(value, str):   # the exporter leaves out what it cannot parse
+                    continue
+                lines.append(f'{series}{{uuid="{gpu_uuid(node.name, gpu, self.uuid_salt)[4:]}"}} {go_float(value)}')
+            families[series] = (f"{field_name}{_SMI_UNIT[_FIELD_UNITS[metric]]}", lines)
+        info = []
+        for gpu in range(node.gpus):
+            driver = next((f.value for f in faults if f.kind == "driver-version" and f.matches(node.name, gpu)), DRIVER)
+            info.append(f'nvidia_smi_gpu_info{{driver_version="{driver}",index="{gpu}",name="{MODEL}",'
+                        f'pci_bus_id="00000000:{0x18 + 0x10 * gpu:02X}:00.0",'
+                        f'uuid="{gpu_uuid(node.name, gpu, self.uuid_salt)[4:]}"}} 1')
+        families["nvidia_smi_gpu_info"] = ("A metric with a constant '1' value labeled by gpu uuid, name, "
+                                           "driver_version, pci_bus_id, index.", info)
+        families["nvidia_smi_command_exit_code"] = ("Exit code of the most recent nvidia-smi run",
+                                                    ["nvidia_smi_command_exit_code 0"])
+        return _families_text(families)
+
+    def textfile_page(self, node: Node, faults: list[Fault], now: float, count: int) -> str:
+        """What node_exporter serves for ``node`` with gpumon's nvidia-smi sidecar running
+        (:mod:`generator.sidecar`): the script's ``gpumon_nvidia_smi_*`` series and status series,
+        re-exposed as node_exporter's client_golang writes them (labels and families sorted, Go
+        number format), plus the textfile collector's ``node_textfile_mtime_seconds`` and
+        ``node_textfile_scrape_error``. A value nvidia-smi would print as "[N/A]" is left out and
+        counted in ``gpumon_nvidia_smi_unavailable_samples``, as the script does."""
+        host = node.name.replace("\\", "\\\\").replace('"', '\\"')
+        families: dict[str, tuple[str, list[str]]] = {}
+        unavailable = []
+        for metric, (series, unit, field_name) in sourcepresets.TEXTFILE_SERIES.items():
+            lines, missing = [], 0
+            for gpu in range(node.gpus):
+                value = (None if self._mig_skips(node, gpu, metric, faults) else
+                         self._fallback_reading(node, gpu, metric, unit, now, faults, count, "nvidia-smi-textfile"))
+                if isinstance(value, str) or (self._mig_skips(node, gpu, metric, faults)):
+                    missing += 1
+                    continue
+                if value is None or math.isnan(value):   # the script writes numbers only
+                    continue
+                lines.append(f'{series}{{Hostname="{host}",UUID="{gpu_uuid(node.name, gpu, self.uuid_salt)}",'
+                             f'gpu="{gpu}"}} {go_float(value)}')
+            families[series] = (self._textfile_help.get(series, f"Metric read from {TEXTFILE_PATH}"), lines)
+            if missing:
+                unavailable.append(f'gpumon_nvidia_smi_unavailable_samples{{Hostname="{host}",field="{field_name}",'
+                                   f'reason="not_available"}} {missing}')
+        stamp = go_float(float(int(now)))
+        for name, value, help_ in (
+                ("gpumon_nvidia_smi_up", "1", "1 when the last nvidia-smi query exited 0 within the timeout, else 0."),
+                ("gpumon_nvidia_smi_exit_code", "0", "Exit status of the last nvidia-smi query (124 or 143: timed out, "
+                 "137: killed after the timeout)."),
+                ("gpumon_nvidia_smi_last_run_timestamp_seconds", stamp, "When the last query started (Unix time)."),
+                ("gpumon_nvidia_smi_last_success_timestamp_seconds", stamp, "When the last successful query "
+                 "started (Unix time; 0: none since the sidecar started)."),
+                ("gpumon_nvidia_smi_gpus", str(node.gpus), "GPU rows with a valid UUID and index in the last query."),
+                ("gpumon_nvidia_smi_skipped_rows", "0", "Output lines of the last query that were not a GPU row "
+                 "(error text, truncated rows).")):
+            families[name] = (help_, [f'{name}{{Hostname="{host}"}} {value}'])
+        if unavailable:
+            families["gpumon_nvidia_smi_unavailable_samples"] = (
+                "Samples of the last query left out because nvidia-smi printed no number ([N/A], [Not Supported], "
+                "[Unknown Error], ERR!).", unavailable)
+        families["node_textfile_mtime_seconds"] = ("Unixtime mtime of textfiles successfully read.",
+                                                   [f'node_textfile_mtime_seconds{{file="{TEXTFILE_PATH}"}} {stamp}'])
+        families["node_textfile_scrape_error"] = ("1 if there was an error opening or reading a file, 0 otherwise",
+                                                  ["node_textfile_scrape_error 0"])
+        return _families_text(families)
+
+
+def _families_text(families: dict[str, tuple[str, list[str]]]) -> str:
+    """``# HELP``/``# TYPE`` (gauge) and samples per family, families sorted by name (client_golang's
+    gatherer sorts them); a family without samples is left out, as client_golang does."""
+    out = []
+    for name in sorted(families):
+        help_, lines = families[name]
+        if lines:
+            out += [f"# HELP {name} {help_}", f"# TYPE {name} gauge"] + sorted(lines)
+    return "\n".join(out) + "\n"
+
+
+def _textfile_help() -> dict[str, str]:
+    """{series: HELP text} of the sidecar script's describe() table (one source of the texts)."""
+    import re
+
+    return {series: text for series, text in re.findall(
+        r'^\s+[a-z.]+\) echo "(gpumon_nvidia_smi_[a-z_]+) [a-z]+ ([^"]*)"', sidecar.script_text(), re.M)}
+
 
 class Simulator:
-    """Serve a :class:`Fleet`: one :class:`~generator.localprom.ExpositionServer` per node.
+    """Serve a :class:`Fleet`: one :class:`~generator.localprom.ExpositionServer` per node and
+    source it serves.
 
     Args:
         fleet: the fleet.
         host: address to bind (default loopback only).
-        base_port: first port (node i gets base_port + i); 0 picks free ports.
-    Use as a context manager; ``targets`` maps node name to ``host:port``.
+        base_port: first port (the i-th target gets base_port + i, primaries first in node order,
+            then each fallback kind's targets); 0 picks free ports.
+    Use as a context manager; ``targets`` maps node name to its primary's ``host:port``,
+    ``source_targets`` (node, source kind) to ``host:port`` for every target, ``jobs`` a job name
+    (:data:`SOURCE_JOBS`) to its targets.
     """
 
     def __init__(self, fleet: Fleet, host: str = "127.0.0.1", base_port: int = 0):
         self.fleet = fleet
-        self.servers: dict[str, ExpositionServer] = {}
-        for i, node in enumerate(fleet.nodes):
+        self.servers: dict[tuple[str, str], ExpositionServer] = {}
+        order = [(n.name, n.primary) for n in fleet.nodes if n.primary]
+        order += [(n.name, kind) for kind in SOURCE_KINDS if kind not in PRIMARY_KINDS
+                  for n in fleet.nodes if kind in n.sources]
+        for i, (name, kind) in enumerate(order):
             port = base_port + i if base_port else None
-            self.servers[node.name] = ExpositionServer(lambda n=node.name: fleet.page(n), port=port, host=host)
+            self.servers[(name, kind)] = ExpositionServer(lambda n=name, k=kind: fleet.page(n, k), port=port, host=host)
 
     @property
     def targets(self) -> dict[str, str]:
-        """{node name: "host:port"}, in node order."""
-        return {name: srv.address for name, srv in self.servers.items()}
+        """{node name: "host:port" of its dcgm-exporter}, in node order (nodes without one left out)."""
+        return {name: srv.address for (name, kind), srv in self.servers.items() if kind in PRIMARY_KINDS}
+
+    @property
+    def source_targets(self) -> dict[tuple[str, str], str]:
+        """{(node name, source kind): "host:port"} of every target."""
+        return {key: srv.address for key, srv in self.servers.items()}
+
+    @property
+    def jobs(self) -> dict[str, list[str]]:
+        """{Prometheus job: [host:port, ...]}: each kind under its preset's default job."""
+        out: dict[str, list[str]] = {}
+        for (_name, kind), srv in self.servers.items():
+            out.setdefault(SOURCE_JOBS[kind], []).append(srv.address)
+        return out
 
     def __enter__(self) -> "Simulator":
         for srv in self.servers.values():
@@ -432,6 +692,41 @@ def describe_kinds() -> str:
     return "\n".join(f"  {k:16} {v}" for k, v in FAULT_KINDS.items())
 
 
+def describe_sources() -> str:
+    """One line per source kind, for ``--help``."""
+    return "\n".join(f"  {k:20} {v}" for k, v in SOURCE_KINDS.items())
+
+
+def parse_sources(args: list[str] | tuple[str, ...], nodes: int) -> dict[str, tuple[str, ...]]:
+    """``--source`` values -> the ``sources`` argument of :class:`Fleet`.
+
+    Each value is ``KIND`` (every node) or ``KIND=gpu-node-2,gpu-node-3``. A primary kind
+    (dcgm-exporter, dcgm-exporter-1.x) replaces the node's dcgm-exporter; a fallback kind is served
+    beside it.
+
+    Raises:
+        SourceError: an unknown kind or a malformed value.
+    """
+    names = [f"gpu-node-{i + 1}" for i in range(nodes)]
+    out = {name: ["dcgm-exporter"] for name in names}
+    for arg in args:
+        kind, sep, where = arg.partition("=")
+        kind = kind.strip()
+        if kind not in SOURCE_KINDS:
+            raise SourceError(f"--source {arg!r}: unknown kind {kind!r}; choose one of {', '.join(SOURCE_KINDS)}")
+        chosen = [n.strip() for n in where.split(",") if n.strip()] if sep else names
+        if sep and not chosen:
+            raise SourceError(f"--source {arg!r}: name the nodes after '=' (gpu-node-1,...) or leave '=' out")
+        for name in chosen:
+            if name not in out:
+                raise SourceError(f"--source {arg!r}: no node {name!r} (nodes are gpu-node-1..gpu-node-{nodes})")
+            if kind in PRIMARY_KINDS:
+                out[name] = [kind] + [k for k in out[name] if k not in PRIMARY_KINDS]
+            elif kind not in out[name]:
+                out[name].append(kind)
+    return {name: tuple(kinds) for name, kinds in out.items()}
+
+
 def dumps_faults(faults: list[Fault]) -> str:
     """Faults as the JSON a fault file may contain (for logs and docs)."""
     return json.dumps({"faults": [{k: v for k, v in f.__dict__.items() if v is not None} for f in faults]}, indent=2)
@@ -445,10 +740,14 @@ def serve_forever(fleet: Fleet, host: str = "127.0.0.1", base_port: int = 9400, 
         OSError: a port is taken (the caller reports it).
     """
     with Simulator(fleet, host=host, base_port=base_port) as sim:
-        for node, addr in sim.targets.items():
-            print(f"{node}  http://{addr}/metrics", file=out)
-        print("# scrape config:\n- job_name: dcgm-exporter\n  static_configs:\n    - targets: ["
-              + ", ".join(f"'{a}'" for a in sim.targets.values()) + "]", file=out, flush=True)
+        mixed = any(kind != "dcgm-exporter" for _node, kind in sim.source_targets)
+        for (node, kind), addr in sim.source_targets.items():
+            print(f"{node}  http://{addr}/metrics" + (f"  {kind}" if mixed else ""), file=out)
+        print("# scrape config:", file=out)
+        for job, addrs in sim.jobs.items():
+            print(f"- job_name: {job}\n  static_configs:\n    - targets: [" + ", ".join(f"'{a}'" for a in addrs) + "]",
+                  file=out)
+        out.flush()
         try:
             threading.Event().wait()
         except KeyboardInterrupt:

@@ -15,6 +15,24 @@ Facts behind the presets:
   (0-1, not percent), ``nvidia_smi_power_draw_watts``, ``nvidia_smi_memory_used_bytes`` (bytes,
   not MiB), clocks in Hz; no node label, so the node is its target's ``instance`` without the port
   (gpumon issue 13).
+* ``nvidia-smi-textfile``: gpumon's own nvidia-smi sidecar (``templates/sidecar/``, rendered with
+  the spec's ``textfile_sidecar`` section, :mod:`generator.sidecar`) writes
+  ``gpumon_nvidia_smi_temperature_gpu_celsius{UUID="GPU-…",gpu="0",Hostname="node"}`` and the like
+  (units in base units: ratio, bytes, hertz) for node_exporter's textfile collector, so the series
+  carry node_exporter's job (default ``node-exporter``; a source entry's ``job:`` overrides) and
+  dcgm-exporter's own label names.
+* ``openshift-ai-renames``: OpenShift AI's accelerator-metrics scrape job renames eight DCGM fields
+  to ``nvidia_gpu_*`` families (opendatahub-operator PR #2236; the eight rules as in
+  opendatahub-io/odh-observability's ``internal/controller/resources/opentelemetry-collector.tmpl.yaml``,
+  ported there in its PR #36) and relabels the job ``rhoai-accelerator-metrics``, keeping
+  dcgm-exporter's labels (``UUID``, ``gpu``, ``Hostname``; it adds ``node``). The percent fields
+  become ``*_ratio`` names marked for scaling to 0-1 ("Convert DCGM percentage metrics to ratios
+  (0-1 scale)"), so the preset converts x100; the memory fields are renamed ``*_bytes`` but
+  relabeling cannot scale a value, so they stay MiB; clocks stay MHz. odh-observability PR #51
+  reverted to the DCGM names ("continue to be converted to ratios"), so fleets on either side of
+  it mix both names. The template only tags the ratio series (``__tmp_scale_needed``), and a
+  collector that did not scale them leaves percent under a ``_ratio`` name: a source entry's
+  ``unit: percent`` says so (a x100 too many shows as implausible readings, never as silence).
 * ``dcgm-renames``: fields DCGM renamed: ``DCGM_FI_DEV_CLOCK_THROTTLE_REASONS`` ->
   ``DCGM_FI_DEV_CLOCKS_EVENT_REASONS`` and the exporter's ``DCGM_FI_EXP_CLOCK_THROTTLE_REASONS_COUNT``
   -> ``DCGM_EXP_CLOCK_EVENTS_COUNT`` (NVIDIA/dcgm-exporter PR #261); either name serves the other.
@@ -89,6 +107,27 @@ DCGM_1X_NAMES = {
     "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL": "dcgm_nvlink_bandwidth_total",
 }
 
+#: the sidecar's "when did the last query start" series (Unix seconds, per node): a reading is
+#: only used while this is recent, since node_exporter keeps serving a dead sidecar's last file
+TEXTFILE_LAST_RUN = "gpumon_nvidia_smi_last_run_timestamp_seconds"
+
+#: node_exporter's usual job name (kube-prometheus-stack's node-exporter ServiceMonitor)
+TEXTFILE_JOB = "node-exporter"
+
+#: spec'd metric -> (series the sidecar script writes, its unit, the nvidia-smi --query-gpu field);
+#: the script (templates/sidecar/gpumon-nvidia-smi-textfile.sh) writes exactly these names
+TEXTFILE_SERIES: dict[str, tuple[str, str, str]] = {
+    "DCGM_FI_DEV_GPU_TEMP": ("gpumon_nvidia_smi_temperature_gpu_celsius", "celsius", "temperature.gpu"),
+    "DCGM_FI_DEV_MEMORY_TEMP": ("gpumon_nvidia_smi_temperature_memory_celsius", "celsius", "temperature.memory"),
+    "DCGM_FI_DEV_POWER_USAGE": ("gpumon_nvidia_smi_power_draw_watts", "watts", "power.draw"),
+    "DCGM_FI_DEV_GPU_UTIL": ("gpumon_nvidia_smi_utilization_gpu_ratio", "ratio", "utilization.gpu"),
+    "DCGM_FI_DEV_MEM_COPY_UTIL": ("gpumon_nvidia_smi_utilization_memory_ratio", "ratio", "utilization.memory"),
+    "DCGM_FI_DEV_FB_USED": ("gpumon_nvidia_smi_memory_used_bytes", "bytes", "memory.used"),
+    "DCGM_FI_DEV_FB_FREE": ("gpumon_nvidia_smi_memory_free_bytes", "bytes", "memory.free"),
+    "DCGM_FI_DEV_SM_CLOCK": ("gpumon_nvidia_smi_clocks_current_sm_hertz", "hertz", "clocks.current.sm"),
+    "DCGM_FI_DEV_MEM_CLOCK": ("gpumon_nvidia_smi_clocks_current_memory_hertz", "hertz", "clocks.current.memory"),
+}
+
 PRESETS: dict[str, Preset] = {
     "dcgm-exporter-1.x": Preset(job=None, gpu="uuid", node=None, gpu_index=None, gpu_prefix="keep",
                                 series={k: (v, None) for k, v in DCGM_1X_NAMES.items()}),
@@ -104,6 +143,20 @@ PRESETS: dict[str, Preset] = {
             "DCGM_FI_DEV_FB_FREE": ("nvidia_smi_memory_free_bytes", "bytes"),
             "DCGM_FI_DEV_SM_CLOCK": ("nvidia_smi_clocks_current_sm_clock_hz", "hertz"),
             "DCGM_FI_DEV_MEM_CLOCK": ("nvidia_smi_clocks_current_memory_clock_hz", "hertz"),
+        }),
+    "nvidia-smi-textfile": Preset(
+        job=TEXTFILE_JOB, gpu="UUID", node="Hostname", gpu_index="gpu", gpu_prefix="keep",
+        series={metric: (series, unit) for metric, (series, unit, _field) in TEXTFILE_SERIES.items()}),
+    "openshift-ai-renames": Preset(
+        job="rhoai-accelerator-metrics", gpu="UUID", node="Hostname", gpu_index="gpu", gpu_prefix="keep", series={
+            "DCGM_FI_DEV_GPU_TEMP": ("nvidia_gpu_temperature_celsius", "celsius"),
+            "DCGM_FI_DEV_GPU_UTIL": ("nvidia_gpu_utilization_ratio", "ratio"),
+            "DCGM_FI_DEV_MEM_COPY_UTIL": ("nvidia_gpu_memory_utilization_ratio", "ratio"),
+            "DCGM_FI_DEV_FB_USED": ("nvidia_gpu_memory_used_bytes", "MiB"),     # renamed, not scaled
+            "DCGM_FI_DEV_FB_FREE": ("nvidia_gpu_memory_free_bytes", "MiB"),     # renamed, not scaled
+            "DCGM_FI_DEV_POWER_USAGE": ("nvidia_gpu_power_usage_watts", "watts"),
+            "DCGM_FI_DEV_SM_CLOCK": ("nvidia_gpu_sm_clock_mhz", "MHz"),
+            "DCGM_FI_DEV_MEM_CLOCK": ("nvidia_gpu_memory_clock_mhz", "MHz"),
         }),
     "dcgm-renames": Preset(job=None, gpu=None, node=None, gpu_index=None, gpu_prefix="keep", series={
         "DCGM_FI_DEV_CLOCKS_EVENT_REASONS": ("DCGM_FI_DEV_CLOCK_THROTTLE_REASONS", None),

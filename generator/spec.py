@@ -22,10 +22,11 @@ from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
 from ruamel.yaml.error import MarkedYAMLError, YAMLError
 
-from . import kube, sourcepresets, specbounds
+from . import kube, sidecar, sourcepresets, specbounds
 from .durations import format_duration, parse_duration
 from .fields import known_fields
 from .kube import Kubernetes
+from .sidecar import TextfileSidecar
 
 #: Labels that change with restarts or with ``honor_labels`` and must never identify a GPU.
 VOLATILE_LABELS = ("instance", "pod", "namespace", "container", "service", "endpoint")
@@ -296,7 +297,7 @@ class DashboardSettings:
 class Spec:
     """A loaded, validated spec: every section modelled once by the loader. Two specs are equal
     (and hash alike) exactly when every section is, so results may be cached per spec.
-    ``kubernetes`` is None when the spec has no such section."""
+    ``kubernetes`` and ``textfile_sidecar`` are None when the spec has no such section."""
 
     path: str
     name: str
@@ -306,6 +307,7 @@ class Spec:
     metrics: tuple[Metric, ...]
     dashboards: DashboardSettings = field(default_factory=DashboardSettings)
     kubernetes: Kubernetes | None = None
+    textfile_sidecar: TextfileSidecar | None = None
 
     @property
     def required_metrics(self) -> tuple[Metric, ...]:
@@ -622,6 +624,7 @@ def _semantic_problems(doc: CommentedMap, plain: dict, name: str) -> list[Proble
         add(["metrics"], "no metric has presence: required; the GPU inventory, coverage and presence alerts are "
             "built from the required fields (issue #15: such a spec rendered empty PromQL)")
     kube.problems(plain, add)
+    sidecar.problems(plain, add)
     specbounds.problems(plain, add, {f.name: f.default for f in dataclasses.fields(Labels)})
     return out
 
@@ -917,7 +920,8 @@ def _build(plain: dict, path: str) -> Spec:
     metrics = tuple(_metric(m, alerts, exp) for m in plain["metrics"])
     return Spec(path=path, name=plain.get("name", "gpumon"), exporter=exporter, alerts=alerts,
                 prometheus_rule=prule, metrics=metrics, dashboards=_dashboards(plain.get("dashboards") or {}),
-                kubernetes=kube.from_plain(plain.get("kubernetes"), labels.node))
+                kubernetes=kube.from_plain(plain.get("kubernetes"), labels.node),
+                textfile_sidecar=sidecar.from_plain(plain.get("textfile_sidecar")))
 
 
 def _dashboards(raw: dict) -> DashboardSettings:

@@ -5,11 +5,19 @@ yaml-language-server modeline (the YAML extension of VS Code and other LSP edito
 completion and checks); in the starter it points at ``./gpumon.schema.json``, the schema written
 next to it, so the pair keeps working wherever it is copied (a modeline's relative path is resolved
 against the YAML file's own folder).
+
+The bundled spec links runbooks relatively (``../runbooks``, read in a git forge's file view of
+output/rules/). A starter lands in someone else's repository, where that link would be dead in every
+notification, so the starter carries either the absolute base given with ``--runbook-url`` or none
+(alerts then carry no ``runbook_url`` annotation; the runbooks are still rendered) and a comment
+saying how to set one.
 """
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from .spec import default_spec_path, schema_text
 from .writer import atomic_write
@@ -19,28 +27,71 @@ SCHEMA_NAME = "gpumon.schema.json"
 MODELINE = f"# yaml-language-server: $schema=./{SCHEMA_NAME}"
 
 
+#: what replaces the bundled spec's relative runbook base when no --runbook-url is given
+UNSET_RUNBOOK = ("  # runbook_url: https://<your forge>/<repo>/blob/main/output/runbooks\n"
+                 "  #   set an absolute base to give every alert a runbook_url annotation (<base>/<AlertName>.md);\n"
+                 "  #   notifications and Grafana carry it verbatim, so a relative one is a dead link there\n")
+
+
 class InitError(Exception):
-    """A starter file exists already (nothing was written)."""
+    """A starter file exists already, or an option is unusable (nothing was written)."""
 
 
-def starter_spec() -> str:
-    """The bundled default spec with its modeline pointing at the schema beside it."""
+def runbook_base(url: str) -> str:
+    """``url`` without a trailing slash, checked to be an absolute http(s) URL.
+
+    Raises:
+        InitError: the URL is relative or not http(s) (a notification would carry a dead link).
+    """
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise InitError(f"--runbook-url {url!r} is not an absolute http(s) URL: Alertmanager notifications and Grafana "
+                        "carry it verbatim (e.g. https://github.com/acme/gitops/blob/main/monitoring/runbooks)")
+    return url.rstrip("/")
+
+
+def _runbook_lines(runbook_url: str | None) -> str:
+    """The ``alerts.runbook_url`` lines of the starter (JSON-quoted: a valid YAML scalar for any URL)."""
+    if runbook_url is None:
+        return UNSET_RUNBOOK
+    return f"  runbook_url: {json.dumps(runbook_base(runbook_url))}\n"
+
+
+def starter_spec(runbook_url: str | None = None) -> str:
+    """The bundled default spec with its modeline pointing at the schema beside it, and the
+    bundled relative runbook base replaced (see the module docstring).
+
+    Raises:
+        InitError: ``runbook_url`` is not an absolute http(s) URL.
+        RuntimeError: the bundled spec no longer has the runbook lines this replaces (a packaging bug).
+    """
     lines = default_spec_path().read_text(encoding="utf-8").splitlines(keepends=True)
     if lines and lines[0].startswith("# yaml-language-server:"):
         lines = lines[1:]
-    return MODELINE + "\n" + "".join(lines)
+    start = next((i for i, line in enumerate(lines) if line.startswith("  runbook_url:")), None)
+    if start is None:
+        raise RuntimeError("the bundled spec has no alerts.runbook_url line to replace")
+    end = start + 1
+    # the runbook_url_relative line and the comment lines that continue it
+    while end < len(lines) and (lines[end].startswith("  runbook_url_relative:") or lines[end].lstrip().startswith("#")
+                                and lines[end].startswith("   ")):
+        end += 1
+    return MODELINE + "\n" + "".join(lines[:start]) + _runbook_lines(runbook_url) + "".join(lines[end:])
 
 
-def write(folder: Path, force: bool = False) -> list[Path]:
+def write(folder: Path, force: bool = False, runbook_url: str | None = None) -> list[Path]:
     """Write ``gpumon.yaml`` and ``gpumon.schema.json`` into ``folder`` (created if missing).
 
+    Args:
+        runbook_url: absolute base of the alerts' runbook links, or None for none.
     Returns:
         the paths written.
     Raises:
-        InitError: a file exists and ``force`` is false (then nothing is written).
+        InitError: a file exists and ``force`` is false, or ``runbook_url`` is not absolute
+            (then nothing is written).
         OSError: the folder or a file cannot be written.
     """
-    files = {folder / SPEC_NAME: starter_spec(), folder / SCHEMA_NAME: schema_text()}
+    files = {folder / SPEC_NAME: starter_spec(runbook_url), folder / SCHEMA_NAME: schema_text()}
     existing = [str(p) for p in files if p.exists()]
     if existing and not force:
         raise InitError(f"{', '.join(existing)} exist(s) already; pass --force to overwrite")

@@ -33,7 +33,7 @@ from pathlib import Path
 
 import httpx
 
-from generator.localprom import free_port, stop_process, wait_ready
+from generator.localprom import LocalVictoriaMetrics, free_port
 from generator.render import render
 from generator.ruletests.series import MISSING, STALE
 from generator.spec import Spec
@@ -101,30 +101,14 @@ def _labels(key: tuple) -> dict[str, str]:
     return {"__name__": name, **dict(labels)}
 
 
-class VictoriaMetrics:
-    """One VictoriaMetrics on 127.0.0.1 with its storage in ``folder``; stopped by PID."""
+class VictoriaMetrics(LocalVictoriaMetrics):
+    """The replay's VictoriaMetrics: :class:`~generator.localprom.LocalVictoriaMetrics` that takes
+    remote writes of the past and reads them back at once."""
 
-    def __init__(self, folder: Path):
-        self.folder = folder
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.log = folder / "victoria-metrics.log"
-        self.proc: subprocess.Popen | None = None
-
-    def __enter__(self) -> "VictoriaMetrics":
+    def __init__(self):
         # -search.disableCache: the replay reads back what it wrote a second ago for past times,
         # which the rollup result cache would otherwise answer from before the write
-        self.proc = subprocess.Popen(
-            ["victoria-metrics", f"-httpListenAddr=127.0.0.1:{self.port}", f"-storageDataPath={self.folder / 'data'}",
-             "-search.disableCache", "-search.latencyOffset=0s", "-search.maxPointsPerTimeseries=100000",
-             "-retentionPeriod=1y"],
-            stdout=open(self.log, "wb"), stderr=subprocess.STDOUT, start_new_session=True)
-        wait_ready(self.proc, f"{self.url}/health", 60, "victoria-metrics", lambda: self.log.read_text()[-3000:])
-        return self
-
-    def __exit__(self, *exc) -> None:
-        if self.proc is not None:
-            stop_process(self.proc)
+        super().__init__(extra_args=["-search.disableCache", "-search.maxPointsPerTimeseries=100000"])
 
     def write(self, series: list[tuple[dict[str, str], list[tuple[int, object]]]]) -> None:
         """Remote-write ``series`` (see :func:`write_request`), in batches."""
@@ -203,7 +187,7 @@ def run(cases: list[Case], keep: Path | None = None) -> tuple[list[Outcome], flo
     with tempfile.TemporaryDirectory(prefix="gpumon-matrix-vm-") as tmp:
         folder = Path(keep or tmp)
         folder.mkdir(parents=True, exist_ok=True)
-        with VictoriaMetrics(folder) as vm:
+        with VictoriaMetrics() as vm:
             for clusters in (False, True):
                 chosen = [c for c in cases if c.clusters == clusters]
                 if not chosen:

@@ -40,6 +40,9 @@ def test_github_workflow_in_the_docs(root):
     assert any(r.startswith("gpumon render") and "--check" in r for r in runs)
     assert any("--format sarif" in r for r in runs) and any("--format github" in r for r in runs)
     assert any(r.startswith("gpumon diff") for r in runs)
+    # the second invariant is checked where users merge: promtool loads the rules and runs their tests
+    shell = [line.strip() for s in steps for line in str(s.get("run", "")).splitlines()]
+    assert "./promtool check rules output/rules/*.yaml" in shell and "./promtool test rules output/tests/*.test.yaml" in shell
     assert any(str(s.get("uses", "")).startswith("github/codeql-action/upload-sarif") for s in steps)
     assert workflow["permissions"]["security-events"] == "write"
     for line in runs:

@@ -114,6 +114,28 @@ def test_non_rule_yaml_is_skipped(tmp_path, default_spec):
     assert report.summary["inputs"].startswith("2 files: 1 rules")
 
 
+@pytest.mark.parametrize("name, text", [("x.json", "{}"), ("list.json", "[]"), ("null.yaml", "null\n"),
+                                        ("values.yaml", "image: nvidia/dcgm-exporter\n"),
+                                        ("cm.yaml", "kind: ConfigMap\ndata: {a: b}\n")])
+def test_named_file_with_nothing_lintable_exits_2(tmp_path, name, text):
+    """A file named on the command line that holds no rules or dashboard is a wrong path or format:
+    reporting "0 errors" (exit 0) would let a CI check pass on nothing."""
+    path = tmp_path / name
+    path.write_text(text)
+    result = run(path, "-f", "json")
+    assert result.exit_code == 2, result.output
+    (finding,) = json.loads(result.stdout)["findings"]
+    assert finding["check"] == "input-unreadable" and "no Prometheus rule groups" in finding["message"]
+    assert (finding["location"]["file"], finding["location"]["line"]) == (str(path), 1)
+
+
+def test_empty_rule_groups_and_walked_folders_are_not_a_mistake(tmp_path):
+    (tmp_path / "empty.yaml").write_text("groups: []\n")
+    (tmp_path / "x.json").write_text("{}")
+    assert run(tmp_path / "empty.yaml").exit_code == 0
+    assert run(tmp_path).exit_code == 0   # found by walking a folder: anything may live there
+
+
 # --------------------------------------------------------------------------- formats
 
 

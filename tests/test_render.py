@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import re
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -58,6 +59,13 @@ def test_check_writes_nothing_and_reports_drift(tmp_path):
     proc = gpumon("render", "--check", "-o", str(out))
     assert proc.returncode == 1 and "~ rules/gpumon.rules.yaml (differs)" in proc.stdout
     assert (out / "rules/gpumon.rules.yaml").read_text() == "# edited by hand\n"
+    # the command it suggests is the one that fixes it (no Makefile assumed), quoted for a shell
+    spaced = tmp_path / "my out"
+    proc = gpumon("render", "gpumon.yaml", "--check", "-o", str(spaced))
+    suggested = proc.stderr.split("run `", 1)[1].split("`", 1)[0]
+    assert suggested == f"gpumon render gpumon.yaml -o '{spaced}'"
+    assert gpumon(*shlex.split(suggested)[1:]).returncode == 0
+    assert gpumon("render", "gpumon.yaml", "--check", "-o", str(spaced)).returncode == 0
 
 
 def test_stale_files_removed_but_foreign_files_kept(tmp_path):

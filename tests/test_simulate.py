@@ -16,7 +16,7 @@ from generator.simulate import (FAULT_KINDS, SENTINEL_INT, Fault, FaultError, Fl
                                 gpu_uuid, load_faults)
 
 DATA = Path(__file__).parent / "data"
-SERIES = re.compile(r'^(?P<name>[A-Za-z_:][A-Za-z0-9_:]*)\{(?P<labels>.*)\} (?P<value>\S+)$')
+SERIES = re.compile(r'^(?P<name>[A-Za-z_:][A-Za-z0-9_:]*)(?:\{(?P<labels>.*)\})? (?P<value>\S+)$')
 LABEL = re.compile(r'([A-Za-z_][A-Za-z0-9_]*)="([^"]*)"')
 
 
@@ -27,7 +27,7 @@ def series(text: str) -> list[tuple[str, list[tuple[str, str]], str]]:
         if line and not line.startswith("#"):
             m = SERIES.match(line)
             assert m, f"not a sample line: {line!r}"
-            out.append((m["name"], LABEL.findall(m["labels"]), m["value"]))
+            out.append((m["name"], LABEL.findall(m["labels"] or ""), m["value"]))
     return out
 
 
@@ -222,3 +222,143 @@ def test_cli_port_in_use_is_exit_2():
         port = sock.getsockname()[1]
         res = CliRunner().invoke(cli, ["simulate", "--nodes", "1", "--port", str(port)])
     assert res.exit_code == 2 and f"cannot listen on 127.0.0.1:{port}:" in res.output
+
+
+# -- sources (issue 13): every kind gpumon's presets read ---------------------------------------
+
+ALL = ("dcgm-exporter", "nvidia_gpu_exporter", "nvidia-smi-textfile")
+
+
+def values(text: str) -> dict[tuple[str, str], float]:
+    """{(series name, GPU UUID with GPU- prefix): value} of a page (any of the source kinds)."""
+    out = {}
+    for name, labels, value in series(text):
+        d = dict(labels)
+        uuid = d.get("UUID") or ("GPU-" + d["uuid"] if "uuid" in d and not d["uuid"].startswith("GPU-") else d.get("uuid"))
+        if uuid:
+            out[(name, uuid)] = float(value)
+    return out
+
+
+def test_every_source_serves_the_same_readings_in_its_units():
+    fleet = Fleet(1, 2, sources={"gpu-node-1": ALL}, clock=lambda: 1_700_000_000.0)
+    dcgm, smi, tf = (values(page_of(fleet, k)) for k in ALL)
+    for gpu in range(2):
+        u = gpu_uuid("gpu-node-1", gpu)
+        temp = dcgm[("DCGM_FI_DEV_GPU_TEMP", u)]
+        assert smi[("nvidia_smi_temperature_gpu", u)] == tf[("gpumon_nvidia_smi_temperature_gpu_celsius", u)] == temp
+        assert smi[("nvidia_smi_utilization_gpu_ratio", u)] == pytest.approx(dcgm[("DCGM_FI_DEV_GPU_UTIL", u)] / 100)
+        assert tf[("gpumon_nvidia_smi_utilization_gpu_ratio", u)] == pytest.approx(dcgm[("DCGM_FI_DEV_GPU_UTIL", u)] / 100)
+        assert tf[("gpumon_nvidia_smi_memory_used_bytes", u)] == dcgm[("DCGM_FI_DEV_FB_USED", u)] * 1048576
+        assert smi[("nvidia_smi_clocks_current_sm_clock_hz", u)] == dcgm[("DCGM_FI_DEV_SM_CLOCK", u)] * 1e6
+        assert smi[("nvidia_smi_power_draw_watts", u)] == pytest.approx(dcgm[("DCGM_FI_DEV_POWER_USAGE", u)])
+
+
+def page_of(fleet: Fleet, source: str, node: str = "gpu-node-1") -> str:
+    status, body = fleet.page(node, source)
+    assert status == 200
+    return body
+
+
+def test_fallback_pages_have_their_exporters_labels():
+    fleet = Fleet(1, 1, sources={"gpu-node-1": ALL})
+    smi = series(page_of(fleet, "nvidia_gpu_exporter"))
+    temp = next(labels for name, labels, _ in smi if name == "nvidia_smi_temperature_gpu")
+    assert temp == [("uuid", gpu_uuid("gpu-node-1", 0)[4:])]            # no GPU- prefix, no node label
+    tf = series(page_of(fleet, "nvidia-smi-textfile"))
+    temp = next(labels for name, labels, _ in tf if name == "gpumon_nvidia_smi_temperature_gpu_celsius")
+    assert [k for k, _ in temp] == ["Hostname", "UUID", "gpu"]          # node_exporter sorts label names
+    assert ("gpumon_nvidia_smi_up", [("Hostname", "gpu-node-1")], "1") in tf
+    assert any(name == "node_textfile_scrape_error" for name, _, _ in tf)
+
+
+def test_textfile_page_matches_what_the_sidecar_script_writes(tmp_path):
+    """The simulated node_exporter page carries the series and label names the real script (run
+    under dash against the fake nvidia-smi) writes."""
+    from tests.test_textfile_sidecar import run_once
+    assert run_once(tmp_path, "h100-load").returncode == 0
+    written = {(n, tuple(sorted(k for k, _ in labels)))
+               for n, labels, _ in series((tmp_path / "textfile" / "gpumon-nvidia-smi.prom").read_text())}
+    served = {(n, tuple(sorted(k for k, _ in labels))) for n, labels, _ in
+              series(page_of(Fleet(1, 1, sources={"gpu-node-1": ["nvidia-smi-textfile"]}), "nvidia-smi-textfile"))
+              if not n.startswith("node_textfile_")}
+    assert served == written
+
+
+def test_faults_hit_every_source_unless_they_name_one():
+    temp = "DCGM_FI_DEV_GPU_TEMP"
+    scoped = Fleet(1, 1, [Fault("drop", metric=temp, source="dcgm-exporter")], sources={"gpu-node-1": ALL})
+    assert f"{temp}{{" not in page_of(scoped, "dcgm-exporter")
+    assert "gpumon_nvidia_smi_temperature_gpu_celsius{" in page_of(scoped, "nvidia-smi-textfile")
+    assert "nvidia_smi_temperature_gpu{" in page_of(scoped, "nvidia_gpu_exporter")
+    every = Fleet(1, 1, [Fault("drop", metric=temp)], sources={"gpu-node-1": ALL})
+    assert not [k for k in ALL if "temperature_gpu" in page_of(every, k) or f"{temp}{{" in page_of(every, k)]
+    down = Fleet(1, 1, [Fault("http500", source="nvidia-smi-textfile")], sources={"gpu-node-1": ALL})
+    assert down.page("gpu-node-1", "nvidia-smi-textfile")[0] == 500 and down.page("gpu-node-1")[0] == 200
+    # DCGM's blank is nvidia-smi's [N/A]: the script leaves the sample out and counts it
+    blank = Fleet(1, 2, [Fault("sentinel", metric=temp, gpu=1)], sources={"gpu-node-1": ALL})
+    tf = page_of(blank, "nvidia-smi-textfile")
+    assert tf.count("gpumon_nvidia_smi_temperature_gpu_celsius{") == 1
+    assert 'unavailable_samples{Hostname="gpu-node-1",field="temperature.gpu",reason="not_available"} 1' in tf
+    assert page_of(blank, "nvidia_gpu_exporter").count("nvidia_smi_temperature_gpu{") == 1
+
+
+def test_legacy_source_is_the_legacy_names_page():
+    clock = lambda: 1_700_000_000.0  # noqa: E731
+    by_source = Fleet(1, 1, sources={"gpu-node-1": ["dcgm-exporter-1.x"]}, clock=clock).page("gpu-node-1")[1]
+    by_fault = Fleet(1, 1, [Fault("legacy-names")], clock=clock).page("gpu-node-1")[1]
+    assert by_source == by_fault and "dcgm_gpu_temp{" in by_source
+
+
+def test_source_errors_are_clear():
+    from generator.simulate import SourceError, parse_sources
+    with pytest.raises(SourceError, match="no node 'gpu-node-9'"):
+        Fleet(2, 1, sources={"gpu-node-9": ["dcgm-exporter"]})
+    with pytest.raises(SourceError, match="not both"):
+        Fleet(1, 1, sources={"gpu-node-1": ["dcgm-exporter", "dcgm-exporter-1.x"]})
+    with pytest.raises(SourceError, match="unknown kind 'textfile'"):
+        parse_sources(["textfile"], 2)
+    with pytest.raises(FaultError, match="unknown source"):
+        Fault.parse("kind=drop,source=nvsmi")
+    with pytest.raises(SourceError, match="does not serve"):
+        Fleet(1, 1).page("gpu-node-1", "nvidia_gpu_exporter")
+    got = parse_sources(["nvidia-smi-textfile=gpu-node-2", "dcgm-exporter-1.x=gpu-node-3", "nvidia_gpu_exporter"], 3)
+    assert got == {"gpu-node-1": ("dcgm-exporter", "nvidia_gpu_exporter"),
+                   "gpu-node-2": ("dcgm-exporter", "nvidia-smi-textfile", "nvidia_gpu_exporter"),
+                   "gpu-node-3": ("dcgm-exporter-1.x", "nvidia_gpu_exporter")}
+
+
+def test_simulator_serves_one_target_per_source_under_the_presets_jobs():
+    fleet = Fleet(2, 1, sources={"gpu-node-2": ["dcgm-exporter", "nvidia-smi-textfile", "nvidia_gpu_exporter"]})
+    with Simulator(fleet) as sim:
+        assert list(sim.targets) == ["gpu-node-1", "gpu-node-2"]
+        assert sorted(sim.jobs) == ["dcgm-exporter", "node-exporter", "nvidia-gpu-exporter"]
+        assert len(sim.jobs["dcgm-exporter"]) == 2 and len(set(sim.source_targets.values())) == 4
+        body = httpx.get(f"http://{sim.source_targets[('gpu-node-2', 'nvidia-smi-textfile')]}/metrics", timeout=5).text
+        assert 'Hostname="gpu-node-2"' in body and "gpumon_nvidia_smi_up{" in body
+
+
+def test_cli_serves_sources_in_dump():
+    res = CliRunner().invoke(cli, ["simulate", "--nodes", "2", "--gpus", "1", "--source", "nvidia_gpu_exporter=gpu-node-2",
+                                   "--dump", "--dump-source", "nvidia_gpu_exporter"])
+    assert res.exit_code == 0, res.output
+    assert "nvidia_smi_temperature_gpu{uuid=" in res.output and "DCGM_FI_" not in res.output
+    res = CliRunner().invoke(cli, ["simulate", "--dump", "--dump-source", "nvidia-smi-textfile"])
+    assert res.exit_code == 2 and "no node serves it" in res.output
+
+
+def test_go_float_matches_client_golang():
+    from generator.simulate import go_float
+    # values as nvidia_gpu_exporter's internal/integration/testdata pages print them
+    assert [go_float(v) for v in (2619000000, 20780679168, 631.95, 59, 0.11, 1, 100000, 1e6, 1.5e-5, 0)] == \
+        ["2.619e+09", "2.0780679168e+10", "631.95", "59", "0.11", "1", "100000", "1e+06", "1.5e-05", "0"]
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not shutil.which("promtool"), reason="promtool not installed (apt-get install prometheus)")
+def test_promtool_parses_every_source_page():
+    fleet = Fleet(1, 2, [Fault("sentinel", metric="DCGM_FI_DEV_GPU_TEMP", gpu=1)],
+                  sources={"gpu-node-1": ALL})
+    for kind in ALL[1:]:
+        proc = subprocess.run(["promtool", "check", "metrics"], input=page_of(fleet, kind), capture_output=True, text=True)
+        assert proc.returncode == 0, (kind, proc.stdout + proc.stderr)

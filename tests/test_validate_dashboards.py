@@ -258,3 +258,32 @@ def test_without_an_inventory_the_dashboards_own_gpus_are_expected(env):
     assert got["GPU SM Clocks"]["verdict"] == "panel-partial"
     assert got["GPU SM Clocks"]["message"].startswith("shows 5 of 6 GPUs")
     assert got["GPU Temperature"]["verdict"] == "panel-ok"
+
+
+def test_rate_over_too_few_samples_is_inconclusive_not_no_data(env, tmp_path):
+    """A counter panel on a young server (or a window under two scrapes) is empty although every
+    series exists: rate() needs two samples. That is "run again later" (inconclusive), not a broken
+    panel; a window holding enough samples on the same series still shows data."""
+    sel = 'DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION{job="dcgm-exporter"}'
+    doc = {"uid": "young", "title": "Young server", "schemaVersion": 39, "panels": [
+        {"id": 1, "type": "timeseries", "title": "Energy rate over 900ms", "datasource": {"type": "prometheus"},
+         "targets": [{"refId": "A", "expr": f"sum by (Hostname) (rate({sel}[900ms]))"}]},
+        {"id": 2, "type": "timeseries", "title": "Energy rate over the rate interval", "datasource": {"type": "prometheus"},
+         "targets": [{"refId": "A", "expr": f"sum by (Hostname) (rate({sel}[$__rate_interval]))"}]},
+        {"id": 3, "type": "timeseries", "title": "A join on a label nobody has", "datasource": {"type": "prometheus"},
+         "targets": [{"refId": "A", "expr": f"rate({sel}[10s]) * on (no_such_label, Hostname) group_left "
+                                             "DCGM_FI_DEV_GPU_TEMP{no_such_label=\"x\"}"}]}]}
+    path = tmp_path / "young.json"
+    path.write_text(json.dumps(doc))
+    report, code = run(env, [path], checks=())
+    got = {v["title"]: v for v in report.panels}
+    young = got["Energy rate over 900ms"]
+    assert (young["verdict"], young["severity"]) == ("panel-too-little-history", "inconclusive"), young
+    assert f"{sel} has at most 1 sample in [900ms]" in young["message"]
+    assert got["Energy rate over the rate interval"]["verdict"] == "panel-ok"
+    # a real no-data stays one: the joined series does not exist at all
+    assert got["A join on a label nobody has"]["verdict"] == "panel-no-data"
+    assert code == 1  # the real no-data is a finding
+    doc["panels"] = doc["panels"][:2]
+    path.write_text(json.dumps(doc))
+    assert run(env, [path], checks=())[1] == 3  # only the young panel: inconclusive, not "all good"

@@ -6,15 +6,12 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
 import time
 from pathlib import Path
 
-import httpx
 import pytest
-import yaml
 
-from generator.localprom import free_port, stop_process
+from generator.localprom import LocalVictoriaMetrics
 from generator.promapi import PromClient
 from generator.simulate import Fault, Fleet, Simulator, gpu_uuid
 from generator.spec import parse_spec
@@ -28,40 +25,16 @@ pytestmark = pytest.mark.skipif(VM is None, reason="victoria-metrics not install
 
 
 @pytest.fixture(scope="module")
-def vm(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("vm")
+def vm():
     fleet = Fleet(2, 2, [Fault("drop", metric="DCGM_FI_DEV_SM_CLOCK", node="gpu-node-1", gpu=1),
                          Fault("drop", metric="DCGM_FI_DEV_FB_USED", node="gpu-node-2")])
-    with Simulator(fleet) as sim:
-        cfg = tmp / "scrape.yml"
-        cfg.write_text(yaml.safe_dump({"global": {"scrape_interval": "1s"}, "scrape_configs": [
-            {"job_name": "dcgm-exporter", "static_configs": [{"targets": list(sim.targets.values())}]}]}))
-        port = free_port()
-        log = open(tmp / "vm.log", "wb")
-        proc = subprocess.Popen([VM, f"-httpListenAddr=127.0.0.1:{port}", f"-storageDataPath={tmp / 'data'}",
-                                 f"-promscrape.config={cfg}", "-search.latencyOffset=0s", "-retentionPeriod=1d"],
-                                stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-        url = f"http://127.0.0.1:{port}"
-        try:
-            deadline = time.monotonic() + 60
-            while time.monotonic() < deadline:
-                assert proc.poll() is None, (tmp / "vm.log").read_text()[-3000:]
-                try:
-                    r = httpx.get(f"{url}/api/v1/query", params={"query": 'count(DCGM_FI_DEV_GPU_TEMP{job="dcgm-exporter"})'},
-                                  timeout=2)
-                    res = r.json()["data"]["result"]
-                    if res and res[0]["value"][1] == "4":
-                        break
-                except (httpx.HTTPError, ValueError, KeyError):
-                    pass
-                time.sleep(0.5)
-            else:
-                pytest.fail("VictoriaMetrics has no data after 60 s:\n" + (tmp / "vm.log").read_text()[-3000:])
-            time.sleep(3)  # a few more scrapes for the lookback queries
-            yield url
-        finally:
-            stop_process(proc)
-            log.close()
+    with Simulator(fleet) as sim, LocalVictoriaMetrics({"dcgm-exporter": list(sim.targets.values())},
+                                                       binary=VM) as server:
+        have = server.wait_for(lambda: [r["value"][1] for r in server.query(
+            'count(DCGM_FI_DEV_GPU_TEMP{job="dcgm-exporter"})')] == ["4"], 60)
+        assert have, "VictoriaMetrics has no data after 60 s:\n" + server.logs()
+        time.sleep(3)  # a few more scrapes for the lookback queries
+        yield server.url
 
 
 def test_presence_on_victoriametrics(vm):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 import sys
 from pathlib import Path
 
@@ -38,8 +39,9 @@ def render(spec: str | None, out: str, check: bool) -> None:
         if drift.any:
             for line in drift.lines():
                 click.echo(line)
-            click.echo(f"gpumon: {out}/ is out of date with {model.path}; run `gpumon render` (or `make render`)",
-                       err=True)
+            # the exact command that fixes it, quoted for a shell (paths may hold spaces)
+            command = " ".join(["gpumon", "render", *([shlex.quote(spec)] if spec else []), "-o", shlex.quote(out)])
+            click.echo(f"gpumon: {out}/ is out of date with {model.path}; run `{command}`", err=True)
             sys.exit(EXIT_FINDINGS)
         click.echo(f"{out}/ is up to date with {model.path} ({len(files)} files)")
         return

@@ -14,10 +14,11 @@ class _FaultKindsEpilog(click.Command):
     imports the HTTP server and client, which plain ``gpumon --help`` should not load."""
 
     def format_epilog(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
-        from ..simulate import describe_kinds
+        from ..simulate import describe_kinds, describe_sources
 
         self.epilog = ("\b\nFault kinds (key=value pairs: kind, metric, node, gpu, every, seconds, value, "
-                       "instances):\n" + describe_kinds())
+                       "instances, source):\n" + describe_kinds()
+                       + "\n\b\nSource kinds (--source KIND or KIND=gpu-node-2,...):\n" + describe_sources())
         super().format_epilog(ctx, formatter)
 
 
@@ -31,9 +32,13 @@ class _FaultKindsEpilog(click.Command):
               help="A fault, e.g. kind=drop,metric=DCGM_FI_DEV_GPU_UTIL,node=gpu-node-2 (repeatable).")
 @click.option("--faults-file", type=click.Path(dir_okay=False),
               help="YAML/JSON file of faults, re-read on every scrape (edit it while running).")
+@click.option("--source", "source_args", multiple=True, metavar="KIND[=NODE,...]",
+              help="Serve another source on every node or the nodes named, one target each: dcgm-exporter-1.x "
+                   "(instead of 4.x), nvidia_gpu_exporter, nvidia-smi-textfile (repeatable).")
 @click.option("--dump", is_flag=True, help="Print the first node's page once and exit.")
+@click.option("--dump-source", metavar="KIND", help="With --dump: the page of this source (on the first node serving it).")
 def simulate(nodes: int, gpus: int, host: str, port: int, fault_args: tuple[str, ...], faults_file: str | None,
-             dump: bool) -> None:
+             source_args: tuple[str, ...], dump: bool, dump_source: str | None) -> None:
     """Serve dcgm-exporter 4.x exposition for NODES x GPUS simulated GPUs, with injected faults.
 
     Test alerting and `gpumon validate` without GPUs. Runs until Ctrl-C.
@@ -44,11 +49,16 @@ def simulate(nodes: int, gpus: int, host: str, port: int, fault_args: tuple[str,
         faults = [sim.Fault.parse(a) for a in fault_args]
         if faults_file:
             sim.load_faults(faults_file)  # fail fast on a broken file; it is re-read on every scrape
-        fleet = sim.Fleet(nodes, gpus, faults, faults_file)
-    except sim.FaultError as exc:
+        fleet = sim.Fleet(nodes, gpus, faults, faults_file, sources=sim.parse_sources(source_args, nodes))
+    except (sim.FaultError, sim.SourceError) as exc:
         raise click.UsageError(str(exc)) from None
     if dump:
-        status, body = fleet.page(fleet.nodes[0].name)
+        node = fleet.nodes[0]
+        if dump_source:
+            node = next((n for n in fleet.nodes if dump_source in n.sources), None)
+            if node is None:
+                raise click.UsageError(f"--dump-source {dump_source!r}: no node serves it (add --source {dump_source})")
+        status, body = fleet.page(node.name, dump_source)
         click.echo(body if status == 200 else f"HTTP {status}: {body}", nl=False)
         return
     try:

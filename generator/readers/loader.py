@@ -71,13 +71,32 @@ def collect(paths: Iterable[str | Path]) -> tuple[list[Path], list[str]]:
 
 def load(paths: Iterable[str | Path]) -> Inputs:
     """Read every input under ``paths`` into an :class:`Inputs`. Never raises for bad content."""
+    paths = list(paths)
     files, missing = collect(paths)
+    named = {Path(p) for p in paths if Path(p).is_file()}
     inputs = Inputs()
     for name in missing:
         inputs.problems.append(_unreadable(name, 1, 1, "no such file or directory"))
     for path in files:
+        before = _sizes(inputs)
         load_text_file(path, inputs)
+        # a file named on the command line that holds nothing lintable is a mistake (a wrong path, an
+        # export in another format), not a clean result; files found by walking a folder may be anything
+        if path in named and _sizes(inputs) == before and not _has_groups(path, inputs):
+            inputs.problems.append(_unreadable(
+                str(path), 1, 1, "no Prometheus rule groups, PrometheusRule, Grafana dashboard (JSON with panels, "
+                "ConfigMap or GrafanaDashboard) in this file"))
     return inputs
+
+
+def _sizes(inputs: Inputs) -> tuple[int, ...]:
+    return (len(inputs.rules), len(inputs.objects), len(inputs.dashboards), len(inputs.problems),
+            len(inputs.templates))
+
+
+def _has_groups(path: Path, inputs: Inputs) -> bool:
+    """True for a rule file whose ``groups`` are empty (valid, just nothing to check)."""
+    return str(path) in inputs.empty_rule_files
 
 
 def load_text_file(path: Path, inputs: Inputs) -> None:
@@ -167,6 +186,7 @@ def _load_yaml_file(text: str, name: str, inputs: Inputs) -> None:
             if isinstance(spec, CommentedMap) and "json" in spec:
                 _embedded_dashboard(spec, "json", name, lines, inputs, "/spec/json")
         elif "groups" in doc and kind is None:
+            inputs.empty_rule_files.add(name)
             _load_groups(doc, name, lines, inputs, rule_starts, None)
     _collect_ignores(lines, name, rule_starts, inputs)
 

@@ -11,8 +11,8 @@ without sources renders none of it (byte-identical output).
 
 from __future__ import annotations
 
-from .. import promqltext
-from ..sourcepresets import NODE_FROM_INSTANCE, PRIMARY
+from .. import promqltext, sidecar
+from ..sourcepresets import NODE_FROM_INSTANCE, PRIMARY, TEXTFILE_LAST_RUN
 from ..spec import Metric, Source, Spec
 from . import names
 from .common import alert, record
@@ -52,9 +52,18 @@ def kept(spec: Spec, m: Metric) -> tuple[str, ...]:
 def mapped(spec: Spec, m: Metric, src: Source) -> str:
     """``src``'s series per GPU under the exporter's labels and the metric's unit: its GPU,
     node and GPU-index labels copied into the exporter's (node from ``instance`` without the
-    port), its job set to the exporter's, ``max by`` the metric's GPU ids, then converted."""
+    port), its job set to the exporter's, ``max by`` the metric's GPU ids, then converted. A GPU
+    index the source lacks, and a node it reads from ``instance``, come from the GPU's primary
+    series (:data:`names.FIELD_PRESENT`) where the GPU has any. gpumon's textfile sidecar's
+    readings count only while its last run is recent (:func:`generator.sidecar.stale_after`)."""
     lab = spec.exporter.labels
     expr = selector(src.series, job=src.job)
+    if src.preset == "nvidia-smi-textfile":
+        # node_exporter serves a dead sidecar's last file forever: its readings serve only while
+        # the sidecar's last run is recent (generator/sidecar.py stale_after)
+        on = by(("job", "instance") + ((lab.cluster,) if lab.cluster else ()))
+        fresh = f"time() - {selector(TEXTFILE_LAST_RUN, job=src.job)} < {num(sidecar.stale_after(spec))}"
+        expr = f"({expr} and on ({on}) ({fresh}))"
     replacement, regex = _PREFIX[src.gpu_prefix]
     if src.gpu != lab.gpu or src.gpu_prefix != "keep":
         expr = _label_replace(expr, lab.gpu, replacement, src.gpu, regex)
@@ -70,13 +79,19 @@ def mapped(spec: Spec, m: Metric, src: Source) -> str:
     op, factor = src.convert
     if factor != 1.0:
         out = f"{out} {op} {num(factor)}"
-    if src.gpu_index is None and lab.gpu_index in kept(spec, m):
-        # a source without the GPU index (nvidia_gpu_exporter): take it from the GPU's primary series
-        # where it has any (alert texts and legends name "GPU <index>"); topk keeps the join one-to-one
+    # labels the source lacks or spells otherwise, taken from the GPU's primary series where it has
+    # any: the GPU index (nvidia_gpu_exporter has none; alert texts and legends name "GPU <index>")
+    # and a node read from ``instance`` (in Kubernetes the exporter pod's address, not the node's
+    # name: the node tiers would page the node as missing beside GpuMetricFallbackServing for the
+    # same GPUs). A GPU the primary never saw keeps the instance host. topk keeps the join one-to-one.
+    borrowed = [lab.gpu_index] if src.gpu_index is None and lab.gpu_index in kept(spec, m) else []
+    if src.node == NODE_FROM_INSTANCE:
+        borrowed.append(lab.node)
+    if borrowed:
         dev = by(device_ids(spec))
         present = f"{names.FIELD_PRESENT}{{{promqltext.matcher('job', spec.exporter.job)}}}"
-        index = f"topk by ({dev}) (1, group by ({dev}, {lab.gpu_index}) ({present}))"
-        out = f"(\n    {out}\n  ) * on ({dev}) group_left ({lab.gpu_index}) {index}\n  or on ({dev})\n  {out}"
+        index = f"topk by ({dev}) (1, group by ({dev}, {by(tuple(borrowed))}) ({present}))"
+        out = f"(\n    {out}\n  ) * on ({dev}) group_left ({by(tuple(borrowed))}) {index}\n  or on ({dev})\n  {out}"
     return out
 
 

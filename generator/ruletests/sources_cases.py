@@ -10,7 +10,7 @@ Rendered only for specs whose metrics list ``sources``.
 from __future__ import annotations
 
 from ..rules import all_rules, inventory, names, presence, sources
-from ..sourcepresets import NODE_FROM_INSTANCE, PRIMARY
+from ..sourcepresets import NODE_FROM_INSTANCE, PRIMARY, TEXTFILE_LAST_RUN
 from ..spec import Metric, Source, Spec, Threshold
 from . import fleet
 from .fleet import CLUSTER, Gpu, add_gpu, add_target, lost_from, node_ids, steps
@@ -69,6 +69,17 @@ def mapped_ids(spec: Spec, m: Metric, src: Source | None, gpu: Gpu) -> dict[str,
     return out
 
 
+def add_source_series(sc: Scenario, spec: Spec, src: Source, gpu: Gpu, samples: list[Token]) -> None:
+    """``src``'s series for ``gpu``; for gpumon's textfile sidecar also its node's
+    last-run timestamp, fresh at every step (its readings serve only while it is)."""
+    labels = source_labels(spec, src, gpu)
+    sc.add(src.series, labels, samples)
+    if src.preset == "nvidia-smi-textfile":
+        status = {k: v for k, v in labels.items() if k not in (src.gpu, src.gpu_index)}
+        if selector(TEXTFILE_LAST_RUN, status) not in sc.series:
+            sc.add(TEXTFILE_LAST_RUN, status, [fleet.as_token(i * sc.step) for i in range(sc.length)])
+
+
 def _text(name: str, labels: dict[str, str]) -> str:
     """promtool's expected-sample text: the series name and its labels, sorted."""
     return selector(name, dict(sorted(labels.items())))
@@ -86,7 +97,7 @@ def _setup(sc: Scenario, spec: Spec, m: Metric, gpus: list[Gpu], primary: dict[G
         add_gpu(sc, spec, g, [m], {m.name: primary[g]} if g in primary else None)
     for src, per_gpu in served.items():
         for g, samples in per_gpu.items():
-            sc.add(src.series, source_labels(spec, src, g), samples)
+            add_source_series(sc, spec, src, g, samples)
 
 
 def _reading(m: Metric) -> float:
@@ -225,7 +236,7 @@ def node_on_fallbacks(spec: Spec, step: float) -> Scenario | None:
                 samples = [fleet.as_token(v * factor if op == "/" else v / factor) for v in samples]
             else:
                 samples = sc.const(fleet.as_token(to_source(src, _reading(m))))
-            sc.add(src.series, source_labels(spec, src, g), samples)
+            add_source_series(sc, spec, src, g, samples)
     at = hold + 2
     node = theirs[0].node
     firing = [Firing(sources.fallback_serving(spec, spec.metric(n)), {**node_ids(spec, node), names.SOURCE_LABEL: s.label}, 2)

@@ -10,7 +10,9 @@ Steps, one module each:
    macros (``timing``) and run it as a range query over the lookback, or an instant query
    when the target says so (``api``); queries are capped (``--dashboard-max-queries``);
 4. for empty or masked panels, ask whether each selector they read has series (one query per
-   distinct selector, cached), and read the GPU inventory and the other checks' findings;
+   distinct selector, cached) and, for selectors read by ``rate()``-like functions, whether
+   their window holds two samples (a young server); read the GPU inventory and the other
+   checks' findings;
 5. classify each panel (``verdicts``) into one verdict and a finding when it is not ok.
 
 Needs before it: the reachability check (the API answers), the targets fact (scrape interval,
@@ -154,15 +156,21 @@ def run(ctx, paths: list[str], prior: list[Finding], max_queries: int = MAX_QUER
             probes.setdefault(sel.text, f"count(last_over_time({sel.text}[{window}]))")
             if sel.metric:
                 probes.setdefault(sel.metric, f"count(last_over_time({sel.metric}[{window}]))")
+    # and for an empty target reading rate(X[w]): the most samples any series of X has in w now
+    for pr in runs:
+        for sel, w in verdicts.history_to_probe(pr):
+            probes.setdefault(("history", sel.text, w), f"max(count_over_time({sel.text}[{w}]))")
     wanted = {k: v for k, v in probes.items()}
     if not budget.take(len(wanted)):
         wanted = dict(list(wanted.items())[:max(0, budget.limit - budget.used)])
         budget.take(len(wanted))
     probe_answers = _many(ctx, {k: ("instant", v, timing.Timing(end - ctx.lookback, end, scrape, scrape, scrape))
                                 for k, v in wanted.items()})
-    series = {k: (None if isinstance(a, PromError) else int(float(a.data[0]["value"][1])) if a.data else 0)
+    counts = {k: (None if isinstance(a, PromError) else int(float(a.data[0]["value"][1])) if a.data else 0)
               for k, a in probe_answers.items()}
-    judge = verdicts.Judge(ctx, prior, series, resolved_by_dash, runs)
+    series = {k: n for k, n in counts.items() if not isinstance(k, tuple)}
+    history = {k[1:]: n for k, n in counts.items() if isinstance(k, tuple)}
+    judge = verdicts.Judge(ctx, prior, series, resolved_by_dash, runs, history=history)
     out: list[Verdict] = []
     for pr in runs:
         v = judge.verdict(pr)

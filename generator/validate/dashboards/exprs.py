@@ -3,6 +3,8 @@
 * :func:`selectors` -- the series selectors it reads (as PromQL text) and their metric names;
 * :func:`mask` -- ``X or vector(0)`` / ``X or on() vector(0)``: the part ``X`` a constant stands
   in for when ``X`` is empty (a missing metric then reads as a healthy 0);
+* :func:`two_sample_windows` -- the selectors read through ``rate()``-like functions, with their
+  window: such a function returns nothing until the window holds two samples (a young server);
 * :func:`filters` -- whether the query keeps only some series (a comparison without ``bool``,
   ``unless``, ``and``, ``topk``/``bottomk``/``limitk``, ``absent``): its emptiness or a subset
   of GPUs can be the healthy state, not a missing series.
@@ -17,6 +19,9 @@ import promql_parser as pp
 from ...readers import promql
 
 _FILTER_AGGS = ("topk", "bottomk", "limitk", "limit_ratio")
+#: range functions that need at least two samples in their window to return a value (Prometheus'
+#: extrapolatedRate, instantValue, deriv and predict_linear all return nothing below two)
+TWO_SAMPLE_FUNCS = ("rate", "irate", "increase", "delta", "idelta", "deriv", "predict_linear")
 _FILTER_FUNCS = ("absent", "absent_over_time")
 
 
@@ -75,6 +80,23 @@ def mask(ast) -> object | None:
     if isinstance(node, pp.BinaryExpr) and _op(node) == "or" and _is_constant_vector(node.rhs):
         return node.lhs
     return None
+
+
+def two_sample_windows(ast) -> list[tuple[Selector, str]]:
+    """``(selector, window as written)`` for every ``rate(sel[window])``-like call below ``ast``
+    (:data:`TWO_SAMPLE_FUNCS`), distinct, in reading order; subqueries are left out (their samples
+    are evaluations, not scrapes)."""
+    out: dict[tuple[str, str], tuple[Selector, str]] = {}
+    for node, _ in promql.nodes(ast):
+        if not (isinstance(node, pp.Call) and promql.func_name(node) in TWO_SAMPLE_FUNCS):
+            continue
+        for arg in node.args:
+            if isinstance(arg, pp.MatrixSelector) and arg.range is not None:
+                seconds = arg.range.total_seconds()
+                window = f"{int(seconds * 1000)}ms" if seconds != int(seconds) else f"{int(seconds)}s"
+                sel = Selector(_selector_text(arg.vector_selector), promql.metric_name(arg.vector_selector))
+                out.setdefault((sel.text, window), (sel, window))
+    return list(out.values())
 
 
 def filters(ast) -> bool:

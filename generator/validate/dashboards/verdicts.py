@@ -18,7 +18,7 @@ from . import exprs
 #: when every series it lacks is an optional field (the spec says it may be absent), and
 #: ``panel-variable-empty`` when the variable only lacks some GPUs (the panel shows the others).
 SEVERITY = {"panel-no-data": "error", "panel-query-error": "error", "panel-variable-empty": "error",
-            "panel-partial": "warning", "panel-masked": "warning", "panel-expected-empty": "info",
+            "panel-partial": "warning", "panel-too-little-history": "inconclusive", "panel-masked": "warning", "panel-expected-empty": "info",
             "panel-unsupported": "info", "panel-not-evaluated": "inconclusive"}
 FINDINGS = tuple(SEVERITY) + ("dashboard-query-cap", "unreadable-file")
 VERDICTS = ("panel-ok",) + tuple(SEVERITY)
@@ -89,11 +89,24 @@ def selectors_to_probe(pr) -> list:
     return out
 
 
+def history_to_probe(pr) -> list[tuple]:
+    """``(selector, window)`` pairs read through ``rate()``-like functions by an empty target: on a
+    young server (or a window shorter than two scrapes) such a target is empty although every
+    series exists, and the answer is "wait", not "broken"."""
+    if pr.unsupported or pr.capped:
+        return []
+    return [pair for t in pr.targets if t.ast is not None and _target_empty(t)
+            for pair in exprs.two_sample_windows(t.ast)]
+
+
 class Judge:
     """Classifies panel runs (see the module docstring)."""
 
-    def __init__(self, ctx, prior: list[Finding], series: dict[str, int | None], resolved: dict, runs=()):
+    def __init__(self, ctx, prior: list[Finding], series: dict[str, int | None], resolved: dict, runs=(),
+                 history: dict[tuple, int | None] | None = None):
         self.ctx, self.prior, self.series, self.resolved = ctx, prior, series, resolved
+        #: (selector text, window) -> most samples any of its series has in that window now
+        self.history = history or {}
         self.spec = {m.name: m for m in ctx.spec.metrics}
         self.seen_gpus = self._seen_in(runs)
 
@@ -245,6 +258,13 @@ class Judge:
         missing = self._missing(pr.targets)
         real = [s for s in missing if not self.sparse(s.metric)]
         if not missing:
+            short = self._short_history(pr)
+            if short:
+                v.verdict = "panel-too-little-history"
+                v.message = ("every series it reads exists, but " + "; ".join(short) + ": rate() and its kin need "
+                             "two samples in the window (a server started minutes ago, or a window shorter than two "
+                             "scrape intervals); run validate again later")
+                return True
             if any(t.ast is not None and exprs.filters(t.ast) for t in pr.targets):
                 v.verdict = "panel-expected-empty"
                 v.message = "every series it reads exists; its condition matches nothing now"
@@ -264,6 +284,15 @@ class Judge:
         if all(self.optional(s.metric) for s in real):
             v.downgraded = "warning"  # the spec allows optional fields to be absent
         return True
+
+    def _short_history(self, pr) -> list[str]:
+        """``X has at most 1 sample in [1m]`` for each rate()-read selector below two samples."""
+        out = []
+        for sel, window in history_to_probe(pr):
+            most = self.history.get((sel.text, window))
+            if most is not None and most < 2:
+                out.append(f"{sel.text} has at most {most} sample{'s' if most != 1 else ''} in [{window}]")
+        return out
 
     def _partial(self, pr, v) -> bool:
         # some targets empty while others show data
@@ -423,6 +452,8 @@ _HINTS = {
     "panel-masked": "`or vector(0)` turns \"no data\" into a healthy-looking 0: drop it, or use "
                     "`or on() (absent(...) * 0)`-style guards only where 0 is true",
     "panel-expected-empty": "empty is the healthy state here; nothing to do",
+    "panel-too-little-history": "wait until the window holds two scrapes (or widen it: Grafana's "
+                                "$__rate_interval is at least 4 scrape intervals) and run validate again",
     "panel-unsupported": "gpumon evaluates Prometheus queries only; check this panel by eye",
     "panel-not-evaluated": "raise --dashboard-max-queries",
 }

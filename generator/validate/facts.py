@@ -95,8 +95,15 @@ def seconds(text: str | None) -> float | None:
 
 class Inventory:
     """GPUs seen now and within the lookback, per metric, with their target, model and driver.
-    ``answers`` keeps every query answer by key (``now|M``, ``seen|M``, ``legacy|M|name``,
-    ``last|M``), so checks can tell a failed or partial query from an absence."""
+
+    Built from set differences the server computes (issue 16): the GPUs reporting now (one query,
+    the union of every tracked metric), and per metric only counts, then only for a metric whose
+    counts say something is missing, the GPUs that lack it now or reported it earlier in the
+    lookback and no longer. ``now[M]`` of a metric every reporting GPU carries *is* the
+    ``reporting`` set (one shared object, not a copy), so memory follows the fleet once, not
+    fleet x metrics. ``answers`` keeps an answer (or PromError) per key ``now|M``, ``seen|M``
+    (the first failed or partial answer the metric's facts came from), ``legacy|M|name`` and
+    ``last|M``, so checks can tell a failed or partial query from an absence."""
 
     def __init__(self):
         self.now: dict[str, set[tuple]] = defaultdict(set)          # metric -> GPU keys present now
@@ -107,10 +114,13 @@ class Inventory:
         self.attrs: dict[tuple, dict[str, str]] = {}                  # key -> model/driver labels
         self.legacy: dict[str, dict[tuple, str]] = defaultdict(dict)  # metric -> key -> legacy name
         self.answers: dict[str, "Answer | PromError"] = {}
+        self._reporting: set[tuple] | None = None
 
     @property
     def reporting(self) -> set[tuple]:
         """GPUs carrying at least one tracked metric now."""
+        if self._reporting is not None:
+            return self._reporting
         return set().union(*self.now.values()) if self.now else set()
 
 
@@ -118,48 +128,138 @@ def _ids(ctx) -> str:
     return ", ".join(ctx.id_labels)
 
 
+def _windows(ctx) -> tuple[str, str]:
+    """(recent, lookback) as PromQL durations. "now" = a sample within the last 3 scrape
+    intervals: one scrape that missed the field is an intermittent gap (the continuity check's
+    job), not a missing series."""
+    return format_duration(3 * max(1.0, ctx.scrape_interval)), format_duration(ctx.lookback)
+
+
+def present(ctx, metric: str, window: str) -> str:
+    """``group by (<identity>) (last_over_time(M{job}[window]))``: one series per GPU label set."""
+    return f"group by ({_ids(ctx)}) (last_over_time({ctx.sel(metric)}[{window}]))"
+
+
+def reporting_query(ctx) -> str:
+    """The GPUs carrying at least one tracked metric now: the union (``or``) of :func:`present`
+    over the tracked metrics, one series per GPU label set (never a regex over metric names)."""
+    recent, _ = _windows(ctx)
+    return "\n or ".join(present(ctx, m.name, recent) for m in ctx.spec.tracked_metrics)
+
+
 def inventory_queries(ctx) -> dict[str, str]:
-    """``{"now|M": ..., "seen|M": ..., "legacy|M|name": ...}`` for every tracked metric: O(metrics)."""
-    window = format_duration(ctx.lookback)
-    # "now" = a sample within the last 3 scrape intervals: one scrape that missed the field is an
-    # intermittent gap (the continuity check's job), not a missing series.
-    recent = format_duration(3 * max(1.0, ctx.scrape_interval))
-    out = {}
+    """First round, O(metrics) requests, answers O(fleet) once: ``fleet|now`` (:func:`reporting_query`),
+    per tracked metric ``count|M`` (how many GPU label sets carry it now and within the lookback:
+    two samples, labelled ``k="now"`` / ``k="seen"``) and per legacy name ``legacy|M|name``."""
+    recent, window = _windows(ctx)
+    out = {"fleet|now": reporting_query(ctx)}
     for m in ctx.spec.tracked_metrics:
-        sel = ctx.sel(m.name)
-        out[f"now|{m.name}"] = f"group by ({_ids(ctx)}) (last_over_time({sel}[{recent}]))"
-        out[f"seen|{m.name}"] = f"group by ({_ids(ctx)}) (last_over_time({sel}[{window}]))"
+        out[f"count|{m.name}"] = (f'label_replace(count({present(ctx, m.name, recent)}), "k", "now", "", "")\n or '
+                                  f'label_replace(count({present(ctx, m.name, window)}), "k", "seen", "", "")')
         if m.required:
             for legacy in m.legacy_names:
                 out[f"legacy|{m.name}|{legacy}"] = f"group by ({_ids(ctx)}) ({ctx.sel(legacy)})"
     return out
 
 
+def diff_query(ctx, metric: str, missing: bool, gone: bool) -> str:
+    """Second round, only for a metric whose counts differ: the GPU label sets reporting now
+    that lack ``metric`` now (``k="missing"``: :func:`reporting_query` ``unless`` the metric), and
+    those that carried it within the lookback but not now (``k="gone"``)."""
+    recent, window = _windows(ctx)
+    parts = []
+    if missing:
+        parts.append(f'label_replace(\n({reporting_query(ctx)})\n unless on ({_ids(ctx)}) '
+                     f'{present(ctx, metric, recent)}, "k", "missing", "", "")')
+    if gone:
+        parts.append(f'label_replace({present(ctx, metric, window)} unless on ({_ids(ctx)}) '
+                     f'{present(ctx, metric, recent)}, "k", "gone", "", "")')
+    return "\n or ".join(parts)
+
+
+def _labelset(metric: dict, drop: str = "") -> tuple:
+    return tuple(sorted((k, v) for k, v in metric.items() if k != drop))
+
+
+def _status(*answers):
+    """The answer standing for several: the first that failed, else the first partial, else the first."""
+    return next((a for a in answers if isinstance(a, PromError)), None) or \
+        next((a for a in answers if a is not None and a.partial), None) or next(a for a in answers if a is not None)
+
+
+def _counts(ans) -> dict[str, int]:
+    if isinstance(ans, PromError):
+        return {}
+    return {i["metric"].get("k", ""): int(float(i["value"][1])) for i in ans.data}
+
+
 def inventory(ctx) -> Inventory:
-    """Run :func:`inventory_queries` and, for metrics with GPUs gone since, :func:`last_seen_query`;
-    build the :class:`Inventory`."""
-    answers = ctx.queries_at_now(inventory_queries(ctx))
+    """Run :func:`inventory_queries`, then :func:`diff_query` for metrics whose counts say a GPU
+    lacks them now or lost them in the lookback, then :func:`last_seen_query` for metrics with GPUs
+    gone since; build the :class:`Inventory`. What crosses the wire: the reporting GPUs once, a
+    count per metric, and the GPUs that lack a metric."""
+    first = ctx.queries_at_now(inventory_queries(ctx))
     inv = Inventory()
     lab = ctx.labels
-    for key, ans in answers.items():
+    fleet = first["fleet|now"]
+    sets: dict[tuple, tuple] = {}  # GPU label set reporting now -> its key
+    if not isinstance(fleet, PromError):
+        for item in fleet.data:
+            gpu = ctx.gpu(item["metric"])
+            sets[_labelset(item["metric"])] = gpu.key
+            inv.gpus.setdefault(gpu.key, gpu)
+            inv.instance[gpu.key] = item["metric"].get("instance", "")
+            inv.attrs[gpu.key] = {k: item["metric"].get(k, "") for k in (lab.model, lab.driver_version)}
+    reporting = set(sets.values())
+    inv._reporting = reporting
+    diffs = {}
+    counts = {}
+    for m in ctx.spec.tracked_metrics:
+        counts[m.name] = c = _counts(first[f"count|{m.name}"])
+        if isinstance(fleet, PromError) or isinstance(first[f"count|{m.name}"], PromError):
+            continue
+        missing, gone = c.get("now", 0) < len(sets), c.get("seen", 0) > c.get("now", 0)
+        if missing or gone:
+            diffs[f"diff|{m.name}"] = diff_query(ctx, m.name, missing, gone)
+    second = ctx.queries_at_now(diffs) if diffs else {}
+    for m in ctx.spec.tracked_metrics:
+        name, count_ans = m.name, first[f"count|{m.name}"]
+        diff = second.get(f"diff|{name}")
+        inv.answers[f"now|{name}"] = _status(fleet, count_ans, diff)
+        inv.answers[f"seen|{name}"] = _status(count_ans, diff)
+        if isinstance(fleet, PromError) or isinstance(count_ans, PromError) or isinstance(diff, PromError):
+            continue
+        if counts[name].get("now", 0) == 0:
+            now: set[tuple] = set()
+        elif diff is None or not any(i["metric"].get("k") == "missing" for i in diff.data):
+            now = reporting  # every reporting GPU carries it: the shared set
+        else:
+            lacking = {_labelset(i["metric"], "k") for i in diff.data if i["metric"].get("k") == "missing"}
+            now = {key for s, key in sets.items() if s not in lacking}
+        if now:
+            inv.now[name] = now
+        seen = set(now) if diff is not None else now
+        for item in (diff.data if diff is not None else ()):
+            if item["metric"].get("k") != "gone":
+                continue
+            labels = {k: v for k, v in item["metric"].items() if k != "k"}
+            gpu = ctx.gpu(labels)
+            seen.add(gpu.key)
+            inv.gpus.setdefault(gpu.key, gpu)
+            inv.instance.setdefault(gpu.key, labels.get("instance", ""))
+        if seen:
+            inv.seen[name] = seen
+    for key, ans in first.items():
+        kind, metric, *rest = key.split("|")
+        if kind != "legacy":
+            continue
+        inv.answers[key] = ans
         if isinstance(ans, PromError):
             continue
-        kind, metric, *rest = key.split("|")
         for item in ans.data:
             gpu = ctx.gpu(item["metric"])
-            if kind == "legacy":
-                inv.legacy[metric][gpu.key] = rest[0]
-                inv.instance.setdefault(gpu.key, item["metric"].get("instance", ""))
-            else:
-                inv.gpus.setdefault(gpu.key, gpu)
-                inv.instance.setdefault(gpu.key, item["metric"].get("instance", ""))
-            if kind == "now":
-                inv.now[metric].add(gpu.key)
-                inv.instance[gpu.key] = item["metric"].get("instance", "")
-                inv.attrs[gpu.key] = {k: item["metric"].get(k, "") for k in (lab.model, lab.driver_version)}
-            elif kind == "seen":
-                inv.seen[metric].add(gpu.key)
-    inv.answers = answers
+            inv.legacy[metric][gpu.key] = rest[0]
+            inv.instance.setdefault(gpu.key, item["metric"].get("instance", ""))
     _last_seen(ctx, inv)
     return inv
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 
 from ..durations import format_duration, parse_duration
 from ..promapi import Answer, PromError
-from ..promqltext import matcher
+from ..promqltext import literal_replacement, matcher
 
 
 @dataclass(frozen=True)
@@ -149,32 +149,37 @@ def reporting_query(ctx) -> str:
 
 def inventory_queries(ctx) -> dict[str, str]:
     """First round, O(metrics) requests, answers O(fleet) once: ``fleet|now`` (:func:`reporting_query`),
-    per tracked metric ``count|M`` (how many GPU label sets carry it now and within the lookback:
-    two samples, labelled ``k="now"`` / ``k="seen"``) and per legacy name ``legacy|M|name``."""
+    per tracked metric ``state|M`` (how many GPU label sets carry it now, one sample labelled
+    ``k="now"``, and the label sets that carried it within the lookback but not now, labelled
+    ``k="gone"``: what is wrong, not the fleet), and ``legacy`` (the GPUs carrying a 1.x name of a
+    required metric, labelled with ``field`` and ``legacy``)."""
     recent, window = _windows(ctx)
+    ids = _ids(ctx)
     out = {"fleet|now": reporting_query(ctx)}
+    legacy = []
     for m in ctx.spec.tracked_metrics:
-        out[f"count|{m.name}"] = (f'label_replace(count({present(ctx, m.name, recent)}), "k", "now", "", "")\n or '
-                                  f'label_replace(count({present(ctx, m.name, window)}), "k", "seen", "", "")')
+        out[f"state|{m.name}"] = (f'label_replace(count({present(ctx, m.name, recent)}), "k", "now", "", "")\n or '
+                                  f'label_replace({present(ctx, m.name, window)} unless on ({ids}) '
+                                  f'{present(ctx, m.name, recent)}, "k", "gone", "", "")')
         if m.required:
-            for legacy in m.legacy_names:
-                out[f"legacy|{m.name}|{legacy}"] = f"group by ({_ids(ctx)}) ({ctx.sel(legacy)})"
+            for name in m.legacy_names:
+                legacy.append(f'label_replace(label_replace(group by ({ids}) ({ctx.sel(name)}), '
+                              f'"{LEGACY_FIELD}", {literal_replacement(m.name)}, "", ""), '
+                              f'"{LEGACY_NAME}", {literal_replacement(name)}, "", "")')
+    if legacy:
+        out["fleet|legacy"] = "\n or ".join(legacy)
     return out
 
 
-def diff_query(ctx, metric: str, missing: bool, gone: bool) -> str:
-    """Second round, only for a metric whose counts differ: the GPU label sets reporting now
-    that lack ``metric`` now (``k="missing"``: :func:`reporting_query` ``unless`` the metric), and
-    those that carried it within the lookback but not now (``k="gone"``)."""
-    recent, window = _windows(ctx)
-    parts = []
-    if missing:
-        parts.append(f'label_replace(\n({reporting_query(ctx)})\n unless on ({_ids(ctx)}) '
-                     f'{present(ctx, metric, recent)}, "k", "missing", "", "")')
-    if gone:
-        parts.append(f'label_replace({present(ctx, metric, window)} unless on ({_ids(ctx)}) '
-                     f'{present(ctx, metric, recent)}, "k", "gone", "", "")')
-    return "\n or ".join(parts)
+#: labels the legacy query adds: which spec'd metric, under which 1.x name (not dcgm-exporter labels)
+LEGACY_FIELD, LEGACY_NAME = "gpumon_field", "gpumon_legacy"
+
+
+def missing_query(ctx, metric: str) -> str:
+    """Second round, only for a metric fewer GPUs carry now than report at all: the GPU label
+    sets reporting now (:func:`reporting_query`) ``unless`` the metric."""
+    recent, _ = _windows(ctx)
+    return f"({reporting_query(ctx)})\n unless on ({_ids(ctx)}) {present(ctx, metric, recent)}"
 
 
 def _labelset(metric: dict, drop: str = "") -> tuple:
@@ -183,21 +188,16 @@ def _labelset(metric: dict, drop: str = "") -> tuple:
 
 def _status(*answers):
     """The answer standing for several: the first that failed, else the first partial, else the first."""
+    answers = [a for a in answers if a is not None]
     return next((a for a in answers if isinstance(a, PromError)), None) or \
-        next((a for a in answers if a is not None and a.partial), None) or next(a for a in answers if a is not None)
-
-
-def _counts(ans) -> dict[str, int]:
-    if isinstance(ans, PromError):
-        return {}
-    return {i["metric"].get("k", ""): int(float(i["value"][1])) for i in ans.data}
+        next((a for a in answers if a.partial), None) or answers[0]
 
 
 def inventory(ctx) -> Inventory:
-    """Run :func:`inventory_queries`, then :func:`diff_query` for metrics whose counts say a GPU
-    lacks them now or lost them in the lookback, then :func:`last_seen_query` for metrics with GPUs
-    gone since; build the :class:`Inventory`. What crosses the wire: the reporting GPUs once, a
-    count per metric, and the GPUs that lack a metric."""
+    """Run :func:`inventory_queries`, then :func:`missing_query` for metrics fewer GPUs carry now
+    than report, then :func:`last_seen_query` for metrics with GPUs gone since; build the
+    :class:`Inventory`. What crosses the wire: the reporting GPUs once, a count per metric, and
+    the GPUs that lack a metric now or lost it in the lookback."""
     first = ctx.queries_at_now(inventory_queries(ctx))
     inv = Inventory()
     lab = ctx.labels
@@ -212,54 +212,50 @@ def inventory(ctx) -> Inventory:
             inv.attrs[gpu.key] = {k: item["metric"].get(k, "") for k in (lab.model, lab.driver_version)}
     reporting = set(sets.values())
     inv._reporting = reporting
-    diffs = {}
-    counts = {}
+    counts: dict[str, int] = {}
     for m in ctx.spec.tracked_metrics:
-        counts[m.name] = c = _counts(first[f"count|{m.name}"])
-        if isinstance(fleet, PromError) or isinstance(first[f"count|{m.name}"], PromError):
-            continue
-        missing, gone = c.get("now", 0) < len(sets), c.get("seen", 0) > c.get("now", 0)
-        if missing or gone:
-            diffs[f"diff|{m.name}"] = diff_query(ctx, m.name, missing, gone)
-    second = ctx.queries_at_now(diffs) if diffs else {}
+        ans = first[f"state|{m.name}"]
+        if not isinstance(ans, PromError):
+            counts[m.name] = next((int(float(i["value"][1])) for i in ans.data if i["metric"].get("k") == "now"), 0)
+    need = {f"missing|{name}": missing_query(ctx, name) for name, n in counts.items()
+            if 0 < n < len(sets) and not isinstance(fleet, PromError)}
+    second = ctx.queries_at_now(need) if need else {}
     for m in ctx.spec.tracked_metrics:
-        name, count_ans = m.name, first[f"count|{m.name}"]
-        diff = second.get(f"diff|{name}")
-        inv.answers[f"now|{name}"] = _status(fleet, count_ans, diff)
-        inv.answers[f"seen|{name}"] = _status(count_ans, diff)
-        if isinstance(fleet, PromError) or isinstance(count_ans, PromError) or isinstance(diff, PromError):
+        name, state = m.name, first[f"state|{m.name}"]
+        diff = second.get(f"missing|{name}")
+        inv.answers[f"now|{name}"] = _status(fleet, state, diff)
+        inv.answers[f"seen|{name}"] = state
+        if isinstance(fleet, PromError) or isinstance(state, PromError) or isinstance(diff, PromError):
             continue
-        if counts[name].get("now", 0) == 0:
+        if counts[name] == 0:
             now: set[tuple] = set()
-        elif diff is None or not any(i["metric"].get("k") == "missing" for i in diff.data):
-            now = reporting  # every reporting GPU carries it: the shared set
+        elif diff is None:
+            now = reporting  # every reporting GPU carries it: the shared set, not a copy
         else:
-            lacking = {_labelset(i["metric"], "k") for i in diff.data if i["metric"].get("k") == "missing"}
+            lacking = {_labelset(i["metric"]) for i in diff.data}
             now = {key for s, key in sets.items() if s not in lacking}
         if now:
             inv.now[name] = now
-        seen = set(now) if diff is not None else now
-        for item in (diff.data if diff is not None else ()):
-            if item["metric"].get("k") != "gone":
-                continue
-            labels = {k: v for k, v in item["metric"].items() if k != "k"}
+        gone = [i["metric"] for i in state.data if i["metric"].get("k") == "gone"]
+        seen = set(now) if gone else now
+        for item in gone:
+            labels = {k: v for k, v in item.items() if k != "k"}
             gpu = ctx.gpu(labels)
             seen.add(gpu.key)
             inv.gpus.setdefault(gpu.key, gpu)
             inv.instance.setdefault(gpu.key, labels.get("instance", ""))
         if seen:
             inv.seen[name] = seen
-    for key, ans in first.items():
-        kind, metric, *rest = key.split("|")
-        if kind != "legacy":
-            continue
-        inv.answers[key] = ans
-        if isinstance(ans, PromError):
-            continue
-        for item in ans.data:
-            gpu = ctx.gpu(item["metric"])
-            inv.legacy[metric][gpu.key] = rest[0]
-            inv.instance.setdefault(gpu.key, item["metric"].get("instance", ""))
+    legacy = first.get("fleet|legacy")
+    for m in ctx.spec.required_metrics:
+        for name in m.legacy_names:
+            inv.answers[f"legacy|{m.name}|{name}"] = legacy
+    if legacy is not None and not isinstance(legacy, PromError):
+        for item in legacy.data:
+            labels = {k: v for k, v in item["metric"].items() if k not in (LEGACY_FIELD, LEGACY_NAME)}
+            gpu = ctx.gpu(labels)
+            inv.legacy[item["metric"].get(LEGACY_FIELD, "")][gpu.key] = item["metric"].get(LEGACY_NAME, "")
+            inv.instance.setdefault(gpu.key, labels.get("instance", ""))
     _last_seen(ctx, inv)
     return inv
 

@@ -171,7 +171,8 @@ def inventory_queries(ctx) -> dict[str, str]:
     return out
 
 
-#: labels the legacy query adds: which spec'd metric, under which 1.x name (not dcgm-exporter labels)
+#: labels the legacy and last-seen queries add: which spec'd metric, under which 1.x name (not
+#: dcgm-exporter labels)
 LEGACY_FIELD, LEGACY_NAME = "gpumon_field", "gpumon_legacy"
 
 
@@ -275,8 +276,9 @@ def last_seen_query(ctx, metric: str, nodes: dict[str, set[str]]) -> str:
 
 
 def _last_seen(ctx, inv: Inventory) -> None:
-    """Second round, only for metrics with GPUs seen earlier but missing now."""
-    exprs = {}
+    """Last round, only for metrics with GPUs seen earlier but missing now: one request, the
+    :func:`last_seen_query` of each such metric labelled with ``gpumon_field`` (``or``)."""
+    parts = {}
     for metric, seen in inv.seen.items():
         gone = seen - inv.now.get(metric, set())
         if not gone:
@@ -287,13 +289,18 @@ def _last_seen(ctx, inv: Inventory) -> None:
             if gpu is not None and gpu.node_label:
                 nodes[gpu.node_label].add(gpu.node)
         if nodes:
-            exprs[f"last|{metric}"] = last_seen_query(ctx, metric, nodes)
-    for key, ans in ctx.queries_at_now(exprs).items():
-        inv.answers[key] = ans
-        if isinstance(ans, PromError):
-            continue
-        for item in ans.data:
-            inv.last_seen[key.split("|")[1]][ctx.gpu(item["metric"]).key] = float(item["value"][1])
+            parts[metric] = (f'label_replace({last_seen_query(ctx, metric, nodes)}, "{LEGACY_FIELD}", '
+                             f'{literal_replacement(metric)}, "", "")')
+    if not parts:
+        return
+    ans = ctx.queries_at_now({"last": "\n or ".join(parts.values())})["last"]
+    for metric in parts:
+        inv.answers[f"last|{metric}"] = ans
+    if isinstance(ans, PromError):
+        return
+    for item in ans.data:
+        labels = {k: v for k, v in item["metric"].items() if k != LEGACY_FIELD}
+        inv.last_seen[item["metric"].get(LEGACY_FIELD, "")][ctx.gpu(labels).key] = float(item["value"][1])
 
 
 def loaded_groups(answer: "Answer | PromError") -> dict[str, list[dict]] | None:

@@ -112,6 +112,30 @@ def test_healthy_fleet_passes(env):
     assert report.summary["queries"] <= faulty <= report.summary["queries"] + 2 * tracked
 
 
+class CountingClient(PromClient):
+    """A PromClient that counts the series (result items) every instant query answered."""
+
+    returned = 0
+
+    def query(self, expr, time=None):
+        answer = super().query(expr, time)
+        self.returned += len(answer.data)
+        return answer
+
+
+def test_healthy_fleet_answers_do_not_carry_the_fleet_per_metric(env):
+    """Issue 16: the server computes the set differences. A healthy fleet of 4 GPUs downloads
+    its GPUs once (the reporting inventory) and one count per metric, not every GPU for every
+    tracked metric twice (which was 2 x 28 x 4 = 224 series here)."""
+    spec = spec_for("dcgm-healthy")
+    with CountingClient(env["prom"].url) as client:
+        report, code = validate(spec, client, lookback=60.0, progress=False, matrix=False)
+    assert code == 0, report.findings
+    gpus = 4
+    assert client.returned <= len(spec.tracked_metrics) + 4 * gpus, client.returned
+    assert report.coverage is None
+
+
 def test_faulty_fleet_exit_1(faulty):
     report, code = faulty
     assert code == 1

@@ -141,10 +141,13 @@ def present(ctx, metric: str, window: str) -> str:
 
 
 def reporting_query(ctx) -> str:
-    """The GPUs carrying at least one tracked metric now: the union (``or``) of :func:`present`
-    over the tracked metrics, one series per GPU label set (never a regex over metric names)."""
+    """The GPUs carrying at least one tracked metric now: ``group by (<identity>)`` of the union
+    (``or``) of ``last_over_time(M{job}[3 scrapes])`` over the tracked metrics, one series per GPU
+    label set (never a regex over metric names; one ``group by`` around the union keeps the URL
+    short: about 2 KB for the bundled spec, below proxies' 8 KB request-line limits)."""
     recent, _ = _windows(ctx)
-    return "\n or ".join(present(ctx, m.name, recent) for m in ctx.spec.tracked_metrics)
+    union = "\n or ".join(f"last_over_time({ctx.sel(m.name)}[{recent}])" for m in ctx.spec.tracked_metrics)
+    return f"group by ({_ids(ctx)}) (\n{union}\n)"
 
 
 def inventory_queries(ctx) -> dict[str, str]:

@@ -14,12 +14,15 @@ for a few minutes, with a few faults injected:
 
 Pages are rendered once (only the energy counter, which the frozen check watches, and the faulty
 lines change per scrape). Then ``gpumon validate gpumon.yaml --format json`` of this checkout and
-of REF (a temporary ``git worktree``, run with the same venv through ``PYTHONPATH``) each run
-through a counting proxy on 127.0.0.1, one after the other, and the script prints per side:
+of REF (a temporary ``git worktree``, run with the same venv through ``PYTHONPATH``) run through a
+counting proxy on 127.0.0.1, alternating, twice each (the second run of each side counts: the
+first pays for Prometheus' cold caches), and the script prints per side:
 requests, response bytes on the wire (gzip, as the client asks) and decoded, peak RSS of the
-validate process, wall seconds, and upstream seconds (the sum over requests of the time
-Prometheus took to answer in full, i.e. Prometheus' own query time plus loopback transfer), with
-the ratio this/REF; and whether both found the same (check, severity, subject, message), times
+validate process, wall seconds, upstream seconds (the sum over requests of the time Prometheus
+took to answer in full: its own query time plus loopback transfer, and, 4 requests being in flight
+at once, the time they waited for each other), and Prometheus CPU seconds during the run minus what
+scraping alone costs (``process_cpu_seconds_total``, measured for 20 s before), with the ratio
+this/REF; and whether both found the same (check, severity, subject, message), times
 ("5m ago", RFC 3339 stamps) masked.
 
 Usage: .venv/bin/python bench/validate_scale.py [--gpus 400] [--minutes 3] [--scrape-interval 10s]
@@ -181,6 +184,7 @@ class CountingProxy:
                 encoding = resp.headers.get("content-encoding", "")
                 decoded = len(zlib.decompress(body, 47)) if encoding in ("gzip", "deflate") and body else len(body)
                 with outer.lock:
+                    outer.log.append((took, decoded, self.path))
                     outer.requests += 1
                     outer.wire += len(body)
                     outer.decoded += decoded
@@ -202,6 +206,7 @@ class CountingProxy:
 
     def reset(self) -> None:
         self.requests, self.wire, self.decoded, self.upstream_s = 0, 0, 0, 0.0
+        self.log: list[tuple[float, int, str]] = []  # (seconds, decoded bytes, path and query string)
 
     def close(self) -> None:
         self.httpd.shutdown()
@@ -213,14 +218,23 @@ WRAPPER = ("import resource, sys, generator\nfrom generator.cli import main\nsys
            " generator.__file__, file=sys.stderr)\n")
 
 
-def run_validate(tree: Path, proxy: CountingProxy) -> dict:
-    """``gpumon validate`` of ``tree`` through the proxy: its figures and findings."""
+def prometheus_cpu(url: str) -> float:
+    """Prometheus' own ``process_cpu_seconds_total`` (from its ``/metrics``)."""
+    text = httpx.get(url + "/metrics", timeout=30).text
+    return float(re.search(r"^process_cpu_seconds_total (\S+)$", text, re.M).group(1))
+
+
+def run_validate(tree: Path, proxy: CountingProxy, background: float) -> dict:
+    """``gpumon validate`` of ``tree`` through the proxy: its figures and findings. ``background``
+    is Prometheus' CPU seconds per second while nobody queries it (scraping, ingestion)."""
     proxy.reset()
+    cpu = prometheus_cpu(proxy.upstream)
     started = time.monotonic()
     proc = subprocess.run([sys.executable, "-c", WRAPPER, "validate", str(SPEC), "--prom", proxy.url, "--format", "json",
                            "--timeout", "600"], capture_output=True, text=True, cwd=tree, timeout=3600,
                           env={**os.environ, "PYTHONPATH": str(tree)})
     wall = time.monotonic() - started
+    cpu = prometheus_cpu(proxy.upstream) - cpu - background * wall
     tail = proc.stderr.rsplit("MAXRSS", 1)
     if len(tail) < 2:
         raise SystemExit(f"validate of {tree} failed (exit {proc.returncode}): {proc.stderr[-2000:]}")
@@ -230,14 +244,15 @@ def run_validate(tree: Path, proxy: CountingProxy) -> dict:
     report = json.loads(proc.stdout)
     return {"exit": proc.returncode, "requests": proxy.requests, "wire MB": proxy.wire / 1e6,
             "decoded MB": proxy.decoded / 1e6, "peak RSS MB": int(rss_kib) / 1024, "wall s": wall,
-            "upstream s": proxy.upstream_s, "findings": report.get("findings", [])}
+            "upstream s": proxy.upstream_s, "Prom CPU s": cpu, "findings": report.get("findings", []), "log": list(proxy.log)}
 
 
 def _masked(findings: list[dict]) -> set[tuple]:
     """(check, severity, subject, message) with times masked: both runs happen minutes apart."""
     def mask(text: str) -> str:
         text = re.sub(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", "<time>", text)
-        return re.sub(r"\(\d+[hms][\dhms]* ago\)", "(<ago>)", text)
+        text = re.sub(r"\(\d+[hms][\dhms]* ago\)", "(<ago>)", text)
+        return re.sub(r"\d+%", "<n>%", text)  # scrape shares move by a scrape between the runs
     return {(f.get("check"), f.get("severity"), f.get("subject"), mask(f.get("message", ""))) for f in findings}
 
 
@@ -248,6 +263,7 @@ def main() -> None:
     ap.add_argument("--scrape-interval", default="10s")
     ap.add_argument("--ref", default="main", help="the git ref to compare with")
     ap.add_argument("--prometheus", default=None, help="prometheus binary (default: as the tests find it)")
+    ap.add_argument("--slowest", type=int, default=0, help="list the N slowest requests of each side")
     args = ap.parse_args()
     nodes = max(16, args.gpus // 8)
     spec = load_spec(SPEC)
@@ -271,14 +287,23 @@ def main() -> None:
             print(f"series of the job: {series[0]['value'][1] if series else 0}", flush=True)
             proxy = CountingProxy(prom.url)
             try:
-                ours = run_validate(ROOT, proxy)
-                theirs = run_validate(other, proxy)
+                # each side twice, alternating; the second run of each counts (the first of the
+                # four pays for Prometheus' cold caches)
+                idle = prometheus_cpu(prom.url)
+                time.sleep(20)
+                background = (prometheus_cpu(prom.url) - idle) / 20
+                print(f"Prometheus CPU while only scraping: {background:.2f} s/s", flush=True)
+                runs = [run_validate(tree, proxy, background) for tree in (ROOT, other, ROOT, other)]
+                ours, theirs = runs[2], runs[3]
+                print("first runs (cold): wall "
+                      f"{runs[0]['wall s']:.1f} s / {runs[1]['wall s']:.1f} s, upstream "
+                      f"{runs[0]['upstream s']:.1f} s / {runs[1]['upstream s']:.1f} s", flush=True)
             finally:
                 proxy.close()
     finally:
         subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(other)], check=False)
     print(f"\n{'':14}{'this checkout':>15}{args.ref:>15}{'ratio':>9}")
-    for key in ("requests", "wire MB", "decoded MB", "peak RSS MB", "wall s", "upstream s"):
+    for key in ("requests", "wire MB", "decoded MB", "peak RSS MB", "wall s", "upstream s", "Prom CPU s"):
         a, b = ours[key], theirs[key]
         print(f"{key:14}{a:15.2f}{b:15.2f}{(a / b if b else float('nan')):9.3f}")
     print(f"{'wall/upstream':14}{ours['wall s'] / max(ours['upstream s'], 1e-9):15.2f}"
@@ -290,6 +315,21 @@ def main() -> None:
         for f in sorted(only, key=str)[:10]:
             print(f"  {tag}: {f[0]} {f[1]} {f[2]}: {f[3][:200]}")
     print("checks that found something:", ", ".join(sorted({f[0] for f in a})))
+    if args.slowest:
+        from urllib.parse import unquote_plus
+        for tag, side in (("this checkout", ours), (args.ref, theirs)):
+            kinds: dict[str, list[float]] = {}
+            for took, _, path in side["log"]:
+                text = unquote_plus(path)
+                kind = " ".join(re.sub(r"\(.*", "", text.split("query=", 1)[-1].split("&time=")[0], flags=re.S).split())[:40] \
+                    if "query=" in text else text.split("?")[0]
+                kinds.setdefault(kind, []).append(took)
+            print(f"upstream seconds by request kind, {tag}:")
+            for kind, times in sorted(kinds.items(), key=lambda kv: -sum(kv[1])):
+                print(f"  {sum(times):7.2f} s {len(times):4d} x  {kind}")
+            print(f"slowest requests, {tag}:")
+            for took, size, path in sorted(side["log"], reverse=True)[:args.slowest]:
+                print(f"  {took:6.2f} s {size / 1e3:8.1f} kB  {unquote_plus(path)[:160]!r}")
 
 
 if __name__ == "__main__":

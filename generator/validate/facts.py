@@ -97,9 +97,9 @@ class Inventory:
     """GPUs seen now and within the lookback, per metric, with their target, model and driver.
 
     Built from set differences the server computes (issue 16): the GPUs reporting now (one query,
-    the union of every tracked metric), and per metric only counts, then only for a metric whose
-    counts say something is missing, the GPUs that lack it now or reported it earlier in the
-    lookback and no longer. ``now[M]`` of a metric every reporting GPU carries *is* the
+    the union of every tracked metric), per metric a count and the GPUs that reported it earlier
+    in the lookback and no longer, and only for a metric fewer GPUs carry than report, the GPUs
+    that lack it. ``now[M]`` of a metric every reporting GPU carries *is* the
     ``reporting`` set (one shared object, not a copy), so memory follows the fleet once, not
     fleet x metrics. ``answers`` keeps an answer (or PromError) per key ``now|M``, ``seen|M``
     (the first failed or partial answer the metric's facts came from), ``legacy|M|name`` and
@@ -153,17 +153,18 @@ def reporting_query(ctx) -> str:
 def inventory_queries(ctx) -> dict[str, str]:
     """First round, O(metrics) requests, answers O(fleet) once: ``fleet|now`` (:func:`reporting_query`),
     per tracked metric ``state|M`` (how many GPU label sets carry it now, one sample labelled
-    ``k="now"``, and the label sets that carried it within the lookback but not now, labelled
-    ``k="gone"``: what is wrong, not the fleet), and ``legacy`` (the GPUs carrying a 1.x name of a
-    required metric, labelled with ``field`` and ``legacy``)."""
+    ``gpumon_state="now"``, and the label sets that carried it within the lookback but not now,
+    labelled ``gpumon_state="gone"``: what is wrong, not the fleet), and ``fleet|legacy`` (the GPUs
+    carrying a 1.x name of a required metric, labelled with :data:`LEGACY_FIELD` and
+    :data:`LEGACY_NAME`)."""
     recent, window = _windows(ctx)
     ids = _ids(ctx)
     out = {"fleet|now": reporting_query(ctx)}
     legacy = []
     for m in ctx.spec.tracked_metrics:
-        out[f"state|{m.name}"] = (f'label_replace(count({present(ctx, m.name, recent)}), "k", "now", "", "")\n or '
+        out[f"state|{m.name}"] = (f'label_replace(count({present(ctx, m.name, recent)}), "{STATE}", "now", "", "")\n or '
                                   f'label_replace({present(ctx, m.name, window)} unless on ({ids}) '
-                                  f'{present(ctx, m.name, recent)}, "k", "gone", "", "")')
+                                  f'{present(ctx, m.name, recent)}, "{STATE}", "gone", "", "")')
         if m.required:
             for name in m.legacy_names:
                 legacy.append(f'label_replace(label_replace(group by ({ids}) ({ctx.sel(name)}), '
@@ -174,9 +175,9 @@ def inventory_queries(ctx) -> dict[str, str]:
     return out
 
 
-#: labels the legacy and last-seen queries add: which spec'd metric, under which 1.x name (not
-#: dcgm-exporter labels)
-LEGACY_FIELD, LEGACY_NAME = "gpumon_field", "gpumon_legacy"
+#: labels the inventory queries add (never dcgm-exporter labels): which spec'd metric, under which
+#: 1.x name, and whether a ``state|M`` sample is the count now or a GPU gone since
+LEGACY_FIELD, LEGACY_NAME, STATE = "gpumon_field", "gpumon_legacy", "gpumon_state"
 
 
 def missing_query(ctx, metric: str) -> str:
@@ -220,7 +221,7 @@ def inventory(ctx) -> Inventory:
     for m in ctx.spec.tracked_metrics:
         ans = first[f"state|{m.name}"]
         if not isinstance(ans, PromError):
-            counts[m.name] = next((int(float(i["value"][1])) for i in ans.data if i["metric"].get("k") == "now"), 0)
+            counts[m.name] = next((int(float(i["value"][1])) for i in ans.data if i["metric"].get(STATE) == "now"), 0)
     need = {f"missing|{name}": missing_query(ctx, name) for name, n in counts.items()
             if 0 < n < len(sets) and not isinstance(fleet, PromError)}
     second = ctx.queries_at_now(need) if need else {}
@@ -240,10 +241,10 @@ def inventory(ctx) -> Inventory:
             now = {key for s, key in sets.items() if s not in lacking}
         if now:
             inv.now[name] = now
-        gone = [i["metric"] for i in state.data if i["metric"].get("k") == "gone"]
+        gone = [i["metric"] for i in state.data if i["metric"].get(STATE) == "gone"]
         seen = set(now) if gone else now
         for item in gone:
-            labels = {k: v for k, v in item.items() if k != "k"}
+            labels = {k: v for k, v in item.items() if k != STATE}
             gpu = ctx.gpu(labels)
             seen.add(gpu.key)
             inv.gpus.setdefault(gpu.key, gpu)

@@ -199,10 +199,10 @@ def _status(*answers):
 
 
 def inventory(ctx) -> Inventory:
-    """Run :func:`inventory_queries`, then :func:`missing_query` for metrics fewer GPUs carry now
-    than report, then :func:`last_seen_query` for metrics with GPUs gone since; build the
-    :class:`Inventory`. What crosses the wire: the reporting GPUs once, a count per metric, and
-    the GPUs that lack a metric now or lost it in the lookback."""
+    """Run :func:`inventory_queries`, then in one round :func:`missing_query` for metrics fewer
+    GPUs carry now than report, and :func:`last_seen_query` for metrics with GPUs gone since;
+    build the :class:`Inventory`. What crosses the wire: the reporting GPUs once, a count per
+    metric, and the GPUs that lack a metric now or lost it in the lookback."""
     first = ctx.queries_at_now(inventory_queries(ctx))
     inv = Inventory()
     lab = ctx.labels
@@ -218,12 +218,28 @@ def inventory(ctx) -> Inventory:
     reporting = set(sets.values())
     inv._reporting = reporting
     counts: dict[str, int] = {}
+    gone: dict[str, list] = {}  # metric -> Gpu of each label set seen in the lookback, not now
     for m in ctx.spec.tracked_metrics:
         ans = first[f"state|{m.name}"]
-        if not isinstance(ans, PromError):
-            counts[m.name] = next((int(float(i["value"][1])) for i in ans.data if i["metric"].get(STATE) == "now"), 0)
-    need = {f"missing|{name}": missing_query(ctx, name) for name, n in counts.items()
-            if 0 < n < len(sets) and not isinstance(fleet, PromError)}
+        if isinstance(ans, PromError):
+            continue
+        counts[m.name] = next((int(float(i["value"][1])) for i in ans.data if i["metric"].get(STATE) == "now"), 0)
+        gone[m.name] = []
+        for item in ans.data:
+            if item["metric"].get(STATE) == "gone":
+                labels = {k: v for k, v in item["metric"].items() if k != STATE}
+                gpu = ctx.gpu(labels)
+                gone[m.name].append(gpu)
+                inv.gpus.setdefault(gpu.key, gpu)
+                inv.instance.setdefault(gpu.key, labels.get("instance", ""))
+    faulty = {name for name, n in counts.items() if 0 < n < len(sets)} if not isinstance(fleet, PromError) else set()
+    need = {f"missing|{name}": missing_query(ctx, name) for name in sorted(faulty)}
+    # when each gone GPU was last seen, in the same round: a metric whose "now" set the missing
+    # query has yet to tell asks for the nodes of all its gone GPUs (the answer's extra GPUs are
+    # never read); the rest for those not reporting it now
+    last = _last_seen_queries(ctx, {name: [g for g in gpus if name in faulty or counts[name] == 0
+                                           or g.key not in reporting] for name, gpus in gone.items()})
+    need.update(last)
     second = ctx.queries_at_now(need) if need else {}
     for m in ctx.spec.tracked_metrics:
         name, state = m.name, first[f"state|{m.name}"]
@@ -241,14 +257,7 @@ def inventory(ctx) -> Inventory:
             now = {key for s, key in sets.items() if s not in lacking}
         if now:
             inv.now[name] = now
-        gone = [i["metric"] for i in state.data if i["metric"].get(STATE) == "gone"]
-        seen = set(now) if gone else now
-        for item in gone:
-            labels = {k: v for k, v in item.items() if k != STATE}
-            gpu = ctx.gpu(labels)
-            seen.add(gpu.key)
-            inv.gpus.setdefault(gpu.key, gpu)
-            inv.instance.setdefault(gpu.key, labels.get("instance", ""))
+        seen = (now | {g.key for g in gone[name]}) if gone[name] else now
         if seen:
             inv.seen[name] = seen
     legacy = first.get("fleet|legacy")
@@ -261,7 +270,15 @@ def inventory(ctx) -> Inventory:
             gpu = ctx.gpu(labels)
             inv.legacy[item["metric"].get(LEGACY_FIELD, "")][gpu.key] = item["metric"].get(LEGACY_NAME, "")
             inv.instance.setdefault(gpu.key, labels.get("instance", ""))
-    _last_seen(ctx, inv)
+    for key, metrics in last.metrics.items():
+        ans = second[key]
+        for metric in metrics:
+            inv.answers[f"last|{metric}"] = ans
+        if isinstance(ans, PromError):
+            continue
+        for item in ans.data:
+            labels = {k: v for k, v in item["metric"].items() if k != LEGACY_FIELD}
+            inv.last_seen[item["metric"].get(LEGACY_FIELD, "")][ctx.gpu(labels).key] = float(item["value"][1])
     return inv
 
 
@@ -279,32 +296,34 @@ def last_seen_query(ctx, metric: str, nodes: dict[str, set[str]]) -> str:
     return f"max by ({_ids(ctx)}) (max_over_time(timestamp({sel})[{window}:{step}]))"
 
 
-def _last_seen(ctx, inv: Inventory) -> None:
-    """Last round, only for metrics with GPUs seen earlier but missing now: one request, the
-    :func:`last_seen_query` of each such metric labelled with ``gpumon_field`` (``or``)."""
-    parts = {}
-    for metric, seen in inv.seen.items():
-        gone = seen - inv.now.get(metric, set())
-        if not gone:
-            continue
+class _LastSeen(dict):
+    """``{request key: expr}`` of the last-seen round, and ``metrics``: {request key: [metric]}."""
+
+    metrics: dict[str, list[str]]
+
+
+def _last_seen_queries(ctx, gone: dict[str, list]) -> _LastSeen:
+    """The :func:`last_seen_query` of each metric with ``gone`` GPUs ({metric: Gpu list}), each
+    labelled with ``gpumon_field`` and joined with ``or`` into at most ``ctx.concurrency``
+    requests (``last|0`` ...), so they still run side by side."""
+    parts = []
+    for metric, gpus in gone.items():
         nodes: dict[str, set[str]] = defaultdict(set)
-        for key in gone:
-            gpu = inv.gpus.get(key)
-            if gpu is not None and gpu.node_label:
+        for gpu in gpus:
+            if gpu.node_label:
                 nodes[gpu.node_label].add(gpu.node)
         if nodes:
-            parts[metric] = (f'label_replace({last_seen_query(ctx, metric, nodes)}, "{LEGACY_FIELD}", '
-                             f'{literal_replacement(metric)}, "", "")')
-    if not parts:
-        return
-    ans = ctx.queries_at_now({"last": "\n or ".join(parts.values())})["last"]
-    for metric in parts:
-        inv.answers[f"last|{metric}"] = ans
-    if isinstance(ans, PromError):
-        return
-    for item in ans.data:
-        labels = {k: v for k, v in item["metric"].items() if k != LEGACY_FIELD}
-        inv.last_seen[item["metric"].get(LEGACY_FIELD, "")][ctx.gpu(labels).key] = float(item["value"][1])
+            parts.append((metric, f'label_replace({last_seen_query(ctx, metric, nodes)}, "{LEGACY_FIELD}", '
+                                  f'{literal_replacement(metric)}, "", "")'))
+    out = _LastSeen()
+    out.metrics = {}
+    chunks = max(1, min(len(parts), getattr(ctx, "concurrency", 4)))
+    for i in range(chunks):
+        mine = parts[i::chunks]
+        if mine:
+            out[f"last|{i}"] = "\n or ".join(expr for _, expr in mine)
+            out.metrics[f"last|{i}"] = [metric for metric, _ in mine]
+    return out
 
 
 def loaded_groups(answer: "Answer | PromError") -> dict[str, list[dict]] | None:

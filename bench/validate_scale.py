@@ -283,8 +283,8 @@ def main() -> None:
                 up = prom.query(f'count(up{{job="{spec.exporter.job}"}} == 1)')
                 print(f"  {deadline - time.monotonic():5.0f} s left, targets up: "
                       f"{up[0]['value'][1] if up else 0}/{nodes}", flush=True)
-            series = prom.query(f'count({{job="{spec.exporter.job}"}})')
-            print(f"series of the job: {series[0]['value'][1] if series else 0}", flush=True)
+            head = re.search(r"^prometheus_tsdb_head_series (\S+)$", httpx.get(prom.url + "/metrics", timeout=60).text, re.M)
+            print(f"head series: {float(head.group(1)):.0f}", flush=True)
             proxy = CountingProxy(prom.url)
             try:
                 # each side twice, alternating; the second run of each counts (the first of the

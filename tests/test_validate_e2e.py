@@ -105,10 +105,35 @@ def test_healthy_fleet_passes(env):
     assert any(c.startswith("rules-loaded/gpumon.") for c in report.checks)
     assert time.monotonic() - started < 15
     # queries do not grow with GPUs: 4 GPUs (healthy) and 22 (faulty) need the same first round;
-    # the faulty fleet adds at most one last-seen query per tracked metric with gaps
+    # the faulty fleet adds at most two per tracked metric with gaps (the GPUs lacking it, and
+    # when they were last seen)
     tracked = len(spec_for("dcgm-healthy").tracked_metrics)
     faulty = run(env, spec_for("dcgm-exporter"))[0].summary["queries"]
-    assert report.summary["queries"] <= faulty <= report.summary["queries"] + tracked
+    assert report.summary["queries"] <= faulty <= report.summary["queries"] + 2 * tracked
+
+
+class CountingClient(PromClient):
+    """A PromClient that counts the series (result items) every instant query answered."""
+
+    returned = 0
+
+    def query(self, expr, time=None):
+        answer = super().query(expr, time)
+        self.returned += len(answer.data)
+        return answer
+
+
+def test_healthy_fleet_answers_do_not_carry_the_fleet_per_metric(env):
+    """Issue 16: the server computes the set differences. A healthy fleet of 4 GPUs downloads
+    its GPUs once (the reporting inventory) and one count per metric, not every GPU for every
+    tracked metric twice (which was 2 x 28 x 4 = 224 series here)."""
+    spec = spec_for("dcgm-healthy")
+    with CountingClient(env["prom"].url) as client:
+        report, code = validate(spec, client, lookback=60.0, progress=False, matrix=False)
+    assert code == 0, report.findings
+    gpus = 4
+    assert client.returned <= len(spec.tracked_metrics) + 4 * gpus, client.returned
+    assert report.coverage is None
 
 
 def test_faulty_fleet_exit_1(faulty):

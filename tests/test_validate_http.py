@@ -308,7 +308,8 @@ def test_optional_fields_behind_a_partial_response_are_not_called_absent():
                                           "scrapeInterval": "15s"}], "droppedTargets": []})
         if q == "vector(1)":
             return ok({"resultType": "vector", "result": [{"metric": {}, "value": [1.0, "1"]}]})
-        if "DCGM_FI_PROF_GR_ENGINE_ACTIVE" in q:
+        # the field's own query (the reporting-GPU union names every field, GPU_TEMP first)
+        if "DCGM_FI_PROF_GR_ENGINE_ACTIVE" in q and "DCGM_FI_DEV_GPU_TEMP" not in q:
             return ok(vector(), warnings=["partial response: store 10.0.0.9:10901 unavailable"])
         if "DCGM_FI_DEV_GPU_TEMP" in q:
             return ok(vector((gpu, "1")))

@@ -111,7 +111,8 @@ def validate(args, url, backend, path_prefix, tenant, headers, bearer_token_file
         limit = label_limit or (30 if backend == "mimir" else None)
         report, code = run_validate(model, client, lookback=lookback_s, concurrency=concurrency, checks=chosen,
                                     label_limit=limit, dashboards=tuple(dashboards),
-                                    dashboard_max_queries=dashboard_max_queries)
+                                    dashboard_max_queries=dashboard_max_queries,
+                                    matrix=fmt == "html")  # the matrix is GPUs x fields: only HTML shows it
     text = reporters.render(report, fmt, color=fmt == "text" and sys.stdout.isatty())
     # an HTML file is for a browser: with -o, the terminal gets the text report instead
     shown = reporters.render(report, "text", color=sys.stdout.isatty()) if fmt == "html" and out_file else text

@@ -41,7 +41,7 @@ EXIT_OK, EXIT_FAILED, EXIT_ERROR, EXIT_INCONCLUSIVE = 0, 1, 2, 3
 def validate(spec: Spec, client: PromClient, *, lookback: float = 3600.0, concurrency: int = 4,
              checks: tuple[str, ...] = tuple(CHECKS), progress: bool = True,
              label_limit: int | None = None, dashboards: tuple[str, ...] = (),
-             dashboard_max_queries: int | None = None) -> tuple[Report, int]:
+             dashboard_max_queries: int | None = None, matrix: bool = True) -> tuple[Report, int]:
     """Run the checks against the server behind ``client``.
 
     Args:
@@ -54,6 +54,9 @@ def validate(spec: Spec, client: PromClient, *, lookback: float = 3600.0, concur
         label_limit: warn about series with more label names than this (Mimir: 30); None = off.
         dashboards: Grafana dashboard files/folders whose panels to run (:mod:`.dashboards`).
         dashboard_max_queries: cap on the queries the dashboard step sends.
+        matrix: build the coverage matrix (``report.coverage``: one row per GPU, so its size
+            follows the fleet; the CLI asks for it only for ``--format html``, the one reporter
+            that shows it).
     Returns:
         (report, exit code).
     """
@@ -74,7 +77,7 @@ def validate(spec: Spec, client: PromClient, *, lookback: float = 3600.0, concur
                 result = CHECKS[name].run(ctx)
                 report.findings += result.findings
                 report.checks += result.cases
-        if {"presence", "values", "continuity"} & set(checks) and not ctx.skip_gpu_checks:
+        if matrix and {"presence", "values", "continuity"} & set(checks) and not ctx.skip_gpu_checks:
             report.coverage = coverage.matrix(ctx, report.findings)
         if dashboards:
             from . import dashboards as dash_check

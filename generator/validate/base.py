@@ -90,7 +90,8 @@ class Context:
         self.job = spec.exporter.job
         self.labels = spec.exporter.labels
         self.now = time.time()
-        self.pool = ThreadPoolExecutor(max_workers=max(1, concurrency), thread_name_prefix="gpumon-q")
+        self.concurrency = max(1, concurrency)
+        self.pool = ThreadPoolExecutor(max_workers=self.concurrency, thread_name_prefix="gpumon-q")
         self.queries = 0
         self.done = 0
         self._lock = threading.Lock()

@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 
 from ..durations import format_duration, parse_duration
 from ..promapi import Answer, PromError
-from ..promqltext import matcher
+from ..promqltext import literal_replacement, matcher
 
 
 @dataclass(frozen=True)
@@ -95,8 +95,15 @@ def seconds(text: str | None) -> float | None:
 
 class Inventory:
     """GPUs seen now and within the lookback, per metric, with their target, model and driver.
-    ``answers`` keeps every query answer by key (``now|M``, ``seen|M``, ``legacy|M|name``,
-    ``last|M``), so checks can tell a failed or partial query from an absence."""
+
+    Built from set differences the server computes (issue 16): the GPUs reporting now (one query,
+    the union of every tracked metric), per metric a count and the GPUs that reported it earlier
+    in the lookback and no longer, and only for a metric fewer GPUs carry than report, the GPUs
+    that lack it. ``now[M]`` of a metric every reporting GPU carries *is* the
+    ``reporting`` set (one shared object, not a copy), so memory follows the fleet once, not
+    fleet x metrics. ``answers`` keeps an answer (or PromError) per key ``now|M``, ``seen|M``
+    (the first failed or partial answer the metric's facts came from), ``legacy|M|name`` and
+    ``last|M``, so checks can tell a failed or partial query from an absence."""
 
     def __init__(self):
         self.now: dict[str, set[tuple]] = defaultdict(set)          # metric -> GPU keys present now
@@ -107,10 +114,13 @@ class Inventory:
         self.attrs: dict[tuple, dict[str, str]] = {}                  # key -> model/driver labels
         self.legacy: dict[str, dict[tuple, str]] = defaultdict(dict)  # metric -> key -> legacy name
         self.answers: dict[str, "Answer | PromError"] = {}
+        self._reporting: set[tuple] | None = None
 
     @property
     def reporting(self) -> set[tuple]:
         """GPUs carrying at least one tracked metric now."""
+        if self._reporting is not None:
+            return self._reporting
         return set().union(*self.now.values()) if self.now else set()
 
 
@@ -118,49 +128,157 @@ def _ids(ctx) -> str:
     return ", ".join(ctx.id_labels)
 
 
+def _windows(ctx) -> tuple[str, str]:
+    """(recent, lookback) as PromQL durations. "now" = a sample within the last 3 scrape
+    intervals: one scrape that missed the field is an intermittent gap (the continuity check's
+    job), not a missing series."""
+    return format_duration(3 * max(1.0, ctx.scrape_interval)), format_duration(ctx.lookback)
+
+
+def present(ctx, metric: str, window: str) -> str:
+    """``group by (<identity>) (last_over_time(M{job}[window]))``: one series per GPU label set."""
+    return f"group by ({_ids(ctx)}) (last_over_time({ctx.sel(metric)}[{window}]))"
+
+
+def reporting_query(ctx) -> str:
+    """The GPUs carrying at least one tracked metric now: ``group by (<identity>)`` of the union
+    (``or``) of ``last_over_time(M{job}[3 scrapes])`` over the tracked metrics, one series per GPU
+    label set (never a regex over metric names; one ``group by`` around the union keeps the URL
+    short: about 2 KB for the bundled spec, below proxies' 8 KB request-line limits)."""
+    recent, _ = _windows(ctx)
+    union = "\n or ".join(f"last_over_time({ctx.sel(m.name)}[{recent}])" for m in ctx.spec.tracked_metrics)
+    return f"group by ({_ids(ctx)}) (\n{union}\n)"
+
+
 def inventory_queries(ctx) -> dict[str, str]:
-    """``{"now|M": ..., "seen|M": ..., "legacy|M|name": ...}`` for every tracked metric: O(metrics)."""
-    window = format_duration(ctx.lookback)
-    # "now" = a sample within the last 3 scrape intervals: one scrape that missed the field is an
-    # intermittent gap (the continuity check's job), not a missing series.
-    recent = format_duration(3 * max(1.0, ctx.scrape_interval))
-    out = {}
+    """First round, O(metrics) requests, answers O(fleet) once: ``fleet|now`` (:func:`reporting_query`),
+    per tracked metric ``state|M`` (how many GPU label sets carry it now, one sample labelled
+    ``gpumon_state="now"``, and the label sets that carried it within the lookback but not now,
+    labelled ``gpumon_state="gone"``: what is wrong, not the fleet), and ``fleet|legacy`` (the GPUs
+    carrying a 1.x name of a required metric, labelled with :data:`LEGACY_FIELD` and
+    :data:`LEGACY_NAME`)."""
+    recent, window = _windows(ctx)
+    ids = _ids(ctx)
+    out = {"fleet|now": reporting_query(ctx)}
+    legacy = []
     for m in ctx.spec.tracked_metrics:
-        sel = ctx.sel(m.name)
-        out[f"now|{m.name}"] = f"group by ({_ids(ctx)}) (last_over_time({sel}[{recent}]))"
-        out[f"seen|{m.name}"] = f"group by ({_ids(ctx)}) (last_over_time({sel}[{window}]))"
+        out[f"state|{m.name}"] = (f'label_replace(count({present(ctx, m.name, recent)}), "{STATE}", "now", "", "")\n or '
+                                  f'label_replace({present(ctx, m.name, window)} unless on ({ids}) '
+                                  f'{present(ctx, m.name, recent)}, "{STATE}", "gone", "", "")')
         if m.required:
-            for legacy in m.legacy_names:
-                out[f"legacy|{m.name}|{legacy}"] = f"group by ({_ids(ctx)}) ({ctx.sel(legacy)})"
+            for name in m.legacy_names:
+                legacy.append(f'label_replace(label_replace(group by ({ids}) ({ctx.sel(name)}), '
+                              f'"{LEGACY_FIELD}", {literal_replacement(m.name)}, "", ""), '
+                              f'"{LEGACY_NAME}", {literal_replacement(name)}, "", "")')
+    if legacy:
+        out["fleet|legacy"] = "\n or ".join(legacy)
     return out
 
 
+#: labels the inventory queries add (never dcgm-exporter labels): which spec'd metric, under which
+#: 1.x name, and whether a ``state|M`` sample is the count now or a GPU gone since
+LEGACY_FIELD, LEGACY_NAME, STATE = "gpumon_field", "gpumon_legacy", "gpumon_state"
+
+
+def missing_query(ctx, metric: str) -> str:
+    """Second round, only for a metric fewer GPUs carry now than report at all: the GPU label
+    sets reporting now (:func:`reporting_query`) ``unless`` the metric."""
+    recent, _ = _windows(ctx)
+    return f"({reporting_query(ctx)})\n unless on ({_ids(ctx)}) {present(ctx, metric, recent)}"
+
+
+def _labelset(metric: dict, drop: str = "") -> tuple:
+    return tuple(sorted((k, v) for k, v in metric.items() if k != drop))
+
+
+def _status(*answers):
+    """The answer standing for several: the first that failed, else the first partial, else the first."""
+    answers = [a for a in answers if a is not None]
+    return next((a for a in answers if isinstance(a, PromError)), None) or \
+        next((a for a in answers if a.partial), None) or answers[0]
+
+
 def inventory(ctx) -> Inventory:
-    """Run :func:`inventory_queries` and, for metrics with GPUs gone since, :func:`last_seen_query`;
-    build the :class:`Inventory`."""
-    answers = ctx.queries_at_now(inventory_queries(ctx))
+    """Run :func:`inventory_queries`, then in one round :func:`missing_query` for metrics fewer
+    GPUs carry now than report, and :func:`last_seen_query` for metrics with GPUs gone since;
+    build the :class:`Inventory`. What crosses the wire: the reporting GPUs once, a count per
+    metric, and the GPUs that lack a metric now or lost it in the lookback."""
+    first = ctx.queries_at_now(inventory_queries(ctx))
     inv = Inventory()
     lab = ctx.labels
-    for key, ans in answers.items():
+    fleet = first["fleet|now"]
+    sets: dict[tuple, tuple] = {}  # GPU label set reporting now -> its key
+    if not isinstance(fleet, PromError):
+        for item in fleet.data:
+            gpu = ctx.gpu(item["metric"])
+            sets[_labelset(item["metric"])] = gpu.key
+            inv.gpus.setdefault(gpu.key, gpu)
+            inv.instance[gpu.key] = item["metric"].get("instance", "")
+            inv.attrs[gpu.key] = {k: item["metric"].get(k, "") for k in (lab.model, lab.driver_version)}
+    reporting = set(sets.values())
+    inv._reporting = reporting
+    counts: dict[str, int] = {}
+    gone: dict[str, list] = {}  # metric -> Gpu of each label set seen in the lookback, not now
+    for m in ctx.spec.tracked_metrics:
+        ans = first[f"state|{m.name}"]
         if isinstance(ans, PromError):
             continue
-        kind, metric, *rest = key.split("|")
+        counts[m.name] = next((int(float(i["value"][1])) for i in ans.data if i["metric"].get(STATE) == "now"), 0)
+        gone[m.name] = []
         for item in ans.data:
-            gpu = ctx.gpu(item["metric"])
-            if kind == "legacy":
-                inv.legacy[metric][gpu.key] = rest[0]
-                inv.instance.setdefault(gpu.key, item["metric"].get("instance", ""))
-            else:
+            if item["metric"].get(STATE) == "gone":
+                labels = {k: v for k, v in item["metric"].items() if k != STATE}
+                gpu = ctx.gpu(labels)
+                gone[m.name].append(gpu)
                 inv.gpus.setdefault(gpu.key, gpu)
-                inv.instance.setdefault(gpu.key, item["metric"].get("instance", ""))
-            if kind == "now":
-                inv.now[metric].add(gpu.key)
-                inv.instance[gpu.key] = item["metric"].get("instance", "")
-                inv.attrs[gpu.key] = {k: item["metric"].get(k, "") for k in (lab.model, lab.driver_version)}
-            elif kind == "seen":
-                inv.seen[metric].add(gpu.key)
-    inv.answers = answers
-    _last_seen(ctx, inv)
+                inv.instance.setdefault(gpu.key, labels.get("instance", ""))
+    faulty = {name for name, n in counts.items() if 0 < n < len(sets)} if not isinstance(fleet, PromError) else set()
+    need = {f"missing|{name}": missing_query(ctx, name) for name in sorted(faulty)}
+    # when each gone GPU was last seen, in the same round: a metric whose "now" set the missing
+    # query has yet to tell asks for the nodes of all its gone GPUs (the answer's extra GPUs are
+    # never read); the rest for those not reporting it now
+    last = _last_seen_queries(ctx, {name: [g for g in gpus if name in faulty or counts[name] == 0
+                                           or g.key not in reporting] for name, gpus in gone.items()})
+    need.update(last)
+    second = ctx.queries_at_now(need) if need else {}
+    for m in ctx.spec.tracked_metrics:
+        name, state = m.name, first[f"state|{m.name}"]
+        diff = second.get(f"missing|{name}")
+        inv.answers[f"now|{name}"] = _status(fleet, state, diff)
+        inv.answers[f"seen|{name}"] = state
+        if isinstance(fleet, PromError) or isinstance(state, PromError) or isinstance(diff, PromError):
+            continue
+        if counts[name] == 0:
+            now: set[tuple] = set()
+        elif diff is None:
+            now = reporting  # every reporting GPU carries it: the shared set, not a copy
+        else:
+            lacking = {_labelset(i["metric"]) for i in diff.data}
+            now = {key for s, key in sets.items() if s not in lacking}
+        if now:
+            inv.now[name] = now
+        seen = (now | {g.key for g in gone[name]}) if gone[name] else now
+        if seen:
+            inv.seen[name] = seen
+    legacy = first.get("fleet|legacy")
+    for m in ctx.spec.required_metrics:
+        for name in m.legacy_names:
+            inv.answers[f"legacy|{m.name}|{name}"] = legacy
+    if legacy is not None and not isinstance(legacy, PromError):
+        for item in legacy.data:
+            labels = {k: v for k, v in item["metric"].items() if k not in (LEGACY_FIELD, LEGACY_NAME)}
+            gpu = ctx.gpu(labels)
+            inv.legacy[item["metric"].get(LEGACY_FIELD, "")][gpu.key] = item["metric"].get(LEGACY_NAME, "")
+            inv.instance.setdefault(gpu.key, labels.get("instance", ""))
+    for key, metrics in last.metrics.items():
+        ans = second[key]
+        for metric in metrics:
+            inv.answers[f"last|{metric}"] = ans
+        if isinstance(ans, PromError):
+            continue
+        for item in ans.data:
+            labels = {k: v for k, v in item["metric"].items() if k != LEGACY_FIELD}
+            inv.last_seen[item["metric"].get(LEGACY_FIELD, "")][ctx.gpu(labels).key] = float(item["value"][1])
     return inv
 
 
@@ -178,26 +296,34 @@ def last_seen_query(ctx, metric: str, nodes: dict[str, set[str]]) -> str:
     return f"max by ({_ids(ctx)}) (max_over_time(timestamp({sel})[{window}:{step}]))"
 
 
-def _last_seen(ctx, inv: Inventory) -> None:
-    """Second round, only for metrics with GPUs seen earlier but missing now."""
-    exprs = {}
-    for metric, seen in inv.seen.items():
-        gone = seen - inv.now.get(metric, set())
-        if not gone:
-            continue
+class _LastSeen(dict):
+    """``{request key: expr}`` of the last-seen round, and ``metrics``: {request key: [metric]}."""
+
+    metrics: dict[str, list[str]]
+
+
+def _last_seen_queries(ctx, gone: dict[str, list]) -> _LastSeen:
+    """The :func:`last_seen_query` of each metric with ``gone`` GPUs ({metric: Gpu list}), each
+    labelled with ``gpumon_field`` and joined with ``or`` into at most ``ctx.concurrency``
+    requests (``last|0`` ...), so they still run side by side."""
+    parts = []
+    for metric, gpus in gone.items():
         nodes: dict[str, set[str]] = defaultdict(set)
-        for key in gone:
-            gpu = inv.gpus.get(key)
-            if gpu is not None and gpu.node_label:
+        for gpu in gpus:
+            if gpu.node_label:
                 nodes[gpu.node_label].add(gpu.node)
         if nodes:
-            exprs[f"last|{metric}"] = last_seen_query(ctx, metric, nodes)
-    for key, ans in ctx.queries_at_now(exprs).items():
-        inv.answers[key] = ans
-        if isinstance(ans, PromError):
-            continue
-        for item in ans.data:
-            inv.last_seen[key.split("|")[1]][ctx.gpu(item["metric"]).key] = float(item["value"][1])
+            parts.append((metric, f'label_replace({last_seen_query(ctx, metric, nodes)}, "{LEGACY_FIELD}", '
+                                  f'{literal_replacement(metric)}, "", "")'))
+    out = _LastSeen()
+    out.metrics = {}
+    chunks = max(1, min(len(parts), getattr(ctx, "concurrency", 4)))
+    for i in range(chunks):
+        mine = parts[i::chunks]
+        if mine:
+            out[f"last|{i}"] = "\n or ".join(expr for _, expr in mine)
+            out.metrics[f"last|{i}"] = [metric for metric, _ in mine]
+    return out
 
 
 def loaded_groups(answer: "Answer | PromError") -> dict[str, list[dict]] | None:

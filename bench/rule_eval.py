@@ -82,16 +82,15 @@ def alerts(spec) -> list:
 
 def inline(spec, expr: str) -> str:
     """Replace gpumon's recorded series by the raw expressions they record."""
-    keep = by(("job", "instance") + spec.exporter.labels.identity)
     raw_any = " or ".join(job_sel(spec, m.name) for m in spec.required_metrics)
     inv = f"group by ({by(gpu_ids(spec))}) ({raw_any})"
 
-    def present(match):
-        return f"group by ({keep}) ({job_sel(spec, match.group(1))})"
+    def missing(match):
+        return f"(INVENTORY unless on ({by(gpu_ids(spec))}) {job_sel(spec, match.group(1))})"
 
-    expr = re.sub(re.escape(names.FIELD_PRESENT) + r'\{job="[^"]+",' + names.FIELD_LABEL + r'="(\w+)"\}', present, expr)
+    expr = re.sub(re.escape(names.FIELD_MISSING) + r'\{job="[^"]+",' + names.FIELD_LABEL + r'="(\w+)"\}', missing, expr)
     expr = re.sub(re.escape(names.INVENTORY) + r'\{(\w+)=""\}', lambda m: f'({inv}) unless on ({by(gpu_ids(spec))}) {{{m.group(1)}!=""}}', expr)
-    return expr.replace(names.INVENTORY, f"({inv})")
+    return expr.replace(names.INVENTORY, f"({inv})").replace("INVENTORY", f"({inv})")
 
 
 def _median_eval(prom, seconds: float, names_: set[str] | None = None) -> tuple[dict, dict]:
@@ -171,7 +170,8 @@ def main() -> None:
     seconds = float(args[1]) if len(args) > 1 else 60
     spec = load_spec(ROOT / "gpumon.yaml")
     body = exposition(spec, nodes)
-    ours = RuleGroup("gpumon", tuple(inventory.field_present(spec) + inventory.inventory(spec) + alerts(spec)), 2.0)
+    ours = RuleGroup("gpumon", tuple(inventory.inventory(spec) + inventory.field_missing(spec, spec.required_metrics)
+                                        + alerts(spec)), 2.0)
     theirs = [{**group_dict(RuleGroup("x", (r,)))["rules"][0], "expr": inline(spec, r.expr)} for r in alerts(spec)]
     groups = [group_dict(ours), {"name": "inline", "interval": "2s", "rules": theirs}]
     samples: dict[str, list[float]] = {}

@@ -17,7 +17,7 @@ from ..spec import Metric, Source, Spec
 from . import names
 from .common import alert, record
 from .model import Rule
-from .promql import by, gpu_ids, job_sel, node_ids, num, selector
+from .promql import by, fields_sel, gpu_ids, job_sel, node_ids, num, selector
 
 #: RE2 (fully anchored) taking the host out of ``host:port`` (``[v6]:port`` keeps its brackets)
 INSTANCE_HOST = "(.+?)(?::[0-9]+)?"
@@ -74,7 +74,7 @@ def mapped(spec: Spec, m: Metric, src: Source) -> str:
         # a source without the GPU index (nvidia_gpu_exporter): take it from the GPU's primary series
         # where it has any (alert texts and legends name "GPU <index>"); topk keeps the join one-to-one
         dev = by(device_ids(spec))
-        present = f"{names.FIELD_PRESENT}{{{promqltext.matcher('job', spec.exporter.job)}}}"
+        present = fields_sel(spec, spec.tracked_metrics)
         index = f"topk by ({dev}) (1, group by ({dev}, {lab.gpu_index}) ({present}))"
         out = f"(\n    {out}\n  ) * on ({dev}) group_left ({lab.gpu_index}) {index}\n  or on ({dev})\n  {out}"
     return out

@@ -43,10 +43,11 @@ from pathlib import Path
 
 import yaml
 
-from decimal import Decimal
 
 from . import sidecar, sourcepresets
 from .localprom import ExpositionServer
+# client_golang's float format (nvidia_gpu_exporter, node_exporter pages): Go's strconv 'g', -1
+from .ruletests.gotemplate import go_float
 from .sourcepresets import DCGM_1X_NAMES as LEGACY_NAMES
 
 #: Fault kinds. Metric-scoped kinds take ``metric`` (None = every metric); all take ``node`` and
@@ -103,33 +104,6 @@ TEXTFILE_PATH = f"{sidecar.TEXTFILE_MOUNT}/gpumon-nvidia-smi.prom"
 
 class SourceError(ValueError):
     """A node's sources cannot be served (unknown kind or node, two primaries)."""
-
-
-def go_float(value: float) -> str:
-    """``value`` as Go's ``strconv.FormatFloat(v, 'g', -1, 64)`` prints it, which client_golang
-    (nvidia_gpu_exporter, node_exporter) uses: shortest digits, exponent form when the decimal
-    exponent is below -4 or at least 6 (Go: "if precision was the shortest possible, use precision
-    6 for this decision"), so ``2619000000`` -> ``2.619e+09`` as in nvidia_gpu_exporter's
-    internal/integration/testdata pages."""
-    if math.isnan(value):
-        return "NaN"
-    if math.isinf(value):
-        return "+Inf" if value > 0 else "-Inf"
-    if value == 0:
-        return "0"
-    sign, digits, exp = Decimal(repr(float(value))).normalize().as_tuple()
-    text = "".join(map(str, digits))
-    x = len(digits) + exp - 1           # decimal exponent of the first digit
-    if x < -4 or x >= 6:
-        mant = text[0] + ("." + text[1:] if len(text) > 1 else "")
-        out = f"{mant}e{'-' if x < 0 else '+'}{abs(x):02d}"
-    elif exp >= 0:
-        out = text + "0" * exp
-    elif x >= 0:
-        out = text[:x + 1] + "." + text[x + 1:]
-    else:
-        out = "0." + "0" * (-x - 1) + text
-    return ("-" if sign else "") + out
 
 
 #: DCGM fields of type FP64, which dcgm-exporter prints with %f (dcgm_fields.h field types).

@@ -73,8 +73,8 @@ def starter_spec(runbook_url: str | None = None) -> str:
         raise RuntimeError("the bundled spec has no alerts.runbook_url line to replace")
     end = start + 1
     # the runbook_url_relative line and the comment lines that continue it
-    while end < len(lines) and (lines[end].startswith("  runbook_url_relative:") or lines[end].lstrip().startswith("#")
-                                and lines[end].startswith("   ")):
+    while end < len(lines) and (lines[end].startswith("  runbook_url_relative:")
+                                or (lines[end].startswith("   ") and lines[end].lstrip().startswith("#"))):
         end += 1
     return MODELINE + "\n" + "".join(lines[:start]) + _runbook_lines(runbook_url) + "".join(lines[end:])
 

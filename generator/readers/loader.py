@@ -82,7 +82,7 @@ def load(paths: Iterable[str | Path]) -> Inputs:
         load_text_file(path, inputs)
         # a file named on the command line that holds nothing lintable is a mistake (a wrong path, an
         # export in another format), not a clean result; files found by walking a folder may be anything
-        if path in named and _sizes(inputs) == before and not _has_groups(path, inputs):
+        if path in named and _sizes(inputs) == before and str(path) not in inputs.rule_files:
             inputs.problems.append(_unreadable(
                 str(path), 1, 1, "no Prometheus rule groups, PrometheusRule, Grafana dashboard (JSON with panels, "
                 "ConfigMap or GrafanaDashboard) in this file"))
@@ -92,11 +92,6 @@ def load(paths: Iterable[str | Path]) -> Inputs:
 def _sizes(inputs: Inputs) -> tuple[int, ...]:
     return (len(inputs.rules), len(inputs.objects), len(inputs.dashboards), len(inputs.problems),
             len(inputs.templates))
-
-
-def _has_groups(path: Path, inputs: Inputs) -> bool:
-    """True for a rule file whose ``groups`` are empty (valid, just nothing to check)."""
-    return str(path) in inputs.empty_rule_files
 
 
 def load_text_file(path: Path, inputs: Inputs) -> None:
@@ -186,7 +181,7 @@ def _load_yaml_file(text: str, name: str, inputs: Inputs) -> None:
             if isinstance(spec, CommentedMap) and "json" in spec:
                 _embedded_dashboard(spec, "json", name, lines, inputs, "/spec/json")
         elif "groups" in doc and kind is None:
-            inputs.empty_rule_files.add(name)
+            inputs.rule_files.add(name)
             _load_groups(doc, name, lines, inputs, rule_starts, None)
     _collect_ignores(lines, name, rule_starts, inputs)
 

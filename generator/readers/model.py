@@ -204,8 +204,8 @@ class Inputs:
     problems: list = field(default_factory=list)
     #: files skipped as Helm/Go templates (YAML only after rendering)
     templates: list = field(default_factory=list)
-    #: files holding a plain rule file's ``groups`` key (lintable even when the groups are empty)
-    empty_rule_files: set = field(default_factory=set)
+    #: files holding a plain rule file's ``groups`` key (a lintable input even when the groups are empty)
+    rule_files: set = field(default_factory=set)
     #: {file: [(first line, last line, {check ids})]} from ``# gpumon-lint: ignore`` comments
     ignores: dict = field(default_factory=dict)
 

@@ -140,26 +140,49 @@ def present(ctx, metric: str, window: str) -> str:
     return f"group by ({_ids(ctx)}) (last_over_time({ctx.sel(metric)}[{window}]))"
 
 
-def reporting_query(ctx) -> str:
+def _shard_matchers(ctx) -> list[str]:
+    """Matchers that split the GPUs into ``min(--concurrency, 16)`` disjoint parts by the last
+    character of the GPU label (``UUID=~".*[048c]"``, ...), so the reporting query runs as that
+    many requests side by side (Prometheus evaluates one query on one core). The last part is the
+    complement of the others (``!~``): a series without the label, or with the other spelling or
+    upper-case hex, still lands in exactly one part. Hex digits go round robin, so UUIDs that
+    differ only in their last digits (a node's GPUs 0-7) spread evenly too. One part: no matcher."""
+    parts = max(1, min(ctx.concurrency, 16))
+    if parts == 1:
+        return [""]
+    classes = ["0123456789abcdef"[i::parts] for i in range(parts - 1)]
+    return [matcher(ctx.labels.gpu, f".*[{c}]", "=~") for c in classes] + \
+        [matcher(ctx.labels.gpu, f".*[{''.join(sorted(''.join(classes)))}]", "!~")]
+
+
+def _sel(ctx, metric: str, extra: str = "") -> str:
+    """``metric{job="<job>"}``, plus one more matcher (``extra``, already formatted) when given."""
+    sel = ctx.sel(metric)
+    return f"{sel[:-1]},{extra}}}" if extra else sel
+
+
+def reporting_query(ctx, shard: str = "") -> str:
     """The GPUs carrying at least one tracked metric now: ``group by (<identity>)`` of the union
     (``or``) of ``last_over_time(M{job}[3 scrapes])`` over the tracked metrics, one series per GPU
     label set (never a regex over metric names; one ``group by`` around the union keeps the URL
-    short: about 2 KB for the bundled spec, below proxies' 8 KB request-line limits)."""
+    short: about 2 KB for the bundled spec, below proxies' 8 KB request-line limits). ``shard``
+    (one of :func:`_shard_matchers`) restricts every selector to one part of the GPUs."""
     recent, _ = _windows(ctx)
-    union = "\n or ".join(f"last_over_time({ctx.sel(m.name)}[{recent}])" for m in ctx.spec.tracked_metrics)
+    union = "\n or ".join(f"last_over_time({_sel(ctx, m.name, shard)}[{recent}])" for m in ctx.spec.tracked_metrics)
     return f"group by ({_ids(ctx)}) (\n{union}\n)"
 
 
 def inventory_queries(ctx) -> dict[str, str]:
-    """First round, O(metrics) requests, answers O(fleet) once: ``fleet|now`` (:func:`reporting_query`),
-    per tracked metric ``state|M`` (how many GPU label sets carry it now, one sample labelled
-    ``gpumon_state="now"``, and the label sets that carried it within the lookback but not now,
-    labelled ``gpumon_state="gone"``: what is wrong, not the fleet), and ``fleet|legacy`` (the GPUs
-    carrying a 1.x name of a required metric, labelled with :data:`LEGACY_FIELD` and
+    """First round, O(metrics) requests, answers O(fleet) once: ``fleet|now|i`` (the
+    :func:`reporting_query` of each part of :func:`_shard_matchers`: disjoint, their union is the
+    fleet), per tracked metric ``state|M`` (how many GPU label sets carry it now, one sample
+    labelled ``gpumon_state="now"``, and the label sets that carried it within the lookback but
+    not now, labelled ``gpumon_state="gone"``: what is wrong, not the fleet), and ``fleet|legacy``
+    (the GPUs carrying a 1.x name of a required metric, labelled with :data:`LEGACY_FIELD` and
     :data:`LEGACY_NAME`)."""
     recent, window = _windows(ctx)
     ids = _ids(ctx)
-    out = {"fleet|now": reporting_query(ctx)}
+    out = {f"fleet|now|{i}": reporting_query(ctx, shard) for i, shard in enumerate(_shard_matchers(ctx))}
     legacy = []
     for m in ctx.spec.tracked_metrics:
         out[f"state|{m.name}"] = (f'label_replace(count({present(ctx, m.name, recent)}), "{STATE}", "now", "", "")\n or '
@@ -180,11 +203,52 @@ def inventory_queries(ctx) -> dict[str, str]:
 LEGACY_FIELD, LEGACY_NAME, STATE = "gpumon_field", "gpumon_legacy", "gpumon_state"
 
 
-def missing_query(ctx, metric: str) -> str:
-    """Second round, only for a metric fewer GPUs carry now than report at all: the GPU label
-    sets reporting now (:func:`reporting_query`) ``unless`` the metric."""
+def node_count_query(ctx, metric: str) -> str:
+    """Second round, only for a metric fewer GPUs carry now than report at all: how many GPU
+    label sets carry it now per target (``count by (instance)``, one sample per node). Compared
+    with the reporting GPUs per target (known here), it tells which nodes lack the metric on some
+    GPUs without evaluating the reporting union again."""
     recent, _ = _windows(ctx)
-    return f"({reporting_query(ctx)})\n unless on ({_ids(ctx)}) {present(ctx, metric, recent)}"
+    return f"count by (instance) ({present(ctx, metric, recent)})"
+
+
+def _detail_queries(ctx, partial: dict[str, set[str]]) -> "_LastSeen":
+    """Third round, only for nodes where some but not all reporting GPUs carry a metric
+    (``partial``: {metric: {instance}}): the label sets carrying it there, labelled with
+    ``gpumon_field``, joined with ``or`` into requests of at most :data:`DETAIL_CHARS` characters
+    of instance names (``detail|0`` ...; usually one: a node missing a field on every GPU needs no
+    detail)."""
+    recent, _ = _windows(ctx)
+    parts = []
+    for metric, nodes in sorted(partial.items()):
+        names = sorted(nodes)
+        while names:
+            chunk, size = [], 0
+            while names and (not chunk or size + len(names[0]) < DETAIL_CHARS):
+                size += len(names[0]) + 1
+                chunk.append(names.pop(0))
+            # a regex over a few label *values* (instance names), never over metric names
+            sel = _sel(ctx, metric, matcher("instance", "|".join(re.escape(n) for n in chunk), "=~"))
+            parts.append((metric, size, f'label_replace(group by ({_ids(ctx)}) (last_over_time({sel}[{recent}])), '
+                                        f'"{LEGACY_FIELD}", {literal_replacement(metric)}, "", "")'))
+    groups: list[list[tuple[str, str]]] = []
+    size = DETAIL_CHARS
+    for metric, chars, expr in parts:
+        if size + chars >= DETAIL_CHARS:
+            groups.append([])
+            size = 0
+        size += chars
+        groups[-1].append((metric, expr))
+    out = _LastSeen()
+    out.metrics = {}
+    for i, group in enumerate(groups):
+        out[f"detail|{i}"] = "\n or ".join(expr for _, expr in group)
+        out.metrics[f"detail|{i}"] = [metric for metric, _ in group]
+    return out
+
+
+#: instance-name characters per detail request (URLs stay below proxies' 8 KB request lines)
+DETAIL_CHARS = 3000
 
 
 def _labelset(metric: dict, drop: str = "") -> tuple:
@@ -199,26 +263,73 @@ def _status(*answers):
 
 
 def inventory(ctx) -> Inventory:
-    """Run :func:`inventory_queries`, then in one round :func:`missing_query` for metrics fewer
-    GPUs carry now than report, and :func:`last_seen_query` for metrics with GPUs gone since;
-    build the :class:`Inventory`. What crosses the wire: the reporting GPUs once, a count per
-    metric, and the GPUs that lack a metric now or lost it in the lookback."""
+    """Run :func:`inventory_queries`; then in one round :func:`node_count_query` for metrics fewer
+    GPUs carry now than report, and :func:`last_seen_query` for metrics with GPUs gone since; then,
+    only for nodes where some reporting GPUs carry such a metric and some do not,
+    :func:`_detail_queries`; build the :class:`Inventory`. What crosses the wire: the reporting
+    GPUs once, a count per metric, per faulty metric a count per node, and the GPUs that lost a
+    metric in the lookback (or lack it on a node where others carry it)."""
     first = ctx.queries_at_now(inventory_queries(ctx))
     inv = Inventory()
+    shards = [first[k] for k in first if k.startswith("fleet|now|")]
+    fleet = _status(*shards)
+    sets = _reporting_sets(ctx, inv, shards) if not isinstance(fleet, PromError) else {}
+    reporting = set(sets.values())
+    inv._reporting = reporting
+    counts, gone = _states(ctx, inv, first)
+    faulty = {name for name, n in counts.items() if 0 < n < len(sets)} if not isinstance(fleet, PromError) else set()
+    need = {f"count|{name}": node_count_query(ctx, name) for name in sorted(faulty)}
+    # when each gone GPU was last seen, in the same round: a metric whose "now" set is yet to be
+    # told asks for the nodes of all its gone GPUs (the answer's extra GPUs are never read); the
+    # rest for those not reporting it now
+    last = _last_seen_queries(ctx, {name: [g for g in gpus if name in faulty or counts[name] == 0
+                                           or g.key not in reporting] for name, gpus in gone.items()})
+    need.update(last)
+    second = ctx.queries_at_now(need) if need else {}
+    lacking, status = _lacking(ctx, sets, faulty, second)
+    for m in ctx.spec.tracked_metrics:
+        name, state = m.name, first[f"state|{m.name}"]
+        diff = status.get(name)
+        inv.answers[f"now|{name}"] = _status(fleet, state, diff)
+        inv.answers[f"seen|{name}"] = state
+        if isinstance(fleet, PromError) or isinstance(state, PromError) or isinstance(diff, PromError):
+            continue
+        if counts[name] == 0:
+            now: set[tuple] = set()
+        elif name not in faulty:
+            now = reporting  # every reporting GPU carries it: the shared set, not a copy
+        else:
+            now = {key for s, key in sets.items() if s not in lacking[name]}
+        if now:
+            inv.now[name] = now
+        seen = (now | {g.key for g in gone[name]}) if gone[name] else now
+        if seen:
+            inv.seen[name] = seen
+    _legacy(ctx, inv, first.get("fleet|legacy"))
+    _last_seen(ctx, inv, last, second)
+    return inv
+
+
+def _reporting_sets(ctx, inv: Inventory, shards: list) -> dict[tuple, tuple]:
+    """{GPU label set reporting now: its key} from the reporting parts' answers (disjoint; a set
+    all the same), filling the inventory's GPUs, targets and model/driver labels."""
     lab = ctx.labels
-    fleet = first["fleet|now"]
-    sets: dict[tuple, tuple] = {}  # GPU label set reporting now -> its key
-    if not isinstance(fleet, PromError):
-        for item in fleet.data:
+    sets: dict[tuple, tuple] = {}
+    for answer in shards:
+        for item in answer.data:
             gpu = ctx.gpu(item["metric"])
             sets[_labelset(item["metric"])] = gpu.key
             inv.gpus.setdefault(gpu.key, gpu)
             inv.instance[gpu.key] = item["metric"].get("instance", "")
             inv.attrs[gpu.key] = {k: item["metric"].get(k, "") for k in (lab.model, lab.driver_version)}
-    reporting = set(sets.values())
-    inv._reporting = reporting
+    return sets
+
+
+def _states(ctx, inv: Inventory, first: dict) -> tuple[dict[str, int], dict[str, list]]:
+    """From the ``state|M`` answers: ({metric: GPU label sets carrying it now}, {metric: Gpu of
+    each label set seen in the lookback, not now}); metrics whose query failed are in neither."""
     counts: dict[str, int] = {}
-    gone: dict[str, list] = {}  # metric -> Gpu of each label set seen in the lookback, not now
+    gone: dict[str, list] = {}
     for m in ctx.spec.tracked_metrics:
         ans = first[f"state|{m.name}"]
         if isinstance(ans, PromError):
@@ -232,35 +343,46 @@ def inventory(ctx) -> Inventory:
                 gone[m.name].append(gpu)
                 inv.gpus.setdefault(gpu.key, gpu)
                 inv.instance.setdefault(gpu.key, labels.get("instance", ""))
-    faulty = {name for name, n in counts.items() if 0 < n < len(sets)} if not isinstance(fleet, PromError) else set()
-    need = {f"missing|{name}": missing_query(ctx, name) for name in sorted(faulty)}
-    # when each gone GPU was last seen, in the same round: a metric whose "now" set the missing
-    # query has yet to tell asks for the nodes of all its gone GPUs (the answer's extra GPUs are
-    # never read); the rest for those not reporting it now
-    last = _last_seen_queries(ctx, {name: [g for g in gpus if name in faulty or counts[name] == 0
-                                           or g.key not in reporting] for name, gpus in gone.items()})
-    need.update(last)
-    second = ctx.queries_at_now(need) if need else {}
-    for m in ctx.spec.tracked_metrics:
-        name, state = m.name, first[f"state|{m.name}"]
-        diff = second.get(f"missing|{name}")
-        inv.answers[f"now|{name}"] = _status(fleet, state, diff)
-        inv.answers[f"seen|{name}"] = state
-        if isinstance(fleet, PromError) or isinstance(state, PromError) or isinstance(diff, PromError):
+    return counts, gone
+
+
+def _lacking(ctx, sets: dict[tuple, tuple], faulty: set[str], second: dict) -> tuple[dict[str, set], dict]:
+    """The reporting label sets lacking each faulty metric now, from its per-node counts (a node
+    reporting more GPUs than carry the metric there lacks it on some; on a node that does not
+    carry it at all, on every one) and, for nodes where only some GPUs lack it, from a third round
+    of :func:`_detail_queries`. Returns ({metric: label sets}, {metric: the answer standing for
+    its counts and details})."""
+    by_node: dict[str, list[tuple]] = defaultdict(list)
+    for s in sets:
+        by_node[dict(s).get("instance", "")].append(s)
+    lacking: dict[str, set] = {}
+    partial: dict[str, set[str]] = {}
+    status: dict = {}
+    for name in faulty:
+        ans = status[name] = second[f"count|{name}"]
+        if isinstance(ans, PromError):
             continue
-        if counts[name] == 0:
-            now: set[tuple] = set()
-        elif diff is None:
-            now = reporting  # every reporting GPU carries it: the shared set, not a copy
-        else:
-            lacking = {_labelset(i["metric"]) for i in diff.data}
-            now = {key for s, key in sets.items() if s not in lacking}
-        if now:
-            inv.now[name] = now
-        seen = (now | {g.key for g in gone[name]}) if gone[name] else now
-        if seen:
-            inv.seen[name] = seen
-    legacy = first.get("fleet|legacy")
+        carried = {i["metric"].get("instance", ""): int(float(i["value"][1])) for i in ans.data}
+        short = [node for node, gpus in by_node.items() if carried.get(node, 0) < len(gpus)]
+        lacking[name] = {s for node in short if not carried.get(node) for s in by_node[node]}
+        partial[name] = {node for node in short if carried.get(node)}
+    detail = _detail_queries(ctx, {k: v for k, v in partial.items() if v})
+    third = ctx.queries_at_now(detail) if detail else {}
+    for key, metrics in detail.metrics.items():
+        ans = third[key]
+        has: dict[str, set] = defaultdict(set)
+        if not isinstance(ans, PromError):
+            for item in ans.data:
+                has[item["metric"].get(LEGACY_FIELD, "")].add(
+                    _labelset({k: v for k, v in item["metric"].items() if k != LEGACY_FIELD}))
+        for name in metrics:
+            status[name] = _status(status[name], ans)
+            lacking[name] |= {s for node in partial[name] for s in by_node[node] if s not in has[name]}
+    return lacking, status
+
+
+def _legacy(ctx, inv: Inventory, legacy) -> None:
+    """The GPUs carrying a 1.x name of a required metric, from the ``fleet|legacy`` answer."""
     for m in ctx.spec.required_metrics:
         for name in m.legacy_names:
             inv.answers[f"legacy|{m.name}|{name}"] = legacy
@@ -270,6 +392,10 @@ def inventory(ctx) -> Inventory:
             gpu = ctx.gpu(labels)
             inv.legacy[item["metric"].get(LEGACY_FIELD, "")][gpu.key] = item["metric"].get(LEGACY_NAME, "")
             inv.instance.setdefault(gpu.key, labels.get("instance", ""))
+
+
+def _last_seen(ctx, inv: Inventory, last: "_LastSeen", second: dict) -> None:
+    """When each gone GPU last had each metric, from the last-seen answers."""
     for key, metrics in last.metrics.items():
         ans = second[key]
         for metric in metrics:
@@ -279,7 +405,6 @@ def inventory(ctx) -> Inventory:
         for item in ans.data:
             labels = {k: v for k, v in item["metric"].items() if k != LEGACY_FIELD}
             inv.last_seen[item["metric"].get(LEGACY_FIELD, "")][ctx.gpu(labels).key] = float(item["value"][1])
-    return inv
 
 
 def last_seen_query(ctx, metric: str, nodes: dict[str, set[str]]) -> str:

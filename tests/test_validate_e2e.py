@@ -65,14 +65,16 @@ def env(tmp_path_factory, engine):
     rules.write_text(render.render(spec_for("dcgm-exporter"))["rules/gpumon.rules.yaml"])
     fault_file = tmp / "faults.yaml"
     healthy, faulty = Fleet(2, 2, uuid_salt="healthy/"), Fleet(12, 2, FAULTY, fault_file=fault_file)
-    with Simulator(healthy) as hs, Simulator(faulty) as fs:
+    big = Fleet(6, 8, uuid_salt="big/")  # 48 healthy GPUs: requests must not grow with the fleet
+    with Simulator(healthy) as hs, Simulator(faulty) as fs, Simulator(big) as bs:
         # dcgm-dup scrapes gpu-node-2 a second time: a second exporter / scrape config for one node
         targets = {"dcgm-healthy": list(hs.targets.values()), "dcgm-exporter": list(fs.targets.values()),
-                   "dcgm-dup": [fs.targets["gpu-node-2"]]}
+                   "dcgm-dup": [fs.targets["gpu-node-2"]], "dcgm-big": list(bs.targets.values())}
         with LocalPrometheus(targets, rule_files=[rules], scrape_interval="1s", scrape_timeout="1s",
                              binary=engine.prometheus) as prom:
             ok = prom.wait_for(lambda: len(prom.query('count_over_time(up{job="dcgm-exporter"}[1m]) >= 5')) == 12
-                               and len(prom.query('count_over_time(up{job="dcgm-healthy"}[1m]) >= 5')) == 2, 90)
+                               and len(prom.query('count_over_time(up{job="dcgm-healthy"}[1m]) >= 5')) == 2
+                               and len(prom.query('count_over_time(up{job="dcgm-big"}[1m]) >= 5')) == 6, 90)
             assert ok, prom.logs()
             fault_file.write_text(LATER)
             # validate counts a sample within 3 scrape intervals as "present now": wait past that
@@ -110,6 +112,36 @@ def test_healthy_fleet_passes(env):
     tracked = len(spec_for("dcgm-healthy").tracked_metrics)
     faulty = run(env, spec_for("dcgm-exporter"))[0].summary["queries"]
     assert report.summary["queries"] <= faulty <= report.summary["queries"] + 2 * tracked
+
+
+def test_requests_do_not_grow_with_the_fleet(env):
+    """Issue 16: a healthy fleet of 48 GPUs on 6 nodes costs exactly the requests of 4 GPUs on 2."""
+    small, code = run(env, spec_for("dcgm-healthy"))
+    large, code_large = run(env, spec_for("dcgm-big"))
+    assert (code, code_large) == (0, 0), large.findings
+    assert large.summary["queries"] == small.summary["queries"]
+
+
+@pytest.mark.parametrize("job", ["dcgm-exporter", "dcgm-big"])
+def test_reporting_parts_union_is_the_single_query(env, job):
+    """The reporting union runs as --concurrency disjoint parts (by the UUID's last digit); together
+    they answer exactly what the one union query answers, each GPU label set in one part only."""
+    from generator.validate import facts
+    from generator.validate.base import Context
+
+    spec = spec_for(job)
+    with PromClient(env["prom"].url) as client:
+        ctx = Context(spec, client, lookback=60.0, concurrency=4, progress=False)
+        try:
+            exprs = {f"part{i}": facts.reporting_query(ctx, s) for i, s in enumerate(facts._shard_matchers(ctx))}
+            exprs["whole"] = facts.reporting_query(ctx)
+            answers = ctx.queries_at_now(exprs)
+        finally:
+            ctx.close()
+    whole = {facts._labelset(i["metric"]) for i in answers.pop("whole").data}
+    parts = [[facts._labelset(i["metric"]) for i in a.data] for a in answers.values()]
+    assert len(answers) == 4 and sum(1 for p in parts if p) >= 2
+    assert sorted(s for p in parts for s in p) == sorted(whole) and whole
 
 
 class CountingClient(PromClient):

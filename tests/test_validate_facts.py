@@ -1,0 +1,79 @@
+"""The inventory's queries without a server (issue 16): the reporting union's parts partition
+every GPU label value, and the per-node detail requests stay below proxies' URL limits. Against a
+real Prometheus: tests/test_validate_e2e.py (the parts' union equals the single query's answer,
+requests do not grow with the fleet)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from generator.promapi import PromClient
+from generator.promqltext import matcher
+from generator.spec import load_spec
+from generator.validate import facts
+from generator.validate.base import Context
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def context(concurrency: int) -> Context:
+    return Context(load_spec(ROOT / "gpumon.yaml"), PromClient("http://127.0.0.1:9"), concurrency=concurrency,
+                   progress=False)
+
+
+def matches(matcher: str, value: str) -> bool:
+    """Prometheus' (fully anchored) ``=~`` / ``!~`` on one label value."""
+    op, pattern = re.fullmatch(r'\w+(=~|!~)"(.*)"', matcher).groups()
+    hit = re.fullmatch(pattern, value) is not None
+    return hit if op == "=~" else not hit
+
+
+VALUES = ["", "GPU-0d1f6a5e-0b8e-4c07-8f67-1b2f3c4d5e6f", "GPU-ABCDEF01-0000-0000-0000-00000000000F",
+          "MIG-9a1f2b3c-0000-0000-0000-000000000007", "x"] + \
+         [f"GPU-{n:08d}-0000-0000-0000-{g:012x}" for n in range(3) for g in range(16)]
+
+
+@pytest.mark.parametrize("concurrency", [1, 2, 3, 4, 8, 16, 40])
+def test_parts_partition_every_value(concurrency):
+    ctx = context(concurrency)
+    try:
+        parts = facts._shard_matchers(ctx)
+        assert len(parts) == max(1, min(concurrency, 16))
+        for value in VALUES:
+            hits = [p for p in parts if p == "" or matches(p, value)]
+            assert len(hits) == 1, (value, hits)
+    finally:
+        ctx.close()
+
+
+def test_parts_spread_a_nodes_gpus_evenly():
+    """The benchmark's (and many fleets') UUIDs differ in their last digits: GPUs 0-7 of a node go
+    two to each of 4 parts."""
+    ctx = context(4)
+    try:
+        parts = facts._shard_matchers(ctx)
+        per_part = [sum(matches(p, f"GPU-00000001-0000-0000-0000-{g:012d}") for g in range(8)) for p in parts]
+        assert per_part == [2, 2, 2, 2]
+        assert all(f"last_over_time(DCGM_FI_DEV_GPU_TEMP{{job=\"dcgm-exporter\",{p}}}" in q
+                   for p, q in zip(parts, (facts.inventory_queries(ctx)[f"fleet|now|{i}"] for i in range(4))))
+    finally:
+        ctx.close()
+
+
+def test_detail_requests_stay_short():
+    """A metric lacking on some GPUs of 2,000 nodes: the detail round asks in several requests,
+    each below the 8 KB request lines of common proxies once URL-encoded."""
+    ctx = context(4)
+    try:
+        nodes = {f"node-{n:05d}.cluster.example:9400" for n in range(2000)}
+        out = facts._detail_queries(ctx, {"DCGM_FI_DEV_FB_USED": nodes, "DCGM_FI_DEV_GPU_TEMP": {"node-00003:9400"}})
+        assert len(out) > 1 and set(out) == set(out.metrics)
+        assert all(len(expr) < 2 * facts.DETAIL_CHARS for expr in out.values())
+        text = "".join(out.values())
+        assert all(text.count(matcher("x", re.escape(n))[3:-1]) == 1 for n in nodes)  # every node once
+        assert sum(m.count("DCGM_FI_DEV_GPU_TEMP") for m in out.metrics.values()) == 1
+    finally:
+        ctx.close()

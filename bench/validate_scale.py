@@ -21,12 +21,17 @@ requests, response bytes on the wire (gzip, as the client asks) and decoded, pea
 validate process, wall seconds, upstream seconds (the sum over requests of the time Prometheus
 took to answer in full: its own query time plus loopback transfer, and, 4 requests being in flight
 at once, the time they waited for each other), and Prometheus CPU seconds during the run minus what
-scraping alone costs (``process_cpu_seconds_total``, measured for 20 s before), with the ratio
+scraping alone costs (``process_cpu_seconds_total``, measured for 20 s before), Prometheus' own
+query seconds (the growth of ``prometheus_engine_query_duration_seconds_sum`` over the slices
+``prepare_time``, ``inner_eval`` and ``result_sort`` during the run: what the engine spent on
+validate's queries, without the time they queued for each other or for a core), with the ratio
 this/REF; and whether both found the same (check, severity, subject, message), times
-("5m ago", RFC 3339 stamps) masked.
+("5m ago", RFC 3339 stamps) masked. Last, the naive validator (issue 16: one
+``count(M{job, UUID="..."})`` per spec'd metric x GPU, same concurrency, through the same proxy):
+a seeded sample of ``--naive-sample`` of its queries, wall and seconds scaled to all of them.
 
 Usage: .venv/bin/python bench/validate_scale.py [--gpus 400] [--minutes 3] [--scrape-interval 10s]
-       [--ref main] [--prometheus /usr/bin/prometheus]
+       [--ref main] [--prometheus /usr/bin/prometheus] [--naive-sample 2000] [--json FILE]
 The machine is shared: develop at 200-500 GPUs; 8,000 GPUs need ~1.5 GB for Prometheus.
 """
 
@@ -224,17 +229,55 @@ def prometheus_cpu(url: str) -> float:
     return float(re.search(r"^process_cpu_seconds_total (\S+)$", text, re.M).group(1))
 
 
+#: the engine's own time per query (Prometheus 2.x and 3.x): the queue slice is waiting, not work
+QUERY_SLICES = ("prepare_time", "inner_eval", "result_sort")
+
+
+def prometheus_query_seconds(url: str) -> float:
+    """Seconds Prometheus' engine spent on queries so far (summed over :data:`QUERY_SLICES`)."""
+    text = httpx.get(url + "/metrics", timeout=30).text
+    return sum(float(v) for k, v in re.findall(r'^prometheus_engine_query_duration_seconds_sum\{slice="(\w+)"\} (\S+)$',
+                                                text, re.M) if k in QUERY_SLICES)
+
+
+def run_naive(spec, uuids: list[str], proxy: CountingProxy, concurrency: int, sample: int) -> dict:
+    """The naive validator (``bench/fleetlib.naive_queries``): a seeded sample of ``sample`` of its
+    queries with ``concurrency`` in flight, wall and Prometheus seconds scaled to all of them."""
+    import random
+    from concurrent.futures import ThreadPoolExecutor
+
+    sys.path.insert(0, str(ROOT / "bench"))
+    from fleetlib import naive_queries
+
+    queries = naive_queries(spec, uuids)
+    chosen = random.Random(16).sample(queries, sample) if sample < len(queries) else queries
+    proxy.reset()
+    engine = prometheus_query_seconds(proxy.upstream)
+    with httpx.Client(timeout=120, limits=httpx.Limits(max_connections=concurrency)) as client:
+        started = time.monotonic()
+        with ThreadPoolExecutor(concurrency) as pool:
+            list(pool.map(lambda q: client.get(f"{proxy.url}/api/v1/query", params={"query": q}).raise_for_status(),
+                          chosen))
+        wall = time.monotonic() - started
+    scale = len(queries) / len(chosen)
+    return {"queries": len(queries), "sampled": len(chosen), "wall s": wall * scale,
+            "Prom query s": (prometheus_query_seconds(proxy.upstream) - engine) * scale,
+            "upstream s": proxy.upstream_s * scale, "decoded MB": proxy.decoded / 1e6 * scale}
+
+
 def run_validate(tree: Path, proxy: CountingProxy, background: float) -> dict:
     """``gpumon validate`` of ``tree`` through the proxy: its figures and findings. ``background``
     is Prometheus' CPU seconds per second while nobody queries it (scraping, ingestion)."""
     proxy.reset()
     cpu = prometheus_cpu(proxy.upstream)
+    engine = prometheus_query_seconds(proxy.upstream)
     started = time.monotonic()
     proc = subprocess.run([sys.executable, "-c", WRAPPER, "validate", str(SPEC), "--prom", proxy.url, "--format", "json",
                            "--timeout", "600"], capture_output=True, text=True, cwd=tree, timeout=3600,
                           env={**os.environ, "PYTHONPATH": str(tree)})
     wall = time.monotonic() - started
     cpu = prometheus_cpu(proxy.upstream) - cpu - background * wall
+    engine = prometheus_query_seconds(proxy.upstream) - engine
     tail = proc.stderr.rsplit("MAXRSS", 1)
     if len(tail) < 2:
         raise SystemExit(f"validate of {tree} failed (exit {proc.returncode}): {proc.stderr[-2000:]}")
@@ -244,7 +287,7 @@ def run_validate(tree: Path, proxy: CountingProxy, background: float) -> dict:
     report = json.loads(proc.stdout)
     return {"exit": proc.returncode, "requests": proxy.requests, "wire MB": proxy.wire / 1e6,
             "decoded MB": proxy.decoded / 1e6, "peak RSS MB": int(rss_kib) / 1024, "wall s": wall,
-            "upstream s": proxy.upstream_s, "Prom CPU s": cpu, "findings": report.get("findings", []), "log": list(proxy.log)}
+            "upstream s": proxy.upstream_s, "Prom query s": engine, "Prom CPU s": cpu, "findings": report.get("findings", []), "log": list(proxy.log)}
 
 
 def _masked(findings: list[dict]) -> set[tuple]:
@@ -264,6 +307,8 @@ def main() -> None:
     ap.add_argument("--ref", default="main", help="the git ref to compare with")
     ap.add_argument("--prometheus", default=None, help="prometheus binary (default: as the tests find it)")
     ap.add_argument("--slowest", type=int, default=0, help="list the N slowest requests of each side")
+    ap.add_argument("--naive-sample", type=int, default=2000, help="naive validator queries run, scaled (0: none)")
+    ap.add_argument("--json", help="write the figures (without findings and request logs) here")
     args = ap.parse_args()
     nodes = max(16, args.gpus // 8)
     spec = load_spec(SPEC)
@@ -293,8 +338,12 @@ def main() -> None:
                 time.sleep(20)
                 background = (prometheus_cpu(prom.url) - idle) / 20
                 print(f"Prometheus CPU while only scraping: {background:.2f} s/s", flush=True)
+                print("load average before the runs: %.2f %.2f %.2f" % os.getloadavg(), flush=True)
                 runs = [run_validate(tree, proxy, background) for tree in (ROOT, other, ROOT, other)]
+                print("load average after the runs: %.2f %.2f %.2f" % os.getloadavg(), flush=True)
                 ours, theirs = runs[2], runs[3]
+                uuids = [f"GPU-{n:08d}-0000-0000-0000-{g:012d}" for n in range(nodes) for g in range(8)]
+                naive = run_naive(spec, uuids, proxy, 4, args.naive_sample) if args.naive_sample else None
                 print("first runs (cold): wall "
                       f"{runs[0]['wall s']:.1f} s / {runs[1]['wall s']:.1f} s, upstream "
                       f"{runs[0]['upstream s']:.1f} s / {runs[1]['upstream s']:.1f} s", flush=True)
@@ -303,11 +352,24 @@ def main() -> None:
     finally:
         subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(other)], check=False)
     print(f"\n{'':14}{'this checkout':>15}{args.ref:>15}{'ratio':>9}")
-    for key in ("requests", "wire MB", "decoded MB", "peak RSS MB", "wall s", "upstream s", "Prom CPU s"):
+    for key in ("requests", "wire MB", "decoded MB", "peak RSS MB", "wall s", "upstream s", "Prom query s",
+                "Prom CPU s"):
         a, b = ours[key], theirs[key]
         print(f"{key:14}{a:15.2f}{b:15.2f}{(a / b if b else float('nan')):9.3f}")
-    print(f"{'wall/upstream':14}{ours['wall s'] / max(ours['upstream s'], 1e-9):15.2f}"
-          f"{theirs['wall s'] / max(theirs['upstream s'], 1e-9):15.2f}")
+    for key in ("upstream s", "Prom query s"):
+        print(f"{'wall/' + key[:-2]:14}{ours['wall s'] / max(ours[key], 1e-9):15.2f}"
+              f"{theirs['wall s'] / max(theirs[key], 1e-9):15.2f}")
+    if naive:
+        print(f"naive validator: {naive['queries']:,} queries ({naive['sampled']:,} run, scaled): wall "
+              f"{naive['wall s']:.1f} s, Prometheus query {naive['Prom query s']:.1f} s, decoded {naive['decoded MB']:.1f} MB; "
+              f"naive / this checkout: wall {naive['wall s'] / ours['wall s']:.1f}x, Prometheus query "
+              f"{naive['Prom query s'] / max(ours['Prom query s'], 1e-9):.1f}x")
+    if args.json:
+        strip = ("findings", "log")
+        Path(args.json).write_text(json.dumps({
+            "gpus": nodes * 8, "ref": args.ref, "load": os.getloadavg(), "this": {k: v for k, v in ours.items() if k not in strip},
+            args.ref: {k: v for k, v in theirs.items() if k not in strip}, "naive": naive,
+            "findings identical": _masked(ours["findings"]) == _masked(theirs["findings"])}, indent=1))
     print(f"exit codes: {ours['exit']} / {theirs['exit']}; findings: {len(ours['findings'])} / {len(theirs['findings'])}")
     a, b = _masked(ours["findings"]), _masked(theirs["findings"])
     print("findings identical (times masked):", "yes" if a == b else "NO")
@@ -319,14 +381,16 @@ def main() -> None:
         from urllib.parse import unquote_plus
         for tag, side in (("this checkout", ours), (args.ref, theirs)):
             kinds: dict[str, list[float]] = {}
-            for took, _, path in side["log"]:
+            sizes: dict[str, int] = {}
+            for took, size, path in side["log"]:
                 text = unquote_plus(path)
                 kind = " ".join(re.sub(r"\(.*", "", text.split("query=", 1)[-1].split("&time=")[0], flags=re.S).split())[:40] \
                     if "query=" in text else text.split("?")[0]
                 kinds.setdefault(kind, []).append(took)
-            print(f"upstream seconds by request kind, {tag}:")
+                sizes[kind] = sizes.get(kind, 0) + size
+            print(f"upstream seconds (and decoded MB) by request kind, {tag}:")
             for kind, times in sorted(kinds.items(), key=lambda kv: -sum(kv[1])):
-                print(f"  {sum(times):7.2f} s {len(times):4d} x  {kind}")
+                print(f"  {sum(times):7.2f} s {sizes[kind] / 1e6:7.3f} MB {len(times):4d} x  {kind}")
             print(f"slowest requests, {tag}:")
             for took, size, path in sorted(side["log"], reverse=True)[:args.slowest]:
                 print(f"  {took:6.2f} s {size / 1e3:8.1f} kB  {unquote_plus(path)[:160]!r}")

@@ -25,7 +25,8 @@ class Targets:
     ``api`` is the ``/api/v1/targets`` answer (a PromError with kind ``not-found`` where the API
     does not exist: Mimir, Thanos Query); ``up``, ``empty`` (``scrape_samples_scraped == 0``) and
     ``flapping`` ({instance: share of successful scrapes} over ``window``) come from instant
-    queries. ``targets`` are the job's active targets from the API. ``down`` are the instances
+    queries (``up`` only where the targets API does not exist: it is read only then, and holds a
+    sample per target). ``targets`` are the job's active targets from the API. ``down`` are the instances
     whose GPUs per-GPU checks leave alone (down, flapping, or scraped with 0 samples: one outage,
     one finding, from the targets check). ``missing`` is true when the job has no target at all
     (every per-GPU check is skipped). ``scrape_interval`` (seconds) is the targets' own
@@ -33,7 +34,7 @@ class Targets:
     """
 
     api: "Answer | PromError"
-    up: "Answer | PromError"
+    up: "Answer | PromError | None"
     empty: "Answer | PromError"
     flapping: dict[str, float]
     window: str
@@ -44,18 +45,20 @@ class Targets:
 
 
 def targets(ctx) -> Targets:
-    """Ask the targets API and three instant queries at once (4 requests), and derive
-    :class:`Targets`."""
+    """Ask the targets API, then two instant queries at once (three where the API does not
+    exist: ``up`` of every target), and derive :class:`Targets`."""
     job = ctx.job
     res = ctx.run({"targets": ("targets",)})["targets"]
     window = format_duration(min(ctx.spec.alerts.flapping_window, ctx.lookback))
     up_sel = f"up{{{matcher('job', job)}}}"
-    extra = ctx.queries_at_now({"up": up_sel,
+    no_api = isinstance(res, PromError) and res.kind == "not-found"
+    extra = ctx.queries_at_now({**({"up": up_sel} if no_api else {}),
                                 "samples": f"scrape_samples_scraped{{{matcher('job', job)}}} == 0",
                                 # flapping: often down, and changing state (not just down since a while)
                                 "flapping": f"avg_over_time({up_sel}[{window}]) < "
                                             f"{ctx.spec.alerts.flapping_min_up_ratio:g}"
                                             f" and on (job, instance) changes({up_sel}[{window}]) >= 4"})
+    extra.setdefault("up", None)
     flapping = {} if isinstance(extra["flapping"], PromError) else \
         {i["metric"].get("instance", ""): float(i["value"][1]) for i in extra["flapping"].data}
     base = Targets(res, extra["up"], extra["samples"], flapping, window,
@@ -125,7 +128,11 @@ class Inventory:
 
 
 def _ids(ctx) -> str:
-    return ", ".join(ctx.id_labels)
+    """The identity labels the inventory groups by: the context's, without ``job``. Every
+    selector here filters ``job="<job>"``, so the label is the same on every series (the GPU's
+    key takes it from the context); leaving it out saves its ~22 bytes on every GPU of the
+    reporting answer (0.35 MB at 16,000 GPUs, issue 16)."""
+    return ", ".join(label for label in ctx.id_labels if label != "job")
 
 
 def _windows(ctx) -> tuple[str, str]:

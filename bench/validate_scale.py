@@ -305,6 +305,7 @@ def main() -> None:
     ap.add_argument("--minutes", type=float, default=3.0, help="minutes of scraping before validate runs")
     ap.add_argument("--scrape-interval", default="10s")
     ap.add_argument("--ref", default="main", help="the git ref to compare with")
+    ap.add_argument("--also", help="a second git ref, measured the same way (its column and this/it ratio)")
     ap.add_argument("--prometheus", default=None, help="prometheus binary (default: as the tests find it)")
     ap.add_argument("--slowest", type=int, default=0, help="list the N slowest requests of each side")
     ap.add_argument("--naive-sample", type=int, default=2000, help="naive validator queries run, scaled (0: none)")
@@ -316,6 +317,11 @@ def main() -> None:
     fleet = Fleet(spec, nodes, lost_after=seconds / 2)
     other = Path(tempfile.mkdtemp(prefix="gpumon-validate-ref-"))
     subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", "--quiet", str(other), args.ref], check=True)
+    third = Path(tempfile.mkdtemp(prefix="gpumon-validate-also-")) if args.also else None
+    if third:
+        subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", "--quiet", str(third), args.also],
+                       check=True)
+    trees = [ROOT, other] + ([third] if third else [])
     try:
         with PathServer(fleet) as server, \
                 FleetPrometheus(spec.exporter.job, fleet.nodes, server.port, args.scrape_interval,
@@ -339,9 +345,10 @@ def main() -> None:
                 background = (prometheus_cpu(prom.url) - idle) / 20
                 print(f"Prometheus CPU while only scraping: {background:.2f} s/s", flush=True)
                 print("load average before the runs: %.2f %.2f %.2f" % os.getloadavg(), flush=True)
-                runs = [run_validate(tree, proxy, background) for tree in (ROOT, other, ROOT, other)]
+                runs = [run_validate(tree, proxy, background) for tree in trees + trees]
                 print("load average after the runs: %.2f %.2f %.2f" % os.getloadavg(), flush=True)
-                ours, theirs = runs[2], runs[3]
+                ours, theirs = runs[len(trees)], runs[len(trees) + 1]
+                also = runs[-1] if third else None
                 uuids = [f"GPU-{n:08d}-0000-0000-0000-{g:012d}" for n in range(nodes) for g in range(8)]
                 naive = run_naive(spec, uuids, proxy, 4, args.naive_sample) if args.naive_sample else None
                 print("first runs (cold): wall "
@@ -350,12 +357,15 @@ def main() -> None:
             finally:
                 proxy.close()
     finally:
-        subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(other)], check=False)
-    print(f"\n{'':14}{'this checkout':>15}{args.ref:>15}{'ratio':>9}")
+        for tree in trees[1:]:
+            subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(tree)], check=False)
+    print(f"\n{'':14}{'this checkout':>15}{args.ref:>15}{'ratio':>9}" + (f"{args.also:>15}{'ratio':>9}" if also else ""))
     for key in ("requests", "wire MB", "decoded MB", "peak RSS MB", "wall s", "upstream s", "Prom query s",
                 "Prom CPU s"):
         a, b = ours[key], theirs[key]
-        print(f"{key:14}{a:15.2f}{b:15.2f}{(a / b if b else float('nan')):9.3f}")
+        c = also[key] if also else None
+        print(f"{key:14}{a:15.2f}{b:15.2f}{(a / b if b else float('nan')):9.3f}"
+              + (f"{c:15.2f}{(a / c if c else float('nan')):9.3f}" if also else ""))
     for key in ("upstream s", "Prom query s"):
         print(f"{'wall/' + key[:-2]:14}{ours['wall s'] / max(ours[key], 1e-9):15.2f}"
               f"{theirs['wall s'] / max(theirs[key], 1e-9):15.2f}")
@@ -369,10 +379,14 @@ def main() -> None:
         Path(args.json).write_text(json.dumps({
             "gpus": nodes * 8, "ref": args.ref, "load": os.getloadavg(), "this": {k: v for k, v in ours.items() if k not in strip},
             args.ref: {k: v for k, v in theirs.items() if k not in strip}, "naive": naive,
+            **({args.also: {k: v for k, v in also.items() if k not in strip},
+                "findings identical (also)": _masked(ours["findings"]) == _masked(also["findings"])} if also else {}),
             "findings identical": _masked(ours["findings"]) == _masked(theirs["findings"])}, indent=1))
     print(f"exit codes: {ours['exit']} / {theirs['exit']}; findings: {len(ours['findings'])} / {len(theirs['findings'])}")
     a, b = _masked(ours["findings"]), _masked(theirs["findings"])
     print("findings identical (times masked):", "yes" if a == b else "NO")
+    if also:
+        print(f"findings identical to {args.also}:", "yes" if a == _masked(also["findings"]) else "NO")
     for tag, only in (("only here", a - b), (f"only on {args.ref}", b - a)):
         for f in sorted(only, key=str)[:10]:
             print(f"  {tag}: {f[0]} {f[1]} {f[2]}: {f[3][:200]}")

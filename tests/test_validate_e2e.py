@@ -144,6 +144,37 @@ def test_reporting_parts_union_is_the_single_query(env, job):
     assert sorted(s for p in parts for s in p) == sorted(whole) and whole
 
 
+def test_node_counts_without_a_complete_metric_find_the_same(env, monkeypatch):
+    """The GPUs lacking a metric come from per-node counts: compared by the server against a
+    metric every reporting GPU carries (only short nodes answer), or, when there is none, every
+    node's count compared here. Both give the same inventory, at one evaluation time."""
+    from generator.validate import facts
+    from generator.validate.base import Context
+
+    spec, at = spec_for("dcgm-exporter"), time.time()
+
+    def inventory():
+        with PromClient(env["prom"].url) as client:
+            ctx = Context(spec, client, lookback=60.0, progress=False)
+            ctx.now = at
+            try:
+                inv = ctx.inventory
+                return {k: set(v) for k, v in inv.now.items()}, len(inv.reporting), ctx.queries
+            finally:
+                ctx.close()
+
+    count, lacking = facts.node_count_query, facts._lacking
+    fulls = []
+    monkeypatch.setattr(facts, "node_count_query", lambda ctx, metric, full=None: fulls.append(full) or
+                        count(ctx, metric, full))
+    compared, reporting, _ = inventory()
+    assert fulls and None not in fulls  # the first run compares on the server
+    monkeypatch.setattr(facts, "node_count_query", lambda ctx, metric, full=None: count(ctx, metric))
+    monkeypatch.setattr(facts, "_lacking", lambda *args, short_only=False: lacking(*args))
+    assert inventory()[0] == compared
+    assert any(0 < len(v) < reporting for v in compared.values())
+
+
 class CountingClient(PromClient):
     """A PromClient that counts the series (result items) every instant query answered."""
 

@@ -210,13 +210,20 @@ def inventory_queries(ctx) -> dict[str, str]:
 LEGACY_FIELD, LEGACY_NAME, STATE = "gpumon_field", "gpumon_legacy", "gpumon_state"
 
 
-def node_count_query(ctx, metric: str) -> str:
+def node_count_query(ctx, metric: str, full: str | None = None) -> str:
     """Second round, only for a metric fewer GPUs carry now than report at all: how many GPU
-    label sets carry it now per target (``count by (instance)``, one sample per node). Compared
-    with the reporting GPUs per target (known here), it tells which nodes lack the metric on some
-    GPUs without evaluating the reporting union again."""
+    label sets carry it now per target (``count by (instance)``), compared with the reporting
+    GPUs per target (known here), tells which nodes lack it on some GPUs without evaluating the
+    reporting union again. With ``full``, a metric every reporting GPU carries (its GPUs *are*
+    the reporting ones, per node too), the server compares: only the nodes where ``metric`` is
+    short come back (0 where no GPU carries it), not a number for every node (0.14 MB at 16,000
+    GPUs per faulty metric)."""
     recent, _ = _windows(ctx)
-    return f"count by (instance) ({present(ctx, metric, recent)})"
+    mine = f"count by (instance) ({present(ctx, metric, recent)})"
+    if full is None:
+        return mine
+    ref = f"count by (instance) ({present(ctx, full, recent)})"
+    return f"({mine} < on (instance) {ref})\n or (({ref} unless on (instance) {mine}) * 0)"
 
 
 def _detail_queries(ctx, partial: dict[str, set[str]]) -> "_LastSeen":
@@ -285,7 +292,8 @@ def inventory(ctx) -> Inventory:
     inv._reporting = reporting
     counts, gone = _states(ctx, inv, first)
     faulty = {name for name, n in counts.items() if 0 < n < len(sets)} if not isinstance(fleet, PromError) else set()
-    need = {f"count|{name}": node_count_query(ctx, name) for name in sorted(faulty)}
+    full = next((m.name for m in ctx.spec.tracked_metrics if sets and counts.get(m.name) == len(sets)), None)
+    need = {f"count|{name}": node_count_query(ctx, name, full) for name in sorted(faulty)}
     # when each gone GPU was last seen, in the same round: a metric whose "now" set is yet to be
     # told asks for the nodes of all its gone GPUs (the answer's extra GPUs are never read); the
     # rest for those not reporting it now
@@ -293,7 +301,7 @@ def inventory(ctx) -> Inventory:
                                            or g.key not in reporting] for name, gpus in gone.items()})
     need.update(last)
     second = ctx.queries_at_now(need) if need else {}
-    lacking, status = _lacking(ctx, sets, faulty, second)
+    lacking, status = _lacking(ctx, sets, faulty, second, short_only=full is not None)
     for m in ctx.spec.tracked_metrics:
         name, state = m.name, first[f"state|{m.name}"]
         diff = status.get(name)
@@ -353,12 +361,14 @@ def _states(ctx, inv: Inventory, first: dict) -> tuple[dict[str, int], dict[str,
     return counts, gone
 
 
-def _lacking(ctx, sets: dict[tuple, tuple], faulty: set[str], second: dict) -> tuple[dict[str, set], dict]:
+def _lacking(ctx, sets: dict[tuple, tuple], faulty: set[str], second: dict,
+             short_only: bool = False) -> tuple[dict[str, set], dict]:
     """The reporting label sets lacking each faulty metric now, from its per-node counts (a node
     reporting more GPUs than carry the metric there lacks it on some; on a node that does not
     carry it at all, on every one) and, for nodes where only some GPUs lack it, from a third round
-    of :func:`_detail_queries`. Returns ({metric: label sets}, {metric: the answer standing for
-    its counts and details})."""
+    of :func:`_detail_queries`. ``short_only``: the counts list only the nodes where the metric is
+    short (:func:`node_count_query` with ``full``), a node not listed carries it on every GPU.
+    Returns ({metric: label sets}, {metric: the answer standing for its counts and details})."""
     by_node: dict[str, list[tuple]] = defaultdict(list)
     for s in sets:
         by_node[dict(s).get("instance", "")].append(s)
@@ -370,7 +380,8 @@ def _lacking(ctx, sets: dict[tuple, tuple], faulty: set[str], second: dict) -> t
         if isinstance(ans, PromError):
             continue
         carried = {i["metric"].get("instance", ""): int(float(i["value"][1])) for i in ans.data}
-        short = [node for node, gpus in by_node.items() if carried.get(node, 0) < len(gpus)]
+        nodes = [n for n in carried if n in by_node] if short_only else by_node
+        short = [node for node in nodes if carried.get(node, 0) < len(by_node[node])]
         lacking[name] = {s for node in short if not carried.get(node) for s in by_node[node]}
         partial[name] = {node for node in short if carried.get(node)}
     detail = _detail_queries(ctx, {k: v for k, v in partial.items() if v})

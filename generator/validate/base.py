@@ -157,9 +157,10 @@ class Context:
                    metric.get(lab.gpu_index, ""), metric.get(lab.mig_instance, ""),
                    metric.get(lab.cluster, "") if lab.cluster else "", node_label, uuid_label)
 
-    def sel(self, metric: str, **matchers: str) -> str:
-        """``metric{job="<job>",...}`` (equality matchers only)."""
-        inner = promqltext.matchers({"job": self.job, **matchers})
+    def sel(self, metric: str, *more: str, **matchers: str) -> str:
+        """``metric{job="<job>",...}``: equality ``matchers`` (escaped here), then ``more``,
+        matchers already formatted (e.g. a regex built with ``promqltext.matcher``)."""
+        inner = ",".join((promqltext.matchers({"job": self.job, **matchers}),) + more)
         return f"{metric}{{{inner}}}"
 
     # ------------------------------------------------------------------ queries

@@ -162,12 +162,6 @@ def _shard_matchers(ctx) -> list[str]:
         [matcher(ctx.labels.gpu, f".*[{''.join(sorted(''.join(classes)))}]", "!~")]
 
 
-def _sel(ctx, metric: str, extra: str = "") -> str:
-    """``metric{job="<job>"}``, plus one more matcher (``extra``, already formatted) when given."""
-    sel = ctx.sel(metric)
-    return f"{sel[:-1]},{extra}}}" if extra else sel
-
-
 def reporting_query(ctx, shard: str = "") -> str:
     """The GPUs carrying at least one tracked metric now: ``group by (<identity>)`` of the union
     (``or``) of ``last_over_time(M{job}[3 scrapes])`` over the tracked metrics, one series per GPU
@@ -175,7 +169,8 @@ def reporting_query(ctx, shard: str = "") -> str:
     short: about 2 KB for the bundled spec, below proxies' 8 KB request-line limits). ``shard``
     (one of :func:`_shard_matchers`) restricts every selector to one part of the GPUs."""
     recent, _ = _windows(ctx)
-    union = "\n or ".join(f"last_over_time({_sel(ctx, m.name, shard)}[{recent}])" for m in ctx.spec.tracked_metrics)
+    more = (shard,) if shard else ()
+    union = "\n or ".join(f"last_over_time({ctx.sel(m.name, *more)}[{recent}])" for m in ctx.spec.tracked_metrics)
     return f"group by ({_ids(ctx)}) (\n{union}\n)"
 
 
@@ -242,7 +237,7 @@ def _detail_queries(ctx, partial: dict[str, set[str]]) -> "_LastSeen":
                 size += len(names[0]) + 1
                 chunk.append(names.pop(0))
             # a regex over a few label *values* (instance names), never over metric names
-            sel = _sel(ctx, metric, matcher("instance", "|".join(re.escape(n) for n in chunk), "=~"))
+            sel = ctx.sel(metric, matcher("instance", "|".join(re.escape(n) for n in chunk), "=~"))
             parts.append((metric, size, f'label_replace(group by ({_ids(ctx)}) (last_over_time({sel}[{recent}])), '
                                         f'"{LEGACY_FIELD}", {literal_replacement(metric)}, "", "")'))
     groups: list[list[tuple[str, str]]] = []

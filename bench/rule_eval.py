@@ -82,16 +82,82 @@ def alerts(spec) -> list:
 
 def inline(spec, expr: str) -> str:
     """Replace gpumon's recorded series by the raw expressions they record."""
-    keep = by(("job", "instance") + spec.exporter.labels.identity)
     raw_any = " or ".join(job_sel(spec, m.name) for m in spec.required_metrics)
     inv = f"group by ({by(gpu_ids(spec))}) ({raw_any})"
 
-    def present(match):
-        return f"group by ({keep}) ({job_sel(spec, match.group(1))})"
+    def missing(match):
+        return f"(INVENTORY unless on ({by(gpu_ids(spec))}) {job_sel(spec, match.group(1))})"
 
-    expr = re.sub(re.escape(names.FIELD_PRESENT) + r'\{job="[^"]+",' + names.FIELD_LABEL + r'="(\w+)"\}', present, expr)
+    expr = re.sub(re.escape(names.FIELD_MISSING) + r'\{job="[^"]+",' + names.FIELD_LABEL + r'="(\w+)"\}', missing, expr)
     expr = re.sub(re.escape(names.INVENTORY) + r'\{(\w+)=""\}', lambda m: f'({inv}) unless on ({by(gpu_ids(spec))}) {{{m.group(1)}!=""}}', expr)
-    return expr.replace(names.INVENTORY, f"({inv})")
+    return expr.replace(names.INVENTORY, f"({inv})").replace("INVENTORY", f"({inv})")
+
+
+def _median_eval(prom, seconds: float, names_: set[str] | None = None) -> tuple[dict, dict]:
+    """Poll /api/v1/rules for ``seconds``: per group the list of evaluation times (s) and the interval (s)."""
+    samples: dict[str, list[float]] = {}
+    interval: dict[str, float] = {}
+    seen: dict[str, str] = {}
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        for g in httpx.get(f"{prom.url}/api/v1/rules", timeout=30).json()["data"]["groups"]:
+            interval[g["name"]] = float(g["interval"])
+            if g["lastEvaluation"] != seen.get(g["name"]) and not g["lastEvaluation"].startswith("0001"):
+                seen[g["name"]] = g["lastEvaluation"]
+                samples.setdefault(g["name"], []).append(g["evaluationTime"])
+        time.sleep(1.0)
+    return samples, interval
+
+
+def fleet(nodes: int, seconds: float, scrape: float = 15, evaluation: float = 30) -> None:
+    """The issue 16 figures (see the module docstring)."""
+    from generator.rules import build_groups
+    from generator.rules.output import plain_rule_file
+    spec = load_spec(ROOT / "gpumon.yaml")
+    metrics = spec.metrics
+    start = time.monotonic()
+    body = lambda: exposition(spec, nodes, metrics, tick=int((time.monotonic() - start) // scrape))  # noqa: E731
+    ids = by(spec.exporter.labels.identity)
+    floors = []
+    for fname, ms in (("floor_all", metrics), ("floor_required", spec.required_metrics)):
+        floors.append({"name": fname, "interval": f"{scrape:g}s", "rules": [
+            {"record": f"{fname}:present:group", "expr": f"group by (job, {ids}) ({job_sel(spec, m.name)})",
+             "labels": {"field": m.name}} for m in ms]})
+    groups = build_groups(spec)
+    recorded = sorted({r.record for g in groups for r in g.rules if r.record})
+    with tempfile.TemporaryDirectory() as tmp:
+        ours = Path(tmp) / "gpumon.rules.yaml"
+        ours.write_text(plain_rule_file(spec, groups))
+        floor = Path(tmp) / "floor.rules.yaml"
+        floor.write_text(yaml.safe_dump({"groups": floors}, sort_keys=False))
+        with ExpositionServer(body) as exp, LocalPrometheus(
+                {spec.exporter.job: [exp.address]}, [ours, floor], scrape_interval=f"{scrape:g}s",
+                scrape_timeout=f"{min(scrape, 10):g}s", evaluation_interval=f"{evaluation:g}s") as prom:
+            prom.wait_for(lambda: prom.query(names.INVENTORY), 180)
+            samples, interval = _median_eval(prom, seconds)
+            raw = prom.query('count({__name__=~"DCGM_.+"})')
+            rec = prom.query(f'count by (__name__) ({{__name__=~"{"|".join(re.escape(r) for r in recorded)}"}})')
+            firing = prom.query('count by (alertname) (ALERTS{alertstate="firing"})')
+    per_min = {g: statistics.median(v) * 60 / interval[g] for g, v in samples.items()}
+    fa, fr = per_min["floor_all"], per_min["floor_required"]
+    print(f"fleet: {nodes} nodes x 8 GPUs = {nodes * 8} GPUs, {len(metrics)} spec'd fields "
+          f"({len(spec.required_metrics)} required), scrape {scrape:g}s, evaluation {evaluation:g}s, "
+          f"{seconds:g}s measured")
+    print(f"  {'group':28} {'interval':>8} {'evals':>5} {'median s':>9} {'s/min':>8} {'/floor_all':>10} {'/floor_req':>10}")
+    total = 0.0
+    for g in sorted(per_min, key=lambda x: (not x.startswith("floor"), x)):
+        if not g.startswith("floor"):
+            total += per_min[g]
+        print(f"  {g:28} {interval[g]:>7g}s {len(samples[g]):>5} {statistics.median(samples[g]):>9.4f} "
+              f"{per_min[g]:>8.3f} {per_min[g] / fa:>10.2f} {per_min[g] / fr:>10.2f}")
+    print(f"  {'gpumon total':28} {'':>8} {'':>5} {'':>9} {total:>8.3f} {total / fa:>10.2f} {total / fr:>10.2f}")
+    raw_n = float(raw[0]["value"][1]) if raw else 0
+    rec_n = {r["metric"]["__name__"]: float(r["value"][1]) for r in rec}
+    print(f"series: raw DCGM_* {raw_n:.0f}; gpumon recorded {sum(rec_n.values()):.0f} = "
+          f"{sum(rec_n.values()) / raw_n:.3f}x raw")
+    for n, c in sorted(rec_n.items(), key=lambda x: -x[1]):
+        print(f"  {n:55} {c:>8.0f} {c / raw_n:>7.3f}x")
+    print("alerts firing:", {r["metric"]["alertname"]: r["value"][1] for r in firing} or "none")
 
 
 def _median_eval(prom, seconds: float, names_: set[str] | None = None) -> tuple[dict, dict]:
@@ -171,7 +237,8 @@ def main() -> None:
     seconds = float(args[1]) if len(args) > 1 else 60
     spec = load_spec(ROOT / "gpumon.yaml")
     body = exposition(spec, nodes)
-    ours = RuleGroup("gpumon", tuple(inventory.field_present(spec) + inventory.inventory(spec) + alerts(spec)), 2.0)
+    ours = RuleGroup("gpumon", tuple(inventory.inventory(spec) + inventory.field_missing(spec, spec.required_metrics)
+                                        + alerts(spec)), 2.0)
     theirs = [{**group_dict(RuleGroup("x", (r,)))["rules"][0], "expr": inline(spec, r.expr)} for r in alerts(spec)]
     groups = [group_dict(ours), {"name": "inline", "interval": "2s", "rules": theirs}]
     samples: dict[str, list[float]] = {}

@@ -122,10 +122,12 @@ def dashboard(spec: Spec, groups: list[RuleGroup]) -> db.Dashboard:
                            [Query(q.sel(spec, q.gap_ratio(spec), DETAIL),
                                   f"{{{{{names.FIELD_LABEL}}}}} {q.legend(spec)}")], RATIO,
                            description=f"Share of the target's successful scrapes in the last {window} that "
-                                       "carried the field; below 100 % means intermittent gaps.",
+                                       "carried the field, for the fields that missed some scrape (the ratio is recorded only "
+                                       "below 100 %): intermittent gaps.",
                            thresholds=threshold_steps(steps=[(None, "red"), (spec.alerts.gap_min_ratio, "orange"),
                                                              (1, "green")]),
-                           no_value=base.no_value(spec, "No sample-ratio series for these GPUs.",
+                           no_value=base.no_value(spec, "No gaps: these GPUs carried every required field in every "
+                                                  "successful scrape of the window.",
                                                   "GpuMetricIntermittent"),
                            min_val=0, max_val=1))
     optional = [m for m in spec.metrics if m.presence == "optional"]

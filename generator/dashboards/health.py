@@ -28,14 +28,18 @@ COVERAGE_STEPS = [(None, "red"), (0.9, "orange"), (1, "green")]
 
 
 def _coverage(spec: Spec, metrics) -> str:
-    """Share of inventory GPUs reporting each field now. The per-job coverage rule has no
-    cluster label, so with a cluster label the same ratio is taken from the per-GPU rules."""
+    """Share of inventory GPUs reporting each field now. The coverage rule has one series per
+    job and cluster, so with a cluster label the clusters chosen are combined, each weighted by
+    its inventory series (``names.NODE_INVENTORY``; for fields DCGM does not report per MIG
+    instance this weights by every GPU, MIG instances included: an approximation)."""
     fields = q.field_regex(metrics)
-    if not spec.exporter.labels.cluster:
+    lab = spec.exporter.labels
+    if not lab.cluster:
         return f'{names.COVERAGE}{{{matcher("job", spec.exporter.job)},{matcher(names.FIELD_LABEL, fields, "=~")}}}'
-    present = q.sel(spec, names.FIELD_PRESENT, FLEET, matcher(names.FIELD_LABEL, fields, "=~"))
-    return (f"count by ({names.FIELD_LABEL}) ({present})\n"
-            f"/ scalar(count({q.sel(spec, names.INVENTORY, FLEET)}))")
+    cov = q.sel(spec, names.COVERAGE, FLEET, matcher(names.FIELD_LABEL, fields, "=~"))
+    inv = q.sel(spec, names.NODE_INVENTORY, FLEET)
+    return (f"sum by ({names.FIELD_LABEL}) (\n  {cov}\n  * on (job, {lab.cluster}) group_left ()\n"
+            f"  sum by (job, {lab.cluster}) ({inv})\n)\n/ scalar(sum({inv}))")
 
 
 def _targets(spec: Spec, b: Board) -> None:
@@ -162,12 +166,10 @@ def _missing_panels(spec: Spec, b: Board) -> None:
         no_value=base.no_value(spec, "No GPU was lost.", "GpuLost"),
         links=base.runbook_links(spec, "GpuLost"), hide=("Time", "Value", "__name__", "job")), with_gpu=False))
     lab = spec.exporter.labels
-    no_node = q.sel(spec, names.FIELD_PRESENT, FLEET, **{lab.node: ""})
-    no_gpu = q.sel(spec, names.FIELD_PRESENT, FLEET, **{lab.gpu: ""})
-    unlabelled = f"count({no_node} or {no_gpu}) or vector(0)"
-    b.add(stat_panel("Series without node or GPU label", [Query(unlabelled, "series")], COUNT,
-                     description=f"GPU series lacking {lab.node} or {lab.gpu} (renamed label, 1.x "
-                                 "compatibility mode): per-GPU rules and these dashboards cannot see them.",
+    unlabelled = f"count(max without ({names.FIELD_LABEL}) ({names.UNLABELLED}{{{q.target_sel(spec)}}})) or vector(0)"
+    b.add(stat_panel("Targets serving series without node or GPU label", [Query(unlabelled, "targets")], COUNT,
+                     description=f"Exporter targets whose GPU series lack {lab.node} or {lab.gpu} (renamed label, "
+                                 "1.x compatibility mode): per-GPU rules and these dashboards cannot see them.",
                      thresholds=threshold_steps(steps=[(None, "green"), (1, "orange")]),
                      links=base.runbook_links(spec, "GpuIdentityLabelMissing")))
 

@@ -139,27 +139,21 @@ def firing_alerts(spec: Spec, groups: list[RuleGroup], scope: Scope | None = Non
 
 def missing_now(spec: Spec, scope: Scope, metrics: tuple[Metric, ...] | None = None) -> str:
     """One series per (GPU in the inventory, required field it does not report now), labelled
-    with ``dcgm_field``. Fields DCGM does not report per MIG instance are only expected on
-    non-MIG series, like the presence alerts expect them."""
-    lab = spec.exporter.labels
-    ids = by(gpu_ids(spec))
-    parts = []
-    for m in metrics if metrics is not None else spec.required_metrics:
-        inv = sel(spec, names.INVENTORY, scope, **({lab.mig_instance: ""} if m.mig == "unsupported" else {}))
-        present = sel(spec, names.FIELD_PRESENT, scope, **{names.FIELD_LABEL: m.name})
-        parts.append(f'label_replace(\n  {inv}\n  unless on ({ids})\n  {present},\n'
-                     f'  "{names.FIELD_LABEL}", "{m.name}", "", ""\n)')
-    return "\nor\n".join(parts)
+    with ``dcgm_field``: the sparse missing sets the rules record (``names.FIELD_MISSING``; fields
+    DCGM does not report per MIG instance are only expected on non-MIG series there, like the
+    presence alerts expect them)."""
+    fields = "|".join(m.name for m in (metrics if metrics is not None else spec.required_metrics))
+    return sel(spec, names.FIELD_MISSING, scope, matcher(names.FIELD_LABEL, fields, "=~"))
 
 
 def target_nodes(spec: Spec, scope: Scope | None = None, window: str = "15m") -> str:
-    """(job, instance) -> node map from the presence recording rule, so per-target series can
+    """(job, instance) -> node map from the target-node recording rule, so per-target series can
     be labelled with the node instead of a pod IP. ``topk by`` keeps one node per target even if
     a pod IP moved between nodes within ``window``. With ``scope``, only the chosen nodes."""
     lab = spec.exporter.labels
     keep = by(("job", "instance") + lab.node_identity)
     where = matchers(spec, scope) if scope is not None else target_sel(spec)
-    src = f"max_over_time({names.FIELD_PRESENT}{{{where}}}[{window}])"
+    src = f"max_over_time({names.TARGET_NODE}{{{where}}}[{window}])"
     return f"topk by (job, instance) (1, group by ({keep}) ({src}))"
 
 

@@ -37,10 +37,14 @@ def _build_groups(spec: Spec) -> tuple[RuleGroup, ...]:
     slow = spec.alerts.slow_group_interval
     groups = [
         # the normalized readings (issue 13; none without sources) before the inventory that reads them
-        RuleGroup(f"{p}.inventory", tuple(inventory.field_present(spec) + sources.recording(spec)
-                                          + inventory.inventory(spec) + inventory.target_node(spec)
+        RuleGroup(f"{p}.inventory", tuple(sources.recording(spec) + inventory.inventory(spec)
+                                          + inventory.field_missing(spec, spec.required_metrics)
+                                          + inventory.target_node(spec) + inventory.unlabelled(spec)
                                           + inventory.aggregates(spec))),
-        RuleGroup(f"{p}.coverage", tuple(inventory.counts(spec) + inventory.coverage(spec)), interval=slow),
+        # optional fields' missing sets feed coverage only: evaluated with it
+        RuleGroup(f"{p}.coverage", tuple(inventory.field_missing(spec, [m for m in spec.tracked_metrics
+                                                                         if m.presence != "required"])
+                                         + inventory.counts(spec) + inventory.coverage(spec)), interval=slow),
         RuleGroup(f"{p}.exporter", tuple(exporter.rules(spec))),
         RuleGroup(f"{p}.presence", tuple(presence.rules(spec))),
         RuleGroup(f"{p}.values", tuple(values.rules(spec))),

@@ -105,7 +105,7 @@ def legacy_names(spec: Spec) -> Rule | None:
     on = ("job",) + ((lab.cluster,) if lab.cluster else ()) + ("instance",)
     served = " or ".join(job_sel(spec, n) for n in legacy)
     expr = (f"group by ({by(on + (lab.node,))}) (\n  {served}\n)\nunless on ({by(on + (lab.node,))})\n"
-            f'{job_sel(spec, names.FIELD_PRESENT)}')
+            f'{job_sel(spec, names.TARGET_NODE)}')
     return alert(spec, "GpuExporterLegacyNames", expr, severity="critical", for_=spec.alerts.for_,
                  kind="exporter_legacy_names", legacy=", ".join(legacy[:3]))
 

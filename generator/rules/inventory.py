@@ -1,9 +1,10 @@
 """Recording rules everything else shares: which field each GPU reports now, the GPU inventory,
 coverage, and MIG-aware node aggregates.
 
-One ``group by`` per field feeds all presence alerts, dashboards and coverage panels; alerts
-compare these small series instead of re-selecting raw metrics (measured at 8,000 GPUs, a shared
-inventory cut evaluation time by a third against a ``count`` per rule).
+One selection of the required fields makes the inventory; one ``unless`` per field records the
+inventory GPUs missing it (sparse: nothing on a healthy fleet), which feeds the presence alerts,
+coverage and the dashboards' missing tables (issue 16: recording a dense "present" series per
+GPU and field held more series than the raw fields).
 """
 
 from __future__ import annotations
@@ -14,28 +15,24 @@ from ..spec import Spec
 from . import names
 from .common import record
 from .model import Rule
-from .promql import by, dur, fleet_ids, gpu_ids, job_sel, node_ids, valid_values
+from .promql import by, dur, fields_sel, fleet_ids, gpu_ids, job_sel, node_ids, valid_values
 
 
-def field_present(spec: Spec) -> list[Rule]:
-    """One recording rule per required/optional field: 1 per (target, GPU) carrying it now.
-    ``instance`` is kept so alerts can tell which target a GPU came from; the workload labels
-    (pod, namespace, exported_*) are dropped so their churn does not split a GPU."""
-    keep = by(("job", "instance") + spec.exporter.labels.identity)
-    return [record(names.FIELD_PRESENT, f"group by ({keep}) ({job_sel(spec, m.name)})",
-                   {names.FIELD_LABEL: m.name})
-            for m in spec.tracked_metrics]
+def _inventory(spec: Spec, m) -> str:
+    """The inventory, without MIG instances for fields DCGM does not report per instance."""
+    if m.mig == "unsupported":
+        return f'{names.INVENTORY}{{{matcher(spec.exporter.labels.mig_instance, "")}}}'
+    return names.INVENTORY
 
 
 def inventory(spec: Spec) -> list[Rule]:
-    """The GPU inventory: 1 per GPU reporting a required field now. Built from required fields
-    only, so a GPU exporting only optional fields does not count as healthy. With fallback
-    sources, a GPU only a fallback serves counts too (its normalized series)."""
+    """The GPU inventory: 1 per GPU reporting a required field now, from one selection of every
+    required field. Built from required fields only, so a GPU exporting only optional fields does
+    not count as healthy. With fallback sources, a GPU only a fallback serves counts too (its
+    normalized series). The workload labels (pod, namespace, exported_*) are dropped so their
+    churn does not split a GPU."""
     ids = gpu_ids(spec)
-    required = "|".join(m.name for m in spec.required_metrics)
-    # dcgm_field is a label value on our own small series, not a metric name: the regex is cheap.
-    src = f'{names.FIELD_PRESENT}{{{matcher("job", spec.exporter.job)},{matcher(names.FIELD_LABEL, required, "=~")}}}'
-    expr = f"group by ({by(ids)}) ({src})"
+    expr = f"group by ({by(ids)}) ({fields_sel(spec, spec.required_metrics)})"
     sourced = "|".join(m.name for m in spec.required_metrics if m.sources)
     if sourced:
         # a GPU served only by fallback sources (a node wholly on 1.x names) is in the inventory
@@ -49,19 +46,46 @@ def inventory(spec: Spec) -> list[Rule]:
     return [record(names.INVENTORY, expr)]
 
 
+def field_missing(spec: Spec, metrics) -> list[Rule]:
+    """One recording rule per field of ``metrics``: 1 per inventory GPU that does not report it
+    now (label ``dcgm_field``; MIG instances left out for fields DCGM does not report per
+    instance). Sparse: a healthy fleet records nothing, where one dense "present" series per GPU
+    and field doubled the TSDB (issue 16: 184k series at 8,000 GPUs). Presence alerts, coverage
+    and the dashboards' "missing now" tables read these; "has the field" is the inventory
+    ``unless`` this set."""
+    ids = by(gpu_ids(spec))
+    return [record(names.FIELD_MISSING, f"{_inventory(spec, m)}\nunless on ({ids})\n{job_sel(spec, m.name)}",
+                   {names.FIELD_LABEL: m.name})
+            for m in metrics]
+
+
+def unlabelled(spec: Spec) -> list[Rule]:
+    """One recording rule per tracked field: 1 per exporter target whose series of the field lack
+    the node or the GPU label (``Hostname`` renamed ``hostname`` after exporter 4.8.2; ``uuid`` in
+    1.x compatibility mode); no series when every one has both. GpuIdentityLabelMissing and the health dashboard read it.
+    The index answers ``label=""`` without reading the samples of the labelled series."""
+    lab = spec.exporter.labels
+    keep = by(("job",) + ((lab.cluster,) if lab.cluster else ()) + ("instance",))
+    job = matcher("job", spec.exporter.job)
+    return [record(names.UNLABELLED, f'group by ({keep}) ({m.name}{{{job},{matcher(lab.node, "")}}} '
+                                     f'or {m.name}{{{job},{matcher(lab.gpu, "")}}})', {names.FIELD_LABEL: m.name})
+            for m in spec.tracked_metrics]
+
+
 def target_node(spec: Spec) -> list[Rule]:
-    """Which node each exporter target serves, from its GPU series: the exporter alerts (from
-    ``up`` and ``scrape_*``, which carry no node label) join it, so Alertmanager can match a down
-    target with its node's GPU alerts."""
+    """Which node each exporter target serves, from its required GPU series (one selection): the
+    exporter alerts (from ``up`` and ``scrape_*``, which carry no node label) join it, so
+    Alertmanager can match a down target with its node's GPU alerts."""
     lab = spec.exporter.labels
     keep = by(("job",) + ((lab.cluster,) if lab.cluster else ()) + ("instance", lab.node))
-    src = f'{names.FIELD_PRESENT}{{{matcher("job", spec.exporter.job)},{matcher(lab.node, "", "!=")}}}'
+    src = fields_sel(spec, spec.required_metrics, matcher(lab.node, "", "!="))
     return [record(names.TARGET_NODE, f"group by ({keep}) ({src})")]
 
 
 def counts(spec: Spec) -> list[Rule]:
     """Physical GPUs (distinct UUIDs) reporting now per job and node, physical GPUs seen within
-    the inventory lookback, and MIG instances reporting now per job and node. The inventory has
+    the inventory lookback, and MIG instances reporting now per job and node, and the inventory
+    series per node (all and not in MIG mode: coverage's denominators). The inventory has
     one series per MIG instance: counted as is, one GPU in 4 MIG slices read 4 GPUs (issue 11,
     item 7), so physical GPUs and MIG instances are counted apart and named so."""
     lab = spec.exporter.labels
@@ -71,6 +95,8 @@ def counts(spec: Spec) -> list[Rule]:
     device = f"{nodes}, {lab.gpu}"
     mig = f'{names.INVENTORY}{{{lab.mig_instance}!=""}}'
     return [
+        record(names.NODE_INVENTORY, f"count by ({nodes}) ({names.INVENTORY})"),
+        record(names.NODE_INVENTORY_NON_MIG, f'count by ({nodes}) ({names.INVENTORY}{{{matcher(lab.mig_instance, "")}}})'),
         record(names.NODE_GPU_DEVICES_REPORTING, f"count by ({nodes}) (group by ({device}) ({names.INVENTORY}))"),
         record(names.GPU_DEVICES_REPORTING, f"sum by ({fleet}) ({names.NODE_GPU_DEVICES_REPORTING})"),
         record(names.GPU_DEVICES_KNOWN,
@@ -81,28 +107,30 @@ def counts(spec: Spec) -> list[Rule]:
 
 
 def coverage(spec: Spec) -> list[Rule]:
-    """Share of inventory GPUs reporting each field, fleet-wide and per node (0..1).
+    """Share of inventory GPUs reporting each field, fleet-wide (every field) and per node (only
+    where below 1), as 1 - missing / inventory from the sparse :data:`names.FIELD_MISSING` and the
+    per-node inventory counts, so no rule reads a series per GPU and field (issue 16).
 
     Fields DCGM does not report per MIG instance (``mig: unsupported``) are measured against the
     GPUs not in MIG mode only; otherwise a MIG fleet would show them at a permanent 50 %."""
-    mig = spec.exporter.labels.mig_instance
-    sets = [([m.name for m in spec.tracked_metrics if m.mig != "unsupported"], ""),
-            ([m.name for m in spec.tracked_metrics if m.mig == "unsupported"], f',{mig}=""')]
+    sets = [([m for m in spec.tracked_metrics if m.mig != "unsupported"], names.NODE_INVENTORY),
+            ([m for m in spec.tracked_metrics if m.mig == "unsupported"], names.NODE_INVENTORY_NON_MIG)]
+    fleet, nodes = by(fleet_ids(spec)), by(node_ids(spec))
     out = []
-    for name, level in ((names.COVERAGE, fleet_ids(spec)), (names.NODE_COVERAGE, node_ids(spec))):
-        parts = []
-        for fields, extra in sets:
-            if not fields:
-                continue
-            present = f'{names.FIELD_PRESENT}{{{matcher(names.FIELD_LABEL, "|".join(fields), "=~")}{extra}}}'
-            inv = f"{names.INVENTORY}{{{extra[1:]}}}" if extra else names.INVENTORY
-            # FIELD_PRESENT keeps ``instance``: while a replaced exporter pod and its successor
-            # are both scraped a GPU appears twice, so count each GPU once (found by rule tests).
-            present = f"group by ({by(gpu_ids(spec))}, {names.FIELD_LABEL}) ({present})"
-            parts.append(f"  count by ({by(level)}, {names.FIELD_LABEL}) ({present})\n"
-                         f"  / on ({by(level)}) group_left ()\n  count by ({by(level)}) ({inv})")
-        # one rule (the two parts have disjoint dcgm_field values), so promtool sees no duplicate
-        out.append(record(name, "(\n" + "\n)\nor\n(\n".join(parts) + "\n)"))
+    for m, count in ((m, count) for fields, count in sets for m in fields):
+        # fleet-wide: one rule per field (a series for every field, 1 where no GPU misses it)
+        missing = f'{names.FIELD_MISSING}{{{matcher(names.FIELD_LABEL, m.name)}}}'
+        total = f"sum by ({fleet}) ({count})"
+        out.append(record(names.COVERAGE, f"1 - (\n  count by ({fleet}) ({missing})\n  / on ({fleet}) group_left ()\n"
+                                          f"  {total}\n  or\n  {total} * 0\n)", {names.FIELD_LABEL: m.name}))
+    parts = []
+    for fields, count in sets:
+        if fields:
+            missing = f'{names.FIELD_MISSING}{{{matcher(names.FIELD_LABEL, "|".join(m.name for m in fields), "=~")}}}'
+            parts.append(f"  1 - count by ({nodes}, {names.FIELD_LABEL}) ({missing})\n"
+                         f"  / on ({nodes}) group_left ()\n  {count}")
+    # per node only where below 1; one rule (the parts have disjoint dcgm_field values)
+    out.append(record(names.NODE_COVERAGE, "(\n" + "\n)\nor\n(\n".join(parts) + "\n)"))
     return out
 
 

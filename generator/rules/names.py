@@ -8,14 +8,27 @@ cluster when set); ``job_node`` = job plus node (and cluster); ``job`` = the who
 #: label carrying the DCGM field name on per-field recording rules and alerts
 FIELD_LABEL = "dcgm_field"
 
-#: 1 per (target, GPU, field) for every required/optional field present now (keeps ``instance``)
-FIELD_PRESENT = "job_gpu:dcgm_field_present:group"
+#: 1 per GPU in the inventory and required/optional field it does not report now (sparse: a
+#: healthy fleet records none; issue 16 replaced a dense "present" series per GPU and field)
+FIELD_MISSING = "job_gpu:dcgm_field_missing:group"
 #: 1 per exporter target and the node its GPU series name (how exporter alerts learn their node)
 TARGET_NODE = "job_instance:gpumon_target_node:group"
+#: 1 per exporter target and field whose series lack the node or GPU label (sparse: none when labelled)
+UNLABELLED = "job_instance:gpumon_unlabelled_series:group"
 #: 1 per GPU reporting at least one required field now: the GPU inventory
 INVENTORY = "job_gpu:gpumon_inventory:group"
+#: inventory series (GPUs and MIG instances) per node; ``..._non_mig`` only those not in MIG mode
+#: (the denominators of coverage, for fields DCGM reports per MIG instance or not)
+NODE_INVENTORY = "job_node:gpumon_inventory:count"
+NODE_INVENTORY_NON_MIG = "job_node:gpumon_inventory_non_mig:count"
 #: per GPU and field, the reading when it cannot be real (label ``reason``), else no series
 IMPLAUSIBLE = "job_gpu:dcgm_field_implausible:max"
+#: per exporter series, its reading when it cannot be real (no ``reason``; sparse): the one pass
+#: over the raw metric that :data:`IMPLAUSIBLE` splits by reason (issue 16)
+IMPLAUSIBLE_READING = "job_gpu:dcgm_field_implausible:unless"
+#: per node, 1 when some GPU of it reads the field plausibly, only in jobs (and clusters) where
+#: some GPU reads it implausibly (sparse): the implausible tiers' "valid elsewhere" guard
+NODE_PLAUSIBLE = "job_node_dcgm_field:gpumon_plausible:group"
 #: physical GPUs reporting now (distinct UUIDs: the MIG instances of one GPU count once), per job / per node
 GPU_DEVICES_REPORTING = "job:gpumon_gpu_devices_reporting:count"
 NODE_GPU_DEVICES_REPORTING = "job_node:gpumon_gpu_devices_reporting:count"
@@ -24,7 +37,8 @@ GPU_DEVICES_KNOWN = "job:gpumon_gpu_devices_known:count"
 #: MIG instances reporting now (series with a MIG instance label), per job / per node
 MIG_INSTANCES_REPORTING = "job:gpumon_mig_instances_reporting:count"
 NODE_MIG_INSTANCES_REPORTING = "job_node:gpumon_mig_instances_reporting:count"
-#: share of inventory GPUs reporting each field, per job and per node (0..1)
+#: share of inventory GPUs reporting each field, per job (every field) and per node (only where
+#: below 1: a healthy node records none) (0..1)
 COVERAGE = "job_dcgm_field:gpumon_coverage:ratio"
 NODE_COVERAGE = "job_node_dcgm_field:gpumon_coverage:ratio"
 

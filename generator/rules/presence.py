@@ -15,18 +15,19 @@ from ..spec import Metric, Spec
 from . import names, sources
 from .common import alert
 from .model import Rule
+from .inventory import _inventory
 from .promql import by, dur, fleet_ids, gpu_ids, job_sel, node_ids
 
 
+def _missing(spec: Spec, m: Metric) -> str:
+    """The inventory GPUs that do not report ``m`` now (:data:`names.FIELD_MISSING`)."""
+    return f'{names.FIELD_MISSING}{{{matcher("job", spec.exporter.job)},{matcher(names.FIELD_LABEL, m.name)}}}'
+
+
 def _present(spec: Spec, m: Metric) -> str:
-    return f'{names.FIELD_PRESENT}{{{matcher("job", spec.exporter.job)},{matcher(names.FIELD_LABEL, m.name)}}}'
-
-
-def _inventory(spec: Spec, m: Metric) -> str:
-    """The inventory, without MIG instances for fields DCGM does not report per instance."""
-    if m.mig == "unsupported":
-        return f'{names.INVENTORY}{{{spec.exporter.labels.mig_instance}=""}}'
-    return names.INVENTORY
+    """The inventory GPUs that report ``m`` now: the inventory ``unless`` the sparse missing set
+    (a required field's series put its GPU in the inventory, so this is every GPU reporting it)."""
+    return f"({_inventory(spec, m)} unless on ({by(gpu_ids(spec))}) {_missing(spec, m)})"
 
 
 def _absent_window(spec: Spec) -> float:
@@ -75,7 +76,8 @@ def node_metric_missing(spec: Spec, m: Metric) -> Rule:
     # serves is GpuMetricFallbackServing's, and a fleet served only by fallbacks still finds its
     # node without any source
     has = sources.normalized_sel(spec, m) if m.sources else _present(spec, m)
-    expr = (f"(\n  group by ({nodes}) ({_inventory(spec, m)})\n"
+    # the nodes with inventory GPUs and none of them reporting it are among those of the missing set
+    expr = (f"(\n  group by ({nodes}) ({_missing(spec, m)})\n"
             f"  unless on ({nodes})\n  group by ({nodes}) ({has})\n)\n"
             f"and on ({fleet})\ngroup by ({fleet}) ({has})")
     return alert(spec, "GpuNodeMetricMissing", expr, severity="warning", for_=spec.alerts.for_,
@@ -84,12 +86,12 @@ def node_metric_missing(spec: Spec, m: Metric) -> Rule:
 
 def gpu_metric_missing(spec: Spec, m: Metric) -> Rule:
     """Field missing on a GPU that reports other fields, while other GPUs of its node have it."""
-    ids, nodes = by(gpu_ids(spec)), by(node_ids(spec))
+    nodes = by(node_ids(spec))
     served = ""
     if m.sources:  # a GPU a fallback serves (matched per device: a source may lack the GPU index)
         served = f"\n  unless on ({by(sources.device_ids(spec))})\n  {sources.fallback_sel(spec, m)}"
     has = sources.normalized_sel(spec, m) if m.sources else _present(spec, m)
-    expr = (f"(\n  {_inventory(spec, m)}\n  unless on ({ids})\n  {_present(spec, m)}{served}\n)\n"
+    expr = (f"(\n  {_missing(spec, m)}{served}\n)\n"
             f"and on ({nodes})\ngroup by ({nodes}) ({has})")
     return alert(spec, "GpuMetricMissing", expr, severity="warning", for_=spec.alerts.for_,
                  kind="gpu_metric_missing", labels={names.FIELD_LABEL: m.name}, metric=m.name, title=m.title)
@@ -123,11 +125,9 @@ def identity_label_missing(spec: Spec) -> Rule:
     """Series without the node or GPU label (``Hostname`` renamed ``hostname`` after exporter
     4.8.2; ``uuid`` in 1.x compatibility mode): per-GPU rules and dashboards cannot see them."""
     lab = spec.exporter.labels
-    src = f'{names.FIELD_PRESENT}{{{matcher("job", spec.exporter.job)},{lab.node}=""}}'
-    src2 = f'{names.FIELD_PRESENT}{{{matcher("job", spec.exporter.job)},{lab.gpu}=""}}'
     # keep the cluster label (when the spec names one) like every other per-target alert
     keep = by(("job",) + ((lab.cluster,) if lab.cluster else ()) + ("instance",))
-    expr = f"group by ({keep}) ({src} or {src2})"
+    expr = f"max without ({names.FIELD_LABEL}) ({job_sel(spec, names.UNLABELLED)})"  # per target: {keep}
     return alert(spec, "GpuIdentityLabelMissing", expr, severity="warning", for_=spec.alerts.for_,
                  kind="identity_label_missing")
 

@@ -30,6 +30,17 @@ def num(value: float) -> str:
     return str(int(value)) if float(value).is_integer() else repr(float(value))
 
 
+def fields_sel(spec: Spec, metrics, *more: str) -> str:
+    """``(A{job="<exporter job>"<,more>} or B{...} ...)``: the series of several fields in one
+    expression, for a ``group by`` that only needs their labels (``or`` keeps one series per label
+    set, so a GPU reporting several of the fields appears once). One selector per name, no regex
+    on metric names (the rules' convention, ``tests/test_render.py``); ``more`` are matcher
+    strings such as ``'Hostname=""'``."""
+    extra = "".join(f",{x}" for x in more)
+    job = promqltext.matcher("job", spec.exporter.job)
+    return "(" + " or ".join(f"{m.name}{{{job}{extra}}}" for m in metrics) + ")"
+
+
 def job_sel(spec: Spec, metric: str) -> str:
     """``metric{job="<exporter job>"}``."""
     return selector(metric, job=spec.exporter.job)

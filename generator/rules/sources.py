@@ -17,7 +17,7 @@ from ..spec import Metric, Source, Spec
 from . import names
 from .common import alert, record
 from .model import Rule
-from .promql import by, gpu_ids, job_sel, node_ids, num, selector
+from .promql import by, fields_sel, gpu_ids, job_sel, node_ids, num, selector
 
 #: RE2 (fully anchored) taking the host out of ``host:port`` (``[v6]:port`` keeps its brackets)
 INSTANCE_HOST = "(.+?)(?::[0-9]+)?"
@@ -54,7 +54,7 @@ def mapped(spec: Spec, m: Metric, src: Source) -> str:
     node and GPU-index labels copied into the exporter's (node from ``instance`` without the
     port), its job set to the exporter's, ``max by`` the metric's GPU ids, then converted. A GPU
     index the source lacks, and a node it reads from ``instance``, come from the GPU's primary
-    series (:data:`names.FIELD_PRESENT`) where the GPU has any. gpumon's textfile sidecar's
+    series (any tracked field, :func:`~generator.rules.promql.fields_sel`) where the GPU has any. gpumon's textfile sidecar's
     readings count only while its last run is recent (:func:`generator.sidecar.stale_after`)."""
     lab = spec.exporter.labels
     expr = selector(src.series, job=src.job)
@@ -89,7 +89,7 @@ def mapped(spec: Spec, m: Metric, src: Source) -> str:
         borrowed.append(lab.node)
     if borrowed:
         dev = by(device_ids(spec))
-        present = f"{names.FIELD_PRESENT}{{{promqltext.matcher('job', spec.exporter.job)}}}"
+        present = fields_sel(spec, spec.tracked_metrics)
         index = f"topk by ({dev}) (1, group by ({dev}, {by(tuple(borrowed))}) ({present}))"
         out = f"(\n    {out}\n  ) * on ({dev}) group_left ({by(tuple(borrowed))}) {index}\n  or on ({dev})\n  {out}"
     return out

@@ -8,11 +8,25 @@ from . import names
 from .common import alert, record
 from .model import Rule
 from ..promqltext import matcher
-from .promql import by, dur, fleet_ids, gpu_ids, job_sel, node_ids, num, reading_sel, selector, valid_values
+from .promql import (by, dur, fleet_ids, gpu_ids, job_sel, node_ids, num, plausible_filter, reading_sel, selector,
+                     valid_values)
 
 
 def _reason(expr: str, reason: str) -> str:
     return f'label_replace({expr}, "reason", "{reason}", "", "")'
+
+
+def implausible_set(spec: Spec, m: Metric) -> Rule:
+    """Recording rule: the series of ``m`` whose reading cannot be real (NaN, a DCGM blank code,
+    outside the spec range), as they are; none on a healthy fleet. The raw metric is read twice
+    here and nowhere else in the implausible tiers (issue 16: four ``label_replace`` reads and an
+    ``M != M`` self-join per field took most of the values group's time)."""
+    s = reading_sel(spec, m)
+    # per target and GPU (and the alert labels, e.g. err_code): workload labels (pod, namespace)
+    # are dropped so their churn does not make new series; every label IMPLAUSIBLE keeps stays
+    keep = by(tuple(dict.fromkeys(("job", "instance") + spec.exporter.labels.identity + m.alert_labels)))
+    return record(names.IMPLAUSIBLE_READING, f"max by ({keep}) (\n  {s}\n  unless\n  {s}{plausible_filter(m)}\n)",
+                  {names.FIELD_LABEL: m.name})
 
 
 def implausible_readings(spec: Spec, m: Metric) -> Rule:
@@ -20,9 +34,10 @@ def implausible_readings(spec: Spec, m: Metric) -> Rule:
     ``reason``: ``dcgm_blank`` (a DCGM blank / not-supported code >= 2^47 passed through as a
     number; dcgm_structs.h), ``nan`` (NaN compares unequal to itself), ``above_range`` /
     ``below_range`` (outside the spec's plausible range, e.g. 0 C or 0 W on a running GPU). The
-    three implausible tiers read it. A metric with ``sources`` is read from its normalized series
-    (issue 13): a fallback's implausible reading counts like the primary's."""
-    s = reading_sel(spec, m)
+    three implausible tiers read it. Split from :func:`implausible_set` (the small set), so the
+    raw metric is not re-read per reason. A metric with ``sources`` is read from its normalized
+    series (issue 13): a fallback's implausible reading counts like the primary's."""
+    s = selector(names.IMPLAUSIBLE_READING, job=spec.exporter.job, **{names.FIELD_LABEL: m.name})
     parts = [_reason(f"{s} >= {DCGM_BLANK_MIN}", "dcgm_blank"), _reason(f"{s} != {s}", "nan")]
     if m.range_max is not None:
         parts.append(_reason(f"{s} > {num(m.range_max)} < {DCGM_BLANK_MIN}", "above_range"))
@@ -37,9 +52,23 @@ def _implausible_sel(spec: Spec, m: Metric) -> str:
     return selector(names.IMPLAUSIBLE, job=spec.exporter.job, **{names.FIELD_LABEL: m.name})
 
 
+def node_plausible(spec: Spec, m: Metric) -> Rule:
+    """Recording rule: 1 per node with a plausible reading of ``m`` now, kept only in the jobs
+    (and clusters) where some GPU reads ``m`` implausibly, so a healthy fleet records nothing. The
+    three tiers only ask "plausible elsewhere on this node / in this fleet" about the nodes and
+    fleets :data:`names.IMPLAUSIBLE` has, so the restriction changes no answer; the fleet level
+    is ``group by`` of this series instead of another pass over the raw metric."""
+    nodes, fleet = by(node_ids(spec)), by(fleet_ids(spec))
+    expr = (f"group by ({nodes}) ({valid_values(spec, m)})\n"
+            f"and on ({fleet})\ngroup by ({fleet}) ({_implausible_sel(spec, m)})")
+    return record(names.NODE_PLAUSIBLE, expr, {names.FIELD_LABEL: m.name})
+
+
 def _plausible(spec: Spec, m: Metric, level: tuple[str, ...]) -> str:
-    """``group by (level)`` of the GPUs with a plausible reading of ``m`` now."""
-    return f"group by ({by(level)}) ({valid_values(spec, m)})"
+    """``group by (level)`` of the nodes with a plausible reading of ``m`` now, from
+    :func:`node_plausible` (only where :data:`names.IMPLAUSIBLE` has series of the same fleet)."""
+    src = selector(names.NODE_PLAUSIBLE, job=spec.exporter.job, **{names.FIELD_LABEL: m.name})
+    return f"group by ({by(level)}) ({src})"
 
 
 def _range_text(m: Metric) -> str:
@@ -187,10 +216,12 @@ def profiling_stuck(spec: Spec) -> Rule | None:
 
 
 def rules(spec: Spec) -> list[Rule]:
-    """Value alerts for every spec'd metric: the implausible readings (recorded first, then three
+    """Value alerts for every spec'd metric: the implausible readings and the nodes that read each
+    field plausibly where some GPU does not (recorded first, then three
     tiers that exclude each other like the presence tiers), thresholds, frozen counters, and the
     busy-but-profiling-zero divergence."""
-    out: list[Rule] = [implausible_readings(spec, m) for m in spec.metrics]
+    out: list[Rule] = [r for m in spec.metrics
+                       for r in (implausible_set(spec, m), implausible_readings(spec, m), node_plausible(spec, m))]
     for m in spec.metrics:
         out += [fleet_implausible(spec, m), node_implausible(spec, m), implausible(spec, m)]
         out += [threshold(spec, m, t) for t in m.thresholds]

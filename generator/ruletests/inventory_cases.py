@@ -68,10 +68,14 @@ def counts(spec: Spec, step: float) -> list[Scenario]:
         (selector(names.NODE_GPU_DEVICES_REPORTING, node_ids(spec, fleet.node_name(1))), 2),
         (selector(names.NODE_GPU_DEVICES_REPORTING, node_ids(spec, fleet.node_name(2))), 1)])
     cov = f'{names.COVERAGE}{{{matcher(names.FIELD_LABEL, m.name)}}}'
-    sc.expect_expr(at, cov, [(selector(names.COVERAGE, {**job, names.FIELD_LABEL: m.name}), 2 / 3)])
+    # 1 - missing / inventory (issue 16): written so, so the float matches promtool's exactly
+    sc.expect_expr(at, cov, [(selector(names.COVERAGE, {**job, names.FIELD_LABEL: m.name}), 1 - 1 / 3)])
     node1 = node_ids(spec, fleet.node_name(1))
     ncov = f'{names.NODE_COVERAGE}{{{matcher(names.FIELD_LABEL, m.name)},{matcher(spec.exporter.labels.node, fleet.node_name(1))}}}'
     sc.expect_expr(at, ncov, [(selector(names.NODE_COVERAGE, {**node1, names.FIELD_LABEL: m.name}), 0.5)])
+    # per-node coverage is recorded only below 1: node 2's GPU reports the field, so it has none
+    ncov2 = f'{names.NODE_COVERAGE}{{{matcher(names.FIELD_LABEL, m.name)},{matcher(spec.exporter.labels.node, fleet.node_name(2))}}}'
+    sc.expect_expr(at, ncov2, [])
     # issue 11, item 7: one GPU in 4 MIG slices is one physical GPU and 4 MIG instances
     mig = Scenario("inventory: a GPU in 4 MIG slices counts as one physical GPU and 4 MIG instances", 4, step)
     plain, sliced = fleet.gpus(1, 1), fleet.mig_instances(2, 0, 4)

@@ -21,7 +21,7 @@ from typing import Iterator
 
 from ...findings import Finding
 from ...readers import promql
-from ...rules.names import FIELD_PRESENT
+from ...rules.names import TARGET_NODE
 from ._base import make, parsed
 
 ID = "unknown-metric"
@@ -39,7 +39,7 @@ def check(inputs, ctx) -> Iterator[Finding]:
             seen.add(name)
             if name in {s.series for m in ctx.spec.metrics for s in m.sources}:
                 continue  # a fallback source the spec declares (issue 13): read on purpose
-            if name in ctx.legacy and (ctx.legacy[name] in selected or FIELD_PRESENT in selected):
+            if name in ctx.legacy and (ctx.legacy[name] in selected or TARGET_NODE in selected):
                 continue  # compares the 1.x name with the current one on purpose (GpuExporterLegacyNames)
             if name in ctx.legacy:
                 current = ctx.legacy[name]

@@ -8,6 +8,7 @@ config and TSDB, waits on ``/-/ready`` (not a sleep), and stops it by PID.
 from __future__ import annotations
 
 import json
+import re
 import os
 import shutil
 import signal
@@ -16,6 +17,7 @@ import subprocess
 import tempfile
 import threading
 import time
+from datetime import datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Callable
@@ -115,6 +117,17 @@ def wait_ready(proc: subprocess.Popen, url: str, timeout: float, name: str, logs
             pass
         time.sleep(0.2)
     raise RuntimeError(f"{name} not ready after {timeout}s:\n{logs()}")
+
+
+def _rfc3339_seconds(text: str) -> float:
+    """Unix seconds of an RFC 3339 time as Prometheus writes it (nanosecond fraction, ``Z`` or an
+    offset); 0.0 for Go's zero time or anything unparsable (a group that never evaluated)."""
+    match = re.fullmatch(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d+))?(Z|[+-]\d\d:\d\d)", text or "")
+    if not match:
+        return 0.0
+    whole, fraction, zone = match.groups()
+    stamp = datetime.fromisoformat(whole + ("+00:00" if zone == "Z" else zone)).timestamp()
+    return stamp + (float(f"0.{fraction}") if fraction else 0.0)
 
 
 def stop_process(proc: subprocess.Popen, grace: float = 10) -> None:
@@ -266,6 +279,29 @@ class LocalPrometheus(_QueryServer):
                      f"--storage.tsdb.path={folder / 'data'}", f"--web.listen-address=127.0.0.1:{self.port}",
                      "--web.enable-lifecycle", "--storage.tsdb.retention.time=1d", *self.extra_args])
         return self
+
+    def settle(self, timeout: float = 30) -> bool:
+        """Wait until every rule group has evaluated at least once after now (Prometheus' clock).
+
+        A check that "nothing fires" is only sound once each group has seen the current data: the
+        scrape manager starts scraping up to 5 s after the rule manager starts (its reload ticker),
+        so with a test-sized ``for`` an ``absent(up)`` alert fires before the first scrape, and its
+        ALERTS series lasts until its own group evaluates again, even when other groups already
+        see a healthy fleet. Returns False if some group did not evaluate within ``timeout``.
+        """
+        since = self._server_time()
+        def evaluated() -> bool:
+            resp = httpx.get(f"{self.url}/api/v1/rules", timeout=10)
+            resp.raise_for_status()
+            groups = resp.json()["data"]["groups"]
+            return all(_rfc3339_seconds(g.get("lastEvaluation", "")) > since for g in groups)
+        return wait_for(evaluated, timeout, 0.2)
+
+    def _server_time(self) -> float:
+        """The server's clock, in Unix seconds (an instant query of ``time()``)."""
+        resp = httpx.get(f"{self.url}/api/v1/query", params={"query": "time()"}, timeout=10)
+        resp.raise_for_status()
+        return float(resp.json()["data"]["result"][0])
 
     def reload(self) -> None:
         """Ask the server to re-read its config and rules (``POST /-/reload``)."""

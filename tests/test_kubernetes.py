@@ -240,6 +240,7 @@ def test_real_prometheus_healthy_cluster_then_faults(cluster):
     assert _values(prom, names.NODE_EXPORTER_PODS) == {"gpu-node-a": 1, "gpu-node-b": 1}
     assert _values(prom, names.GPUS_EXPECTED) == {"dcgm-exporter": 16}
     assert _values(prom, names.GPU_DEVICES_REPORTING) == {"dcgm-exporter": 16}
+    assert prom.settle(), "a rule group did not evaluate after the cluster was healthy"
     assert not prom.wait_for(lambda: _alerts(prom), 6), f"healthy cluster fired: {_alerts(prom)}"
 
     # Faults: node b loses GPUs 6 and 7 (8 of capacity, 6 reporting); GPU node c has no exporter pod

@@ -58,6 +58,7 @@ def test_partial_loss_fires_for_exactly_that_gpu_then_target_down_pages_once(fle
     assert prom.wait_for(lambda: prom.query('job:gpumon_gpu_devices_reporting:count == 8'), 60), prom.logs()
     # Healthy: every rule has evaluated on full data; nothing pending or firing.
     assert prom.wait_for(lambda: prom.query('job_dcgm_field:gpumon_coverage:ratio{dcgm_field="DCGM_FI_DEV_GPU_TEMP"} == 1'), 30)
+    assert prom.settle(), "a rule group did not evaluate after the fleet was healthy"
     seen: list[dict] = []  # what was pending or firing, kept for the message (it may resolve at once)
     assert not prom.wait_for(lambda: seen.extend(alerts(prom)) or seen, 6), f"healthy fleet fired: {seen}"
 

@@ -46,17 +46,39 @@ def inventory(spec: Spec) -> list[Rule]:
     return [record(names.INVENTORY, expr)]
 
 
+def _absent_on(m) -> str:
+    """:data:`names.NODE_FIELD_ABSENT` of one field."""
+    return f'{names.NODE_FIELD_ABSENT}{{{matcher(names.FIELD_LABEL, m.name)}}}'
+
+
+def field_absent(spec: Spec, metrics) -> list[Rule]:
+    """One recording rule per (optional) field of ``metrics``: 1 per node with inventory GPUs of
+    which none reports it now (label ``dcgm_field``). An optional field a whole fleet never serves
+    (``DCGM_FI_PROF_*`` where profiling is unsupported, vGPU fields on bare metal) would otherwise
+    put every GPU of the fleet in its missing set, as dense as the "present" series issue 16
+    removed (5,000 of 8,405 recorded series at 1,000 GPUs); a node here counts all its GPUs
+    missing in coverage from the node counts instead."""
+    nodes = by(node_ids(spec))
+    return [record(names.NODE_FIELD_ABSENT, f"group by ({nodes}) ({_inventory(spec, m)})\nunless on ({nodes})\n"
+                                            f"group by ({nodes}) ({job_sel(spec, m.name)})", {names.FIELD_LABEL: m.name})
+            for m in metrics]
+
+
 def field_missing(spec: Spec, metrics) -> list[Rule]:
     """One recording rule per field of ``metrics``: 1 per inventory GPU that does not report it
     now (label ``dcgm_field``; MIG instances left out for fields DCGM does not report per
     instance). Sparse: a healthy fleet records nothing, where one dense "present" series per GPU
     and field doubled the TSDB (issue 16: 184k series at 8,000 GPUs). Presence alerts, coverage
     and the dashboards' "missing now" tables read these; "has the field" is the inventory
-    ``unless`` this set."""
-    ids = by(gpu_ids(spec))
-    return [record(names.FIELD_MISSING, f"{_inventory(spec, m)}\nunless on ({ids})\n{job_sel(spec, m.name)}",
-                   {names.FIELD_LABEL: m.name})
-            for m in metrics]
+    ``unless`` this set. An optional field's set leaves out the nodes of
+    :data:`names.NODE_FIELD_ABSENT` (recorded just before, in the same group: see
+    :func:`field_absent`)."""
+    ids, nodes = by(gpu_ids(spec)), by(node_ids(spec))
+
+    def expr(m) -> str:
+        out = f"{_inventory(spec, m)}\nunless on ({ids})\n{job_sel(spec, m.name)}"
+        return out if m.presence == "required" else f"{out}\nunless on ({nodes})\n{_absent_on(m)}"
+    return [record(names.FIELD_MISSING, expr(m), {names.FIELD_LABEL: m.name}) for m in metrics]
 
 
 def unlabelled(spec: Spec) -> list[Rule]:
@@ -119,9 +141,13 @@ def coverage(spec: Spec) -> list[Rule]:
     out = []
     for m, count in ((m, count) for fields, count in sets for m in fields):
         # fleet-wide: one rule per field (a series for every field, 1 where no GPU misses it)
-        missing = f'{names.FIELD_MISSING}{{{matcher(names.FIELD_LABEL, m.name)}}}'
+        missing = f'count by ({fleet}) ({names.FIELD_MISSING}{{{matcher(names.FIELD_LABEL, m.name)}}})'
+        if m.presence != "required":
+            # an optional field's GPUs missing on nodes where none serves it: the node's inventory count
+            missing = (f"sum by ({fleet}) (\n    count by ({nodes}) ({names.FIELD_MISSING}{{{matcher(names.FIELD_LABEL, m.name)}}})"
+                       f"\n    or\n    {count} and on ({nodes}) {_absent_on(m)}\n  )")
         total = f"sum by ({fleet}) ({count})"
-        out.append(record(names.COVERAGE, f"1 - (\n  count by ({fleet}) ({missing})\n  / on ({fleet}) group_left ()\n"
+        out.append(record(names.COVERAGE, f"1 - (\n  {missing}\n  / on ({fleet}) group_left ()\n"
                                           f"  {total}\n  or\n  {total} * 0\n)", {names.FIELD_LABEL: m.name}))
     parts = []
     for fields, count in sets:
@@ -129,7 +155,11 @@ def coverage(spec: Spec) -> list[Rule]:
             missing = f'{names.FIELD_MISSING}{{{matcher(names.FIELD_LABEL, "|".join(m.name for m in fields), "=~")}}}'
             parts.append(f"  1 - count by ({nodes}, {names.FIELD_LABEL}) ({missing})\n"
                          f"  / on ({nodes}) group_left ()\n  {count}")
-    # per node only where below 1; one rule (the parts have disjoint dcgm_field values)
+    optional = "|".join(m.name for m in spec.tracked_metrics if m.presence != "required")
+    if optional:
+        # nodes where no GPU serves an optional field: coverage 0 (their GPUs are not in the missing set)
+        parts.append(f'  {names.NODE_FIELD_ABSENT}{{{matcher(names.FIELD_LABEL, optional, "=~")}}} * 0')
+    # per node only where below 1; one rule (the parts have disjoint (node, dcgm_field) pairs)
     out.append(record(names.NODE_COVERAGE, "(\n" + "\n)\nor\n(\n".join(parts) + "\n)"))
     return out
 

@@ -11,6 +11,10 @@ FIELD_LABEL = "dcgm_field"
 #: 1 per GPU in the inventory and required/optional field it does not report now (sparse: a
 #: healthy fleet records none; issue 16 replaced a dense "present" series per GPU and field)
 FIELD_MISSING = "job_gpu:dcgm_field_missing:group"
+#: per optional field, 1 per node whose inventory GPUs none reports it (label ``dcgm_field``; sparse
+#: on a fleet that serves the field): its GPUs are counted missing from this, not one by one, so a
+#: field a whole fleet never serves (a profiling field DCGM lacks there) does not fill the missing set
+NODE_FIELD_ABSENT = "job_node:dcgm_field_absent:group"
 #: 1 per exporter target and the node its GPU series name (how exporter alerts learn their node)
 TARGET_NODE = "job_instance:gpumon_target_node:group"
 #: 1 per exporter target and field whose series lack the node or GPU label (sparse: none when labelled)

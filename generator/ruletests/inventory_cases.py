@@ -93,6 +93,35 @@ def counts(spec: Spec, step: float) -> list[Scenario]:
     return [sc, mig]
 
 
+def optional_coverage(spec: Spec, step: float) -> list[Scenario]:
+    """2 nodes x 2 GPUs report every required field; the first optional field is served by one GPU
+    of node 1 only. Node 2 serves it on no GPU: it is recorded once as a node without the field
+    (not as two missing GPUs), and coverage still counts its GPUs: 1 of 4 (fleet), 1/2 and 0 (nodes)."""
+    m = next((x for x in spec.tracked_metrics if x.presence != "required"), None)
+    if m is None or not spec.required_metrics:
+        return []
+    sc = Scenario(f"coverage of optional {m.name}: one GPU of node 1 serves it, node 2 serves it on no GPU", 6, step)
+    gpus = fleet.gpus(2, 2)
+    for inst in sorted({g.instance for g in gpus}):
+        add_target(sc, spec, inst)
+    for g in gpus:
+        add_gpu(sc, spec, g, list(spec.required_metrics) + ([m] if g == gpus[0] else []))
+    field = {names.FIELD_LABEL: m.name}
+    at, node1, node2 = 4, node_ids(spec, fleet.node_name(1)), node_ids(spec, fleet.node_name(2))
+    sc.expect_expr(at, f'{names.FIELD_MISSING}{{{matcher(names.FIELD_LABEL, m.name)}}}',
+                   [(selector(names.FIELD_MISSING, {**gpu_ids(spec, gpus[1]), **field}), 1)])
+    sc.expect_expr(at, f'{names.NODE_FIELD_ABSENT}{{{matcher(names.FIELD_LABEL, m.name)}}}',
+                   [(selector(names.NODE_FIELD_ABSENT, {**node2, **field}), 1)])
+    job = fleet.fleet_labels(spec)
+    # 1 - (1 missing on node 1 + 2 on node 2) / 4, written so, so the float matches promtool's exactly
+    sc.expect_expr(at, f'{names.COVERAGE}{{{matcher(names.FIELD_LABEL, m.name)}}}',
+                   [(selector(names.COVERAGE, {**job, **field}), 1 - (1 + 2) / 4)])
+    sc.expect_expr(at, f'{names.NODE_COVERAGE}{{{matcher(names.FIELD_LABEL, m.name)}}}',
+                   [(selector(names.NODE_COVERAGE, {**node1, **field}), 1 - 1 / 2),
+                    (selector(names.NODE_COVERAGE, {**node2, **field}), 0)])
+    return [sc]
+
+
 def energy(spec: Spec, step: float) -> list[Scenario]:
     """aitra-ai/aitra-meter#59, 300 W from the energy counter, a reset at step 6; power recording rules never go
     negative (nor NaN) and read exactly 300 W once the window is past the reset."""
@@ -128,4 +157,4 @@ def energy(spec: Spec, step: float) -> list[Scenario]:
 def scenarios(spec: Spec) -> list[Scenario]:
     """Every recording-rule scenario for ``spec``."""
     step = test_step(spec)
-    return node_power(spec, step) + counts(spec, step) + energy(spec, step)
+    return node_power(spec, step) + counts(spec, step) + optional_coverage(spec, step) + energy(spec, step)

@@ -18,6 +18,7 @@ from click.testing import CliRunner
 
 from generator import render
 from generator.cli import cli
+from generator.rules import names
 from generator.localprom import LocalPrometheus
 from generator.promapi import PromClient
 from generator.simulate import Fault, Fleet, Simulator, gpu_uuid
@@ -359,7 +360,10 @@ def test_rules_loaded_pass_and_fail(env, faulty):
         "    presence: optional\n    range: [5, 120]", "    presence: required\n    range: [5, 120]", 1)
     partial, code = run(env, spec_for("dcgm-healthy", edit=extra), checks=("rules-loaded",))
     missing = by_check(partial, "rule-missing")
-    assert code == 1 and missing and "GpuMetricAbsent" in missing[0].message
+    # the field made required needs its presence alerts and its missing set in the inventory group
+    by_group = {f.subject: f.message for f in missing}
+    assert code == 1 and "GpuMetricAbsent" in by_group["gpumon.presence"], by_group
+    assert names.FIELD_MISSING in by_group["gpumon.inventory"], by_group
 
 
 def test_cli_json_and_junit(env, tmp_path):

@@ -82,3 +82,15 @@ NODE_EXPORTER_PODS = "job_node:gpumon_exporter_pods:count"
 NORMALIZED = "job_gpu:dcgm_field_value:normalized"
 #: label on :data:`NORMALIZED` (and GpuMetricFallbackServing) naming the source of the reading
 SOURCE_LABEL = "source"
+
+
+#: recording rules that hold series only while something is wrong (a healthy fleet records none,
+#: issue 16): a panel or query that reads only these and is empty shows a healthy fleet
+SPARSE_RECORDS = frozenset({FIELD_MISSING, UNLABELLED, IMPLAUSIBLE, IMPLAUSIBLE_READING, NODE_PLAUSIBLE,
+                            NODE_COVERAGE, NODE_FIELD_ABSENT})
+
+
+def is_sparse_record(name: str) -> bool:
+    """True for a recording rule of :data:`SPARSE_RECORDS` or a gap ratio (:func:`sample_ratio`,
+    recorded only below 1, whatever its window)."""
+    return name in SPARSE_RECORDS or name.startswith(sample_ratio(""))

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from ...durations import format_duration
 from ...findings import Finding
 from ...promapi import Answer, PromError
+from ...rules import names
 from ..base import gpu_list, other_spelling
 from . import exprs
 
@@ -127,8 +128,11 @@ class Judge:
 
     # ------------------------------------------------------------------ helpers
     def sparse(self, metric: str | None) -> bool:
+        """True when an empty answer for ``metric`` is healthy: ALERTS, gpumon's sparse recording
+        rules (:func:`names.is_sparse_record`) and fields the spec marks ``presence: sparse``."""
         m = self.spec.get(metric or "")
-        return metric in ALWAYS_SPARSE or (m is not None and m.presence == "sparse")
+        return (metric in ALWAYS_SPARSE or names.is_sparse_record(metric or "")
+                or (m is not None and m.presence == "sparse"))
 
     def optional(self, metric: str | None) -> bool:
         m = self.spec.get(metric or "")

@@ -13,6 +13,36 @@ rule after the other, and writes recording results and ``ALERTS`` back to Victor
 firing pages at each check time are read back with ``/api/v1/export`` (raw samples, no lookback)
 and compared with the scenario's expected pages.
 
+vmalert's remote writes go through :class:`FlushingWriteProxy` (``-remoteWrite.url``; the queries,
+``-datasource.url``, go to VictoriaMetrics directly). It forwards each write unchanged and answers
+vmalert only after two more steps, each standing in for something the live setup has and the
+replay lacks:
+
+* **Staleness markers.** Live vmalert writes a staleness marker for every series a rule wrote at
+  its previous evaluation and not at this one (``executor.getStaleSeries`` in vmalert 1.79); replay
+  mode (``app/vmalert/replay.go``: ``ExecRange`` results pushed as they are) writes none. The sparse
+  recording rules (a ``job_gpu:dcgm_field_missing:group`` series exists only while the field is
+  missing) depend on them: without a marker, VictoriaMetrics' bare-selector lookbehind, sized from
+  the median gap between the series' own samples, keeps a series whose samples are far apart
+  visible for up to that gap. Measured on the first spec: the missing-GPU-temperature series of
+  gpu-node-1 and gpu-node-3 hold only one sample per scenario (its last step, where the recorded
+  inventory outlives the raw field by one step), ~1,500 s apart, and a range query over the whole
+  replay showed them "missing" from 485 s to the end, so ``GpuNodeMetricMissing`` paged for them in
+  every scenario. The proxy adds the markers live vmalert would write, at the first step of the
+  replay's evaluation grid (:data:`EVAL`) after each sample that has no successor
+  (:func:`staleness_markers`), for every recorded series (``ALERTS`` aside: :data:`UNMARKED`).
+* **A flush.** VictoriaMetrics 1.79 makes a series it has never seen searchable only about 10 s after
+  its first sample (new samples of a known series in ~0.2 s); ``GET /internal/force_flush`` makes
+  everything searchable at once. The replay waits ``-replay.rulesDelay`` (1 s) between rules and
+  nothing else: it does not wait for its remote-write queue. So a rule reading a series the previous
+  rule just created saw nothing. Calling the flush before answering each write (writes took at
+  most 0.13 s with it, and every one ended within 0.52 s of its rule's start, inside the 1 s delay)
+  makes a new series as visible to the next rule as new samples of a known series already are,
+  which is what ``-replay.rulesDelay`` is there for. That is legitimate because the delay is
+  shorter than any live evaluation interval: live vmalert evaluates a group every 30 s or more, so
+  by the next evaluation a new series is searchable anyway; the 10 s matter only when rules are
+  replayed a second apart.
+
 Where vmalert and VictoriaMetrics genuinely differ from Prometheus a case says so in
 ``Case.vm_pages`` (the pages expected on this engine), and docs/matrix.md explains why.
 
@@ -230,6 +260,13 @@ def staleness_markers(samples: list[tuple[int, float]], step_ms: int) -> list[in
     return [t + step_ms for t, nxt in zip(times, times[1:] + [None]) if nxt is None or nxt - t > step_ms]
 
 
+#: series the proxy writes no staleness markers for: the replay sends an alert's ``ALERTS`` and
+#: ``ALERTS_FOR_STATE`` as one single-sample series per evaluation step, spread over several writes,
+#: so no one write shows where such a series ends. gpumon reads ``ALERTS`` only through
+#: ``max_over_time(ALERTS{...}[3m])`` (an explicit window, which no lookback and no marker changes),
+#: and this test reads it as raw samples, so the markers live vmalert writes for them change nothing
+UNMARKED = ("ALERTS", "ALERTS_FOR_STATE")
+
 #: the remote-write headers the proxy passes on to VictoriaMetrics
 FORWARDED_HEADERS = ("Content-Encoding", "Content-Type", "X-Prometheus-Remote-Write-Version")
 
@@ -247,9 +284,11 @@ class FlushingWriteProxy(_ServedInThread):
        searchable at once rather than about 10 s later;
     4. only then answers vmalert, with VictoriaMetrics' status for the forwarded body.
 
-    ``log`` keeps (monotonic start, end, bytes, status) per request; ``repeated`` counts series
-    (label sets) that arrived in more than one write (two rules writing one series: their staleness
-    markers could hide each other's samples, as they would on live vmalert).
+    ``log`` keeps (monotonic start, end, bytes, status) per request; ``markers`` counts the
+    staleness markers written; ``repeated`` counts recorded series (label sets, :data:`UNMARKED`
+    aside) that arrived in more than one write, where a marker computed from one write could fall
+    on a sample of another (0 in every run of the matrix: each recording rule sends each of its
+    series once, with all its samples).
     """
 
     def __init__(self, vm_url: str, step: int | None = None):
@@ -294,15 +333,19 @@ class FlushingWriteProxy(_ServedInThread):
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
 
     def _write_markers(self, client: httpx.Client, body: bytes) -> None:
-        stale = []
+        merged: dict[tuple, list[tuple[int, float]]] = {}
         for labels, samples in parse_write_request(snappy_decode(body)):
-            key = tuple(sorted(labels.items()))
+            if labels.get("__name__") in UNMARKED:
+                continue
+            merged.setdefault(tuple(sorted(labels.items())), []).extend(samples)
+        stale = []
+        for key, samples in merged.items():
             with self.lock:
                 self.repeated += key in self.seen
                 self.seen.add(key)
             marks = staleness_markers(samples, self.step_ms)
             if marks:
-                stale.append((labels, [(t, STALE) for t in marks]))
+                stale.append((dict(key), [(t, STALE) for t in marks]))
         for i in range(0, len(stale), 500):
             batch = stale[i:i + 500]
             res = client.post(f"{self.vm_url}/api/v1/write", content=snappy_block(write_request(batch)),
@@ -332,10 +375,18 @@ def replay(vm: VictoriaMetrics, rules: Path, start: int, end: int, log: Path, ru
     ``-datasource.queryStep`` is the step of every range query (vmalert 1.79 does not use the
     group's interval there; its default, 5m, leaves one result every 5 minutes): every group is
     evaluated every :data:`EVAL` seconds, the 10 s groups (coverage, gaps) included.
+    vmalert writes through :class:`FlushingWriteProxy` (staleness markers unless ``stale_markers``
+    is false, and a flush); the proxy's summary line ends the output.
     """
     points = (end - start) // EVAL + 10
     with FlushingWriteProxy(vm.url, step=EVAL if stale_markers else None) as proxy:
-        return _replay(vm, proxy, rules, start, end, log, rules_delay, points, extra)
+        out = _replay(vm, proxy, rules, start, end, log, rules_delay, points, extra)
+    slowest = max((b - a for a, b, _, _ in proxy.log), default=0.0)
+    summary = (f"write proxy: {len(proxy.log)} writes (slowest {slowest:.2f} s with the flush), "
+               f"{proxy.markers} staleness markers, {proxy.repeated} recorded series in more than one write\n")
+    with log.open("a") as f:
+        f.write(summary)
+    return out + summary
 
 
 def _replay(vm, proxy, rules, start, end, log, rules_delay, points, extra) -> str:

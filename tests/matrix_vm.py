@@ -43,6 +43,9 @@ replay lacks:
   by the next evaluation a new series is searchable anyway; the 10 s matter only when rules are
   replayed a second apart.
 
+Measured on the first spec (34 scenarios): flush without markers, 82 failing checks (the same 82
+with ``-replay.rulesDelay=3s``); markers without flush, 12 (pages that did not come); both, none.
+
 Where vmalert and VictoriaMetrics genuinely differ from Prometheus a case says so in
 ``Case.vm_pages`` (the pages expected on this engine), and docs/matrix.md explains why.
 

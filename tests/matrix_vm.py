@@ -13,6 +13,39 @@ rule after the other, and writes recording results and ``ALERTS`` back to Victor
 firing pages at each check time are read back with ``/api/v1/export`` (raw samples, no lookback)
 and compared with the scenario's expected pages.
 
+vmalert's remote writes go through :class:`FlushingWriteProxy` (``-remoteWrite.url``; the queries,
+``-datasource.url``, go to VictoriaMetrics directly). It forwards each write unchanged and answers
+vmalert only after two more steps, each standing in for something the live setup has and the
+replay lacks:
+
+* **Staleness markers.** Live vmalert writes a staleness marker for every series a rule wrote at
+  its previous evaluation and not at this one (``executor.getStaleSeries`` in vmalert 1.79); replay
+  mode (``app/vmalert/replay.go``: ``ExecRange`` results pushed as they are) writes none. The sparse
+  recording rules (a ``job_gpu:dcgm_field_missing:group`` series exists only while the field is
+  missing) depend on them: without a marker, VictoriaMetrics' bare-selector lookbehind, sized from
+  the median gap between the series' own samples, keeps a series whose samples are far apart
+  visible for up to that gap. Measured on the first spec: the missing-GPU-temperature series of
+  gpu-node-1 and gpu-node-3 hold only one sample per scenario (its last step, where the recorded
+  inventory outlives the raw field by one step), ~1,500 s apart, and a range query over the whole
+  replay showed them "missing" from 485 s to the end, so ``GpuNodeMetricMissing`` paged for them in
+  every scenario. The proxy adds the markers live vmalert would write, at the first step of the
+  replay's evaluation grid (:data:`EVAL`) after each sample that has no successor
+  (:func:`staleness_markers`), for every recorded series (``ALERTS`` aside: :data:`UNMARKED`).
+* **A flush.** VictoriaMetrics 1.79 makes a series it has never seen searchable only about 10 s after
+  its first sample (new samples of a known series in ~0.2 s); ``GET /internal/force_flush`` makes
+  everything searchable at once. The replay waits ``-replay.rulesDelay`` (1 s) between rules and
+  nothing else: it does not wait for its remote-write queue. So a rule reading a series the previous
+  rule just created saw nothing. Calling the flush before answering each write (writes took at
+  most 0.13 s with it, and every one ended within 0.52 s of its rule's start, inside the 1 s delay)
+  makes a new series as visible to the next rule as new samples of a known series already are,
+  which is what ``-replay.rulesDelay`` is there for. That is legitimate because the delay is
+  shorter than any live evaluation interval: live vmalert evaluates a group every 30 s or more, so
+  by the next evaluation a new series is searchable anyway; the 10 s matter only when rules are
+  replayed a second apart.
+
+Measured on the first spec (34 scenarios): flush without markers, 82 failing checks (the same 82
+with ``-replay.rulesDelay=3s``); markers without flush, 12 (pages that did not come); both, none.
+
 Where vmalert and VictoriaMetrics genuinely differ from Prometheus a case says so in
 ``Case.vm_pages`` (the pages expected on this engine), and docs/matrix.md explains why.
 
@@ -28,12 +61,14 @@ import struct
 import subprocess
 import tempfile
 import time
+import threading
 from datetime import datetime, timezone
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import httpx
 
-from generator.localprom import LocalVictoriaMetrics, free_port
+from generator.localprom import LocalVictoriaMetrics, _ServedInThread, free_port
 from generator.render import render
 from generator.ruletests.series import MISSING, STALE
 from generator.spec import Spec
@@ -130,11 +165,210 @@ class VictoriaMetrics(LocalVictoriaMetrics):
         return [json.loads(line) for line in res.text.splitlines() if line.strip()]
 
 
+def _read_varint(buf: bytes, pos: int) -> tuple[int, int]:
+    n = shift = 0
+    while True:
+        byte = buf[pos]
+        pos += 1
+        n |= (byte & 0x7F) << shift
+        shift += 7
+        if not byte & 0x80:
+            return n, pos
+
+
+def snappy_decode(buf: bytes) -> bytes:
+    """Decode a snappy block (google/snappy ``format_description.txt``): what vmalert's remote
+    write sends (``golang/snappy`` ``Encode``), without a snappy dependency."""
+    size, pos = _read_varint(buf, 0)
+    out = bytearray()
+    while pos < len(buf):
+        tag = buf[pos]
+        pos += 1
+        kind = tag & 3
+        if kind == 0:                                   # literal
+            n = tag >> 2
+            if n >= 60:
+                extra = n - 59
+                n = int.from_bytes(buf[pos:pos + extra], "little")
+                pos += extra
+            out += buf[pos:pos + n + 1]
+            pos += n + 1
+            continue
+        if kind == 1:                                   # copy, 1-byte offset
+            length, offset = ((tag >> 2) & 7) + 4, (tag >> 5) << 8 | buf[pos]
+            pos += 1
+        elif kind == 2:                                 # copy, 2-byte offset
+            length, offset = (tag >> 2) + 1, int.from_bytes(buf[pos:pos + 2], "little")
+            pos += 2
+        else:                                           # copy, 4-byte offset
+            length, offset = (tag >> 2) + 1, int.from_bytes(buf[pos:pos + 4], "little")
+            pos += 4
+        start = len(out) - offset
+        if offset >= length:
+            out += out[start:start + length]
+        else:                                           # overlapping copy: repeats the last `offset` bytes
+            for i in range(length):
+                out.append(out[start + i])
+    if len(out) != size:
+        raise ValueError(f"snappy: {len(out)} bytes decoded, header says {size}")
+    return bytes(out)
+
+
+def _pb_fields(buf: bytes):
+    """(field number, value) of a protobuf message: bytes for length-delimited and fixed64 fields,
+    int for varints (the only wire types a remote-write request uses)."""
+    pos = 0
+    while pos < len(buf):
+        key, pos = _read_varint(buf, pos)
+        number, wire = key >> 3, key & 7
+        if wire == 0:
+            value, pos = _read_varint(buf, pos)
+        elif wire == 1:
+            value, pos = buf[pos:pos + 8], pos + 8
+        elif wire == 2:
+            n, pos = _read_varint(buf, pos)
+            value, pos = buf[pos:pos + n], pos + n
+        elif wire == 5:
+            value, pos = buf[pos:pos + 4], pos + 4
+        else:
+            raise ValueError(f"protobuf wire type {wire} not expected in a WriteRequest")
+        yield number, value
+
+
+def parse_write_request(body: bytes) -> list[tuple[dict[str, str], list[tuple[int, float]]]]:
+    """The inverse of :func:`write_request` (uncompressed body): [(labels, [(timestamp ms, value)])]."""
+    series = []
+    for number, ts in _pb_fields(body):
+        if number != 1:
+            continue
+        labels, samples = {}, []
+        for fnum, value in _pb_fields(ts):
+            if fnum == 1:
+                label = dict(_pb_fields(value))
+                labels[label.get(1, b"").decode()] = label.get(2, b"").decode()
+            elif fnum == 2:
+                sample = dict(_pb_fields(value))
+                t = sample.get(2, 0)
+                samples.append((t - (1 << 64) if t >= 1 << 63 else t, struct.unpack("<d", sample.get(1, bytes(8)))[0]))
+        series.append((labels, samples))
+    return series
+
+
+def staleness_markers(samples: list[tuple[int, float]], step_ms: int) -> list[int]:
+    """Timestamps (ms) where live vmalert would write a staleness marker for a rule's series that
+    has ``samples`` on a ``step_ms`` evaluation grid: the first evaluation after each sample that
+    has no sample (vmalert's ``executor.getStaleSeries``: a series sent at the previous evaluation
+    and not at this one gets a stale NaN at this evaluation's time)."""
+    times = sorted({t for t, _ in samples})
+    return [t + step_ms for t, nxt in zip(times, times[1:] + [None]) if nxt is None or nxt - t > step_ms]
+
+
+#: series the proxy writes no staleness markers for: the replay sends an alert's ``ALERTS`` and
+#: ``ALERTS_FOR_STATE`` as one single-sample series per evaluation step, spread over several writes,
+#: so no one write shows where such a series ends. gpumon reads ``ALERTS`` only through
+#: ``max_over_time(ALERTS{...}[3m])`` (an explicit window, which no lookback and no marker changes),
+#: and this test reads it as raw samples, so the markers live vmalert writes for them change nothing
+UNMARKED = ("ALERTS", "ALERTS_FOR_STATE")
+
+#: the remote-write headers the proxy passes on to VictoriaMetrics
+FORWARDED_HEADERS = ("Content-Encoding", "Content-Type", "X-Prometheus-Remote-Write-Version")
+
+
+class FlushingWriteProxy(_ServedInThread):
+    """vmalert's ``-remoteWrite.url`` during a replay, in front of VictoriaMetrics ``vm_url``.
+
+    For every ``POST /api/v1/write`` it
+
+    1. forwards the body to ``{vm_url}/api/v1/write`` (headers :data:`FORWARDED_HEADERS` copied);
+    2. if ``step`` (seconds) is given, writes the staleness markers live vmalert would have written
+       for the series in it (:func:`staleness_markers`; replay mode writes none, see the module
+       docstring);
+    3. calls ``GET {vm_url}/internal/force_flush``, so a series VictoriaMetrics has never seen is
+       searchable at once rather than about 10 s later;
+    4. only then answers vmalert, with VictoriaMetrics' status for the forwarded body.
+
+    ``log`` keeps (monotonic start, end, bytes, status) per request; ``markers`` counts the
+    staleness markers written; ``repeated`` counts recorded series (label sets, :data:`UNMARKED`
+    aside) that arrived in more than one write, where a marker computed from one write could fall
+    on a sample of another (0 in every run of the matrix: each recording rule sends each of its
+    series once, with all its samples).
+    """
+
+    def __init__(self, vm_url: str, step: int | None = None):
+        self.vm_url = vm_url.rstrip("/")
+        self.step_ms = step * 1000 if step else None
+        self.port = free_port()
+        self.lock = threading.Lock()
+        self.log: list[tuple[float, float, int, int]] = []
+        self.seen: set[tuple] = set()
+        self.repeated = 0
+        self.markers = 0
+        outer = self
+        client = httpx.Client(timeout=120)
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def do_POST(self):  # noqa: N802 - http.server API
+                t0 = time.monotonic()
+                body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                headers = {h: self.headers[h] for h in FORWARDED_HEADERS if self.headers.get(h)}
+                try:
+                    res = client.post(f"{outer.vm_url}/api/v1/write", content=body, headers=headers)
+                    status, text = res.status_code, res.content
+                    if status < 300 and outer.step_ms:
+                        outer._write_markers(client, body)
+                    if status < 300:
+                        client.get(f"{outer.vm_url}/internal/force_flush").raise_for_status()
+                except (httpx.HTTPError, ValueError) as err:
+                    status, text = 502, str(err).encode()
+                with outer.lock:
+                    outer.log.append((t0, time.monotonic(), len(body), status))
+                self.send_response(status)
+                self.send_header("Content-Length", str(len(text)))
+                self.end_headers()
+                self.wfile.write(text)
+
+            def log_message(self, *args):  # keep test output clean
+                pass
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", self.port), Handler)
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+
+    def _write_markers(self, client: httpx.Client, body: bytes) -> None:
+        merged: dict[tuple, list[tuple[int, float]]] = {}
+        for labels, samples in parse_write_request(snappy_decode(body)):
+            if labels.get("__name__") in UNMARKED:
+                continue
+            merged.setdefault(tuple(sorted(labels.items())), []).extend(samples)
+        stale = []
+        for key, samples in merged.items():
+            with self.lock:
+                self.repeated += key in self.seen
+                self.seen.add(key)
+            marks = staleness_markers(samples, self.step_ms)
+            if marks:
+                stale.append((dict(key), [(t, STALE) for t in marks]))
+        for i in range(0, len(stale), 500):
+            batch = stale[i:i + 500]
+            res = client.post(f"{self.vm_url}/api/v1/write", content=snappy_block(write_request(batch)),
+                              headers={"Content-Encoding": "snappy", "Content-Type": "application/x-protobuf",
+                                       "X-Prometheus-Remote-Write-Version": "0.1.0"})
+            res.raise_for_status()
+            with self.lock:
+                self.markers += sum(len(s) for _, s in batch)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+
 def _rfc3339(seconds: int) -> str:
     return datetime.fromtimestamp(seconds, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def replay(vm: VictoriaMetrics, rules: Path, start: int, end: int, log: Path, rules_delay: str = "1s") -> str:
+def replay(vm: VictoriaMetrics, rules: Path, start: int, end: int, log: Path, rules_delay: str = "1s",
+           extra: list[str] = (), stale_markers: bool = True) -> str:
     """``vmalert`` in replay mode over [start, end] on ``vm``: evaluates every rule of ``rules`` with
     range queries and writes the results (``ALERTS`` included) back. Returns its output.
 
@@ -144,14 +378,27 @@ def replay(vm: VictoriaMetrics, rules: Path, start: int, end: int, log: Path, ru
     ``-datasource.queryStep`` is the step of every range query (vmalert 1.79 does not use the
     group's interval there; its default, 5m, leaves one result every 5 minutes): every group is
     evaluated every :data:`EVAL` seconds, the 10 s groups (coverage, gaps) included.
+    vmalert writes through :class:`FlushingWriteProxy` (staleness markers unless ``stale_markers``
+    is false, and a flush); the proxy's summary line ends the output.
     """
     points = (end - start) // EVAL + 10
-    cmd = ["vmalert", f"-rule={rules}", f"-datasource.url={vm.url}", f"-remoteWrite.url={vm.url}",
+    with FlushingWriteProxy(vm.url, step=EVAL if stale_markers else None) as proxy:
+        out = _replay(vm, proxy, rules, start, end, log, rules_delay, points, extra)
+    slowest = max((b - a for a, b, _, _ in proxy.log), default=0.0)
+    summary = (f"write proxy: {len(proxy.log)} writes (slowest {slowest:.2f} s with the flush), "
+               f"{proxy.markers} staleness markers, {proxy.repeated} recorded series in more than one write\n")
+    with log.open("a") as f:
+        f.write(summary)
+    return out + summary
+
+
+def _replay(vm, proxy, rules, start, end, log, rules_delay, points, extra) -> str:
+    cmd = ["vmalert", f"-rule={rules}", f"-datasource.url={vm.url}", f"-remoteWrite.url={proxy.url}",
            f"-replay.timeFrom={_rfc3339(start)}", f"-replay.timeTo={_rfc3339(end)}",
            f"-evaluationInterval={EVAL}s", f"-datasource.queryStep={EVAL}s",
            f"-replay.maxDatapointsPerQuery={points}",
            f"-replay.rulesDelay={rules_delay}", "-remoteWrite.flushInterval=200ms", "-replay.disableProgressBar",
-           f"-httpListenAddr=127.0.0.1:{free_port()}"]
+           f"-httpListenAddr=127.0.0.1:{free_port()}", *extra]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=3600)
     log.write_text(proc.stdout + proc.stderr)
     if proc.returncode != 0:

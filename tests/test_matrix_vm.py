@@ -24,7 +24,8 @@ WRONG = [matrix.Case("expects nothing, a node is down", (), (Fault("http500", no
 def replayed():
     """One VictoriaMetrics, one vmalert replay per spec, every scenario (and :data:`WRONG`)."""
     outcomes, seconds, log = matrix_vm.run(CASES + WRONG)
-    print(f"\n{matrix_vm.table(outcomes)}\n{len(outcomes)} scenarios on vmalert in {seconds:.1f}s")
+    proxy = "\n".join(line for line in log.splitlines() if line.startswith("write proxy:"))
+    print(f"\n{matrix_vm.table(outcomes)}\n{len(outcomes)} scenarios on vmalert in {seconds:.1f}s\n{proxy}")
     return outcomes, log
 
 
@@ -32,6 +33,15 @@ def test_every_scenario_pages_exactly_as_expected_on_vmalert(replayed):
     outcomes, log = replayed
     failed = [(o.case.name, o.seen) for o in outcomes[:len(CASES)] if not o.ok]
     assert not failed, (failed, log[-3000:])
+
+
+def test_the_write_proxy_saw_each_recorded_series_whole(replayed):
+    """Staleness markers are computed per write: that is right only if each recorded series arrives
+    in one write with all its samples (vmalert sends a recording rule's range result per series)."""
+    _, log = replayed
+    summaries = [line for line in log.splitlines() if line.startswith("write proxy:")]
+    assert len(summaries) == 2, log[-3000:]
+    assert all(" 0 recorded series in more than one write" in line for line in summaries), summaries
 
 
 def test_a_wrong_expectation_fails_on_vmalert(replayed):
@@ -54,3 +64,16 @@ def test_remote_write_encoding_keeps_the_staleness_marker():
     assert block[0] == len(body) and block.endswith(body)
     big = matrix_vm.snappy_block(b"a" * 70000)
     assert big[:3] == bytes([0xF0, 0xA2, 0x04]) and len(big) == 70000 + 3 + 3 + 3
+
+
+def test_write_proxy_decodes_what_it_forwards_and_marks_where_live_vmalert_would():
+    """The replay's write proxy reads vmalert's bodies back (snappy with copies, the protobuf
+    WriteRequest) and puts a staleness marker at the first evaluation after each sample that has
+    no successor: after a gap and after the last sample, never between consecutive steps."""
+    body = matrix_vm.write_request([({"__name__": "m", "dcgm_field": "X"}, [(5000, 1.0), (10000, 1.0)])])
+    assert matrix_vm.snappy_decode(matrix_vm.snappy_block(body)) == body
+    assert matrix_vm.parse_write_request(body) == [({"__name__": "m", "dcgm_field": "X"}, [(5000, 1.0), (10000, 1.0)])]
+    # "abc" then a copy of 9 bytes from 3 back (overlapping): what golang/snappy writes for repeats
+    assert matrix_vm.snappy_decode(bytes([12, 2 << 2]) + b"abc" + bytes([(5 << 2) | 1, 3])) == b"abc" * 4
+    assert matrix_vm.staleness_markers([(0, 1), (5000, 1), (10000, 1), (30000, 1)], 5000) == [15000, 35000]
+    assert matrix_vm.staleness_markers([], 5000) == []

@@ -8,8 +8,8 @@ config and TSDB, waits on ``/-/ready`` (not a sleep), and stops it by PID.
 from __future__ import annotations
 
 import json
-import re
 import os
+import re
 import shutil
 import signal
 import socket

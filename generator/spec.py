@@ -314,6 +314,11 @@ class Spec:
         return tuple(m for m in self.metrics if m.presence == "required")
 
     @property
+    def optional_metrics(self) -> tuple[Metric, ...]:
+        """Tracked metrics that are not required (``presence: optional``), in spec order."""
+        return tuple(m for m in self.metrics if m.presence == "optional")
+
+    @property
     def tracked_metrics(self) -> tuple[Metric, ...]:
         """Required and optional metrics: those whose presence is recorded per GPU."""
         return tuple(m for m in self.metrics if m.presence != "sparse")

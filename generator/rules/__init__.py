@@ -35,7 +35,6 @@ def build_groups(spec: Spec) -> list[RuleGroup]:
 def _build_groups(spec: Spec) -> tuple[RuleGroup, ...]:
     p = spec.name
     slow = spec.alerts.slow_group_interval
-    optional = [m for m in spec.tracked_metrics if m.presence != "required"]
     groups = [
         # the normalized readings (issue 13; none without sources) before the inventory that reads them
         RuleGroup(f"{p}.inventory", tuple(sources.recording(spec) + inventory.inventory(spec)
@@ -44,7 +43,8 @@ def _build_groups(spec: Spec) -> tuple[RuleGroup, ...]:
                                           + inventory.aggregates(spec))),
         # optional fields' missing sets feed coverage only: evaluated with it, each after the
         # nodes where no GPU serves the field (which it leaves out)
-        RuleGroup(f"{p}.coverage", tuple(inventory.field_absent(spec, optional) + inventory.field_missing(spec, optional)
+        RuleGroup(f"{p}.coverage", tuple(inventory.field_absent(spec, spec.optional_metrics)
+                                         + inventory.field_missing(spec, spec.optional_metrics)
                                          + inventory.counts(spec) + inventory.coverage(spec)), interval=slow),
         RuleGroup(f"{p}.exporter", tuple(exporter.rules(spec))),
         RuleGroup(f"{p}.presence", tuple(presence.rules(spec))),

@@ -77,7 +77,7 @@ def field_missing(spec: Spec, metrics) -> list[Rule]:
 
     def expr(m) -> str:
         out = f"{_inventory(spec, m)}\nunless on ({ids})\n{job_sel(spec, m.name)}"
-        return out if m.presence == "required" else f"{out}\nunless on ({nodes})\n{_absent_on(m)}"
+        return out if m.required else f"{out}\nunless on ({nodes})\n{_absent_on(m)}"
     return [record(names.FIELD_MISSING, expr(m), {names.FIELD_LABEL: m.name}) for m in metrics]
 
 
@@ -142,7 +142,7 @@ def coverage(spec: Spec) -> list[Rule]:
     for m, count in ((m, count) for fields, count in sets for m in fields):
         # fleet-wide: one rule per field (a series for every field, 1 where no GPU misses it)
         missing = f'count by ({fleet}) ({names.FIELD_MISSING}{{{matcher(names.FIELD_LABEL, m.name)}}})'
-        if m.presence != "required":
+        if not m.required:
             # an optional field's GPUs missing on nodes where none serves it: the node's inventory count
             missing = (f"sum by ({fleet}) (\n    count by ({nodes}) ({names.FIELD_MISSING}{{{matcher(names.FIELD_LABEL, m.name)}}})"
                        f"\n    or\n    {count} and on ({nodes}) {_absent_on(m)}\n  )")
@@ -155,7 +155,7 @@ def coverage(spec: Spec) -> list[Rule]:
             missing = f'{names.FIELD_MISSING}{{{matcher(names.FIELD_LABEL, "|".join(m.name for m in fields), "=~")}}}'
             parts.append(f"  1 - count by ({nodes}, {names.FIELD_LABEL}) ({missing})\n"
                          f"  / on ({nodes}) group_left ()\n  {count}")
-    optional = "|".join(m.name for m in spec.tracked_metrics if m.presence != "required")
+    optional = "|".join(m.name for m in spec.optional_metrics)
     if optional:
         # nodes where no GPU serves an optional field: coverage 0 (their GPUs are not in the missing set)
         parts.append(f'  {names.NODE_FIELD_ABSENT}{{{matcher(names.FIELD_LABEL, optional, "=~")}}} * 0')

@@ -97,7 +97,7 @@ def optional_coverage(spec: Spec, step: float) -> list[Scenario]:
     """2 nodes x 2 GPUs report every required field; the first optional field is served by one GPU
     of node 1 only. Node 2 serves it on no GPU: it is recorded once as a node without the field
     (not as two missing GPUs), and coverage still counts its GPUs: 1 of 4 (fleet), 1/2 and 0 (nodes)."""
-    m = next((x for x in spec.tracked_metrics if x.presence != "required"), None)
+    m = next(iter(spec.optional_metrics), None)
     if m is None or not spec.required_metrics:
         return []
     sc = Scenario(f"coverage of optional {m.name}: one GPU of node 1 serves it, node 2 serves it on no GPU", 6, step)

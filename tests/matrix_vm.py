@@ -131,6 +131,16 @@ def write_request(series: list[tuple[dict[str, str], list[tuple[int, object]]]])
     return bytes(body)
 
 
+def post_series(post, url: str, series: list[tuple[dict[str, str], list[tuple[int, object]]]]) -> None:
+    """Remote-write ``series`` (see :func:`write_request`) to ``url``'s ``/api/v1/write`` in batches of
+    500, with ``post`` (``httpx.post`` or a client's); raises httpx.HTTPStatusError on a refusal."""
+    for i in range(0, len(series), 500):
+        res = post(f"{url}/api/v1/write", content=snappy_block(write_request(series[i:i + 500])), timeout=60,
+                   headers={"Content-Encoding": "snappy", "Content-Type": "application/x-protobuf",
+                            "X-Prometheus-Remote-Write-Version": "0.1.0"})
+        res.raise_for_status()
+
+
 def _labels(key: tuple) -> dict[str, str]:
     name, labels = key
     return {"__name__": name, **dict(labels)}
@@ -147,12 +157,7 @@ class VictoriaMetrics(LocalVictoriaMetrics):
 
     def write(self, series: list[tuple[dict[str, str], list[tuple[int, object]]]]) -> None:
         """Remote-write ``series`` (see :func:`write_request`), in batches."""
-        for i in range(0, len(series), 500):
-            body = snappy_block(write_request(series[i:i + 500]))
-            res = httpx.post(f"{self.url}/api/v1/write", content=body, timeout=60,
-                             headers={"Content-Encoding": "snappy", "Content-Type": "application/x-protobuf",
-                                      "X-Prometheus-Remote-Write-Version": "0.1.0"})
-            res.raise_for_status()
+        post_series(httpx.post, self.url, series)
 
     def flush(self) -> None:
         """Make everything written so far searchable (``/internal/force_flush``)."""
@@ -349,14 +354,9 @@ class FlushingWriteProxy(_ServedInThread):
             marks = staleness_markers(samples, self.step_ms)
             if marks:
                 stale.append((dict(key), [(t, STALE) for t in marks]))
-        for i in range(0, len(stale), 500):
-            batch = stale[i:i + 500]
-            res = client.post(f"{self.vm_url}/api/v1/write", content=snappy_block(write_request(batch)),
-                              headers={"Content-Encoding": "snappy", "Content-Type": "application/x-protobuf",
-                                       "X-Prometheus-Remote-Write-Version": "0.1.0"})
-            res.raise_for_status()
-            with self.lock:
-                self.markers += sum(len(s) for _, s in batch)
+        post_series(client.post, self.vm_url, stale)
+        with self.lock:
+            self.markers += sum(len(s) for _, s in stale)
 
     @property
     def url(self) -> str:

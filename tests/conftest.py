@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import functools
 import inspect
 from pathlib import Path
 
 import pytest
 
+import generator.spec
 from generator.spec import load_spec
 
 from .engines import Engine, describe, prometheus_engines
@@ -39,6 +41,19 @@ def pytest_collection_modifyitems(config, items):
         if (module in _SLOW_MODULES or _SLOW_FIXTURES & set(getattr(item, "fixturenames", ()))
                 or any(call in source for call in _SLOW_CALLS)):
             item.add_marker(pytest.mark.slow)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _spec_parsed_once():
+    """Parse each spec text once per test process: a :class:`~generator.spec.Spec` is frozen (tuples
+    of frozen dataclasses), so one parse can serve every test, and the CLI tests load the bundled
+    spec hundreds of times (about 0.1 s of CPU each). A text that fails raises anew every time
+    (exceptions are not cached), so every error path still runs."""
+    real = generator.spec.parse_spec
+    cached = functools.lru_cache(maxsize=64)(real)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(generator.spec, "parse_spec", functools.wraps(real)(lambda text, name="<spec>": cached(text, name)))
+        yield
 
 
 @pytest.fixture(scope="session")

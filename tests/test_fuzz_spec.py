@@ -4,12 +4,15 @@ problem has a position (FILE:LINE:COL), or it renders; and what renders is valid
 parses as PromQL, and (slow tier) ``promtool check rules`` accepts the rules and
 ``promtool test rules`` passes the generated tests.
 
-Fast tier: a fixed seed (``GPUMON_FUZZ_EXAMPLES``, default 400 specs) and a rotating one (the
-UTC date, or ``GPUMON_FUZZ_SEED``; 100 specs), loading and rendering in process (about 15 s on
-2 cores, so the fast tier stays near a minute). Slow tier: a wider fixed seed in process
-(``GPUMON_FUZZ_WIDE_EXAMPLES``, default 2000), and a fixed seed through promtool (``GPUMON_FUZZ_PROMTOOL_EXAMPLES``, default 80, nine in ten
-of them clean). ``make fuzz`` runs
-all three with far more examples.
+Fast tier: a small fixed slice (``GPUMON_FUZZ_FAST_EXAMPLES``, default 60 specs) and a small
+rotating one (the UTC date, or ``GPUMON_FUZZ_SEED``; ``GPUMON_FUZZ_ROTATING_FAST_EXAMPLES``,
+default 20), loading and rendering in process: a fixed number of examples is a fixed time budget (about
+5 s of CPU), so the fast tier stays within its minute. Slow tier: the big slices, each a fixed
+number of examples: a fixed seed (``GPUMON_FUZZ_EXAMPLES``, default 400), a wider one
+(``GPUMON_FUZZ_WIDE_EXAMPLES``, default 2000) and the rotating seed (``GPUMON_FUZZ_ROTATING_EXAMPLES``,
+default 100) in process, and a fixed seed through promtool
+(``GPUMON_FUZZ_PROMTOOL_EXAMPLES``, default 80, nine in ten of them clean). ``make fuzz`` runs
+them with far more examples.
 """
 
 from __future__ import annotations
@@ -34,8 +37,10 @@ from .engines import prometheus_engines
 from .fuzz_specs import spec_bytes
 
 FIXED_SEED = 15
+FAST_EXAMPLES = int(os.environ.get("GPUMON_FUZZ_FAST_EXAMPLES", "60"))
 EXAMPLES = int(os.environ.get("GPUMON_FUZZ_EXAMPLES", "400"))
 WIDE_EXAMPLES = int(os.environ.get("GPUMON_FUZZ_WIDE_EXAMPLES", "2000"))
+ROTATING_FAST_EXAMPLES = int(os.environ.get("GPUMON_FUZZ_ROTATING_FAST_EXAMPLES", "20"))
 ROTATING_EXAMPLES = int(os.environ.get("GPUMON_FUZZ_ROTATING_EXAMPLES", "100"))
 ROTATING_SEED = int(os.environ.get("GPUMON_FUZZ_SEED") or datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%d"))
 SLOW_EXAMPLES = int(os.environ.get("GPUMON_FUZZ_PROMTOOL_EXAMPLES", "80"))
@@ -100,6 +105,11 @@ def _fixed(tmp_path_factory, examples: int, fixed: int) -> None:
     assert stats["rendered"] >= stats["specs"] * 0.05, dict(stats)
 
 
+def test_fuzz_fixed_seed_fast_slice(tmp_path_factory):
+    _fixed(tmp_path_factory, FAST_EXAMPLES, FIXED_SEED + 5)  # a seed whose first 60 draws render 12
+
+
+@pytest.mark.slow
 def test_fuzz_fixed_seed(tmp_path_factory):
     _fixed(tmp_path_factory, EXAMPLES, FIXED_SEED)
 
@@ -109,10 +119,19 @@ def test_fuzz_fixed_seed_wide(tmp_path_factory):
     _fixed(tmp_path_factory, WIDE_EXAMPLES, FIXED_SEED + 2)
 
 
-def test_fuzz_rotating_seed(tmp_path_factory):
-    stats = _fuzz(tmp_path_factory, ROTATING_EXAMPLES, ROTATING_SEED, Counter())
+def _rotating(tmp_path_factory, examples: int) -> None:
+    stats = _fuzz(tmp_path_factory, examples, ROTATING_SEED, Counter())
     print(f"\nfuzz (seed {ROTATING_SEED}, rotating: GPUMON_FUZZ_SEED={ROTATING_SEED} reproduces): {dict(stats)}")
     assert stats["specs"] >= 1
+
+
+def test_fuzz_rotating_seed_fast_slice(tmp_path_factory):
+    _rotating(tmp_path_factory, ROTATING_FAST_EXAMPLES)
+
+
+@pytest.mark.slow
+def test_fuzz_rotating_seed(tmp_path_factory):
+    _rotating(tmp_path_factory, ROTATING_EXAMPLES)
 
 
 def _with_promtool(spec, files, folder: Path, stats: Counter) -> None:

@@ -15,6 +15,7 @@ import pytest
 
 from generator import writer
 
+from .clirun import gpumon
 from .conftest import ROOT
 
 OLD = {"rules/a.rules.yaml": "old a\n", "rules/b.rules.yaml": "old b\n", "runbooks/Gone.md": "old gone\n",
@@ -22,10 +23,6 @@ OLD = {"rules/a.rules.yaml": "old a\n", "rules/b.rules.yaml": "old b\n", "runboo
 NEW = {"rules/a.rules.yaml": "new a\n", "rules/b.rules.yaml": "old b\n", "runbooks/New.md": "new\n",
        "dashboards/d.json": "{\"x\": 1}\n", "tests/t.test.yaml": "t\n"}
 
-
-def gpumon(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "generator.cli", *args], capture_output=True, text=True, cwd=cwd,
-                          timeout=120)
 
 
 def tree(out: Path) -> dict[str, str]:

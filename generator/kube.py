@@ -21,13 +21,10 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable
+from typing import Callable
 
 from . import re2check
 from .durations import parse_duration
-
-if TYPE_CHECKING:  # the spec module imports this one
-    from .spec import Spec
 
 
 @dataclass(frozen=True)
@@ -103,11 +100,6 @@ class Kubernetes:
     def expected_source(self) -> str:
         """``static`` when a static expectation is given, else ``capacity``."""
         return "static" if self.static is not None else "capacity"
-
-
-def kubernetes(spec: "Spec") -> Kubernetes | None:
-    """``spec.kubernetes``: the modelled section, or None when the spec has none."""
-    return spec.kubernetes
 
 
 def from_plain(raw: dict | None, node_label: str) -> Kubernetes | None:

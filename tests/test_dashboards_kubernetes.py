@@ -14,7 +14,6 @@ import promql_parser as pp
 import pytest
 
 from generator.dashboards import kube as kube_panels
-from generator.kube import kubernetes
 from generator.rules import build_groups, names
 from generator.spec import load_spec, parse_spec
 
@@ -119,7 +118,7 @@ def test_queries_parse_and_read_only_known_series(which, request, kube_series):
                 row_reads |= read
     assert {names.NODE_GPUS_EXPECTED, names.NODE_GPU_DEVICES_REPORTING, names.NODE_GPUS_MISSING} <= row_reads
     kube_read = {n for n in row_reads if n.startswith("kube_")}
-    if kubernetes(spec).ksm_job is None:
+    if spec.kubernetes.ksm_job is None:
         assert kube_read == set() and names.NODE_EXPORTER_UP not in row_reads  # nothing to read bare metal
     else:
         assert {"kube_daemonset_status_number_ready", "kube_daemonset_status_desired_number_scheduled",
@@ -152,7 +151,7 @@ def test_row_follows_the_dashboard_conventions(example, example_cluster):
     restart stat uses restart_window, like the alert), kube-state-metrics selectors pin its job."""
     ref = {"type": "prometheus", "uid": "${datasource}"}
     lab = example.exporter.labels
-    k = kubernetes(example)
+    k = example.kubernetes
     for p in _row_panels(_health(example)):
         assert p["datasource"] == ref and all(t["datasource"] == ref for t in p["targets"]), p["title"]
         assert p["fieldConfig"]["defaults"].get("unit"), p["title"]

@@ -125,3 +125,16 @@ def test_help_imports_no_heavy_library():
     heavy = {"grafana_foundation_sdk", "httpx", "jsonschema", "rich", "ruamel", "jinja2", "promql_parser", "yaml"}
     assert not {m.split(".")[0] for m in loaded} & heavy
     assert "generator.cli" in loaded
+
+
+def test_exit_codes_are_defined_in_one_module():
+    """Every ``EXIT_*`` constant is assigned in :mod:`generator.exitcodes` only (the CLI and
+    validate once each had their own copy); the others import it."""
+    owners = set()
+    for path in PACKAGE.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
+            names = [t.id for tgt in targets for t in ast.walk(tgt) if isinstance(t, ast.Name)]
+            if any(n.startswith("EXIT_") for n in names):
+                owners.add(path.relative_to(PACKAGE).as_posix())
+    assert owners == {"exitcodes.py"}, owners

@@ -12,7 +12,6 @@ import promql_parser
 import pytest
 import yaml
 
-from generator.kube import kubernetes
 from generator.localprom import ExpositionServer, LocalPrometheus
 from generator.render import render
 from generator.rules import build_groups, names
@@ -41,13 +40,13 @@ def _errors(text: str) -> list[str]:
 
 
 def test_example_spec_models_the_gpu_operator_install():
-    k = kubernetes(load_spec(EXAMPLE))
+    k = load_spec(EXAMPLE).kubernetes
     assert k.ksm_job == "kube-state-metrics" and k.expected_source == "capacity"
     assert (k.exporter.namespace, k.exporter.daemonset, k.exporter.container) == (
         "gpu-operator", "nvidia-dcgm-exporter", "nvidia-dcgm-exporter")
     assert k.exporter.pod_regex == "nvidia-dcgm-exporter-[a-z0-9]{5}"
     assert (k.join.kube_label, k.join.exporter_label) == ("node", "Hostname")
-    assert kubernetes(load_spec(ROOT / "gpumon.yaml")) is None
+    assert load_spec(ROOT / "gpumon.yaml").kubernetes is None
 
 
 def test_example_is_the_bundled_spec_plus_the_section():
@@ -298,7 +297,7 @@ def test_kube_state_metrics_with_static_expectation_and_units_per_gpu(tmp_path, 
     text = EXAMPLE.read_text().replace("  restart_window: 1h\n", "  restart_window: 1h\n  static: {default: 8}\n")
     text = text.replace("  capacity:\n    resource: nvidia_com_gpu\n    units_per_gpu: 1\n", "")
     spec = parse_spec(text, "mixed.yaml")
-    assert kubernetes(spec).expected_source == "static"
+    assert spec.kubernetes.expected_source == "static"
     group = next(g for g in build_groups(spec) if g.name == "gpumon.kubernetes")
     by_name = {r.name: r.expr for r in group.rules}
     assert "kube_node_status_capacity" not in by_name[names.NODE_GPUS_EXPECTED]

@@ -1,8 +1,8 @@
 """What every command shares: exit codes, the internal-error exit and loading the spec (or exiting
 2 with every problem).
 
-Only ``click`` is imported at module level, so ``gpumon --help`` stays fast; the library is
-imported inside the functions that need it.
+Only ``click`` and :mod:`generator.exitcodes` (which imports nothing) are imported at module level,
+so ``gpumon --help`` stays fast; the library is imported inside the functions that need it.
 """
 
 from __future__ import annotations
@@ -13,8 +13,9 @@ from pathlib import Path
 
 import click
 
-#: The exit codes of every command (documented in ``EPILOG`` and README "Exit codes").
-EXIT_OK, EXIT_FINDINGS, EXIT_ERROR, EXIT_INCONCLUSIVE, EXIT_INTERNAL = 0, 1, 2, 3, 4
+# the exit codes of every command (documented in ``EPILOG`` and README "Exit codes"), re-exported
+# for the commands from the one module that defines them
+from ..exitcodes import EXIT_ERROR, EXIT_FINDINGS, EXIT_INCONCLUSIVE, EXIT_INTERNAL, EXIT_OK  # noqa: F401
 
 EPILOG = """\b
 Exit codes:

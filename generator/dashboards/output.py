@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import json
 
-from ..spec import Spec
+from ..spec import DashboardSettings, Spec
 from .sdk import JSONEncoder
 from ..yamlout import dump, generated_header
-from .settings import DashboardSettings
 
 JSON_PATH = "dashboards/{name}.json"
 CONFIGMAP_PATH = "kubernetes/grafana-dashboard-{name}.yaml"

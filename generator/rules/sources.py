@@ -146,7 +146,3 @@ def alerts(spec: Spec) -> list[Rule]:
     """GpuMetricFallbackServing for every tracked (required/optional) metric with sources."""
     return [fallback_serving(spec, m) for m in spec.tracked_metrics if m.sources]
 
-
-def served_series(spec: Spec) -> frozenset[tuple[str, str]]:
-    """(series, job) of every source: exporter alerts leave these names to the fallback alert."""
-    return frozenset((s.series, s.job) for m in spec.metrics for s in m.sources)

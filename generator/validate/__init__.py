@@ -24,6 +24,7 @@ import time
 from dataclasses import replace
 
 from ..durations import format_duration
+from ..exitcodes import EXIT_ERROR, EXIT_FINDINGS, EXIT_INCONCLUSIVE, EXIT_OK
 from ..findings import Report
 from ..promapi import PromClient
 from ..spec import Spec
@@ -35,7 +36,6 @@ from .base import Context
 CHECKS = {"stores": stores, "targets": targets, "presence": presence, "sources": sources, "duplicates": duplicates, "optional": optional,
           "values": values, "continuity": continuity, "counters": counters, "rules-loaded": rules_loaded,
           "inventory": inventory, "metadata": metadata, "kubernetes": kubernetes}
-EXIT_OK, EXIT_FAILED, EXIT_ERROR, EXIT_INCONCLUSIVE = 0, 1, 2, 3
 
 
 def validate(spec: Spec, client: PromClient, *, lookback: float = 3600.0, concurrency: int = 4,
@@ -107,7 +107,7 @@ def _inconclusive(findings: list, warnings: list[str]) -> list:
 def exit_code(report: Report) -> int:
     """1 when any finding is an error, else 3 when any is inconclusive, else 0."""
     if report.count("error"):
-        return EXIT_FAILED
+        return EXIT_FINDINGS
     if report.count("inconclusive"):
         return EXIT_INCONCLUSIVE
     return EXIT_OK

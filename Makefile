@@ -39,9 +39,14 @@ tools:                           ## build Prometheus 3.x and Thanos from their G
 demo: $(BIN)/gpumon prometheus-installed   ## simulator + real Prometheus + rendered rules + gpumon validate
 	$(BIN)/python scripts/demo.py
 
+# the slow tier in SLOW_WORKERS pytest-xdist workers, a test module per worker (--dist loadfile), so
+# a module's servers start once; --durations=30 prints the slowest tests of each tier
+SLOW_WORKERS ?= 2
+
 test: $(BIN)/gpumon prometheus-installed tools   ## run the whole test suite (Prometheus 2.42 and 3.x, Thanos, promtool)
 	$(BIN)/python -m tests.engines
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -m "not slow" -n auto --durations=30
+	$(BIN)/python -m pytest -q -m slow -n $(SLOW_WORKERS) --dist loadfile --durations=30
 
 test-fast: $(BIN)/gpumon         ## the fast tier: no servers, no promtool, on every core (about a minute on 2 busy cores)
 	$(BIN)/python -m pytest -q -m "not slow" -n auto

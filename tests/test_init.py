@@ -3,20 +3,12 @@ runbook base (a dead link in every Alertmanager notification once the starter is
 
 from __future__ import annotations
 
-import subprocess
-import sys
-from pathlib import Path
-
 import yaml
 
 from generator.spec import load_spec
 
-ROOT = Path(__file__).resolve().parent.parent
-
-
-def gpumon(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "generator.cli", *args], capture_output=True, text=True, cwd=cwd,
-                          env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
+from .clirun import gpumon
+from .conftest import ROOT
 
 
 def test_bundled_spec_is_relative_so_the_starter_has_something_to_replace():

@@ -66,6 +66,28 @@ def default_spec():
     return load_spec(ROOT / "gpumon.yaml")
 
 
+@pytest.fixture(scope="session")
+def default_render(default_spec) -> dict[str, str]:
+    """``render(default_spec)`` once per test process (path -> text), for tests that only read it;
+    a mapping proxy, so a test cannot change what the next one sees."""
+    from types import MappingProxyType
+
+    from generator.render import render
+
+    return MappingProxyType(render(default_spec))
+
+
+@pytest.fixture(scope="session")
+def default_render_dir(default_render, tmp_path_factory) -> Path:
+    """:func:`default_render` written (by ``generator.writer``) into a session temp folder, for
+    tests that only read it."""
+    from generator import writer
+
+    out = tmp_path_factory.mktemp("default-render")
+    writer.write(dict(default_render), out)
+    return out
+
+
 def _engine_params():
     """One param per Prometheus build (tests/engines.py); a missing build is one param that fails
     when used, so the fast tier collects without the tools and the slow tier fails loudly."""

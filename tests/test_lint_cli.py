@@ -13,8 +13,7 @@ import jsonschema
 import pytest
 from click.testing import CliRunner
 
-from generator import render as render_mod
-from generator import reporters, writer
+from generator import reporters
 from generator.cli import cli
 from generator.lint import lint
 
@@ -181,9 +180,8 @@ def test_rendered_output_folder_lints_clean(root, default_spec):
     assert "rules" in report.summary["inputs"]
 
 
-def test_fresh_render_lints_clean(tmp_path, default_spec):
-    writer.write(render_mod.render(default_spec), tmp_path)
-    report = lint([tmp_path], default_spec)
+def test_fresh_render_lints_clean(default_render_dir, default_spec):
+    report = lint([default_render_dir], default_spec)
     assert report.findings == []
     assert " 0 rules" not in report.summary["inputs"]
 

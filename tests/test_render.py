@@ -23,8 +23,8 @@ from .conftest import DATA, ROOT
 
 
 
-def test_committed_output_is_what_the_default_spec_renders(default_spec):
-    drift = writer.diff(render(default_spec), ROOT / "output")
+def test_committed_output_is_what_the_default_spec_renders(default_render):
+    drift = writer.diff(dict(default_render), ROOT / "output")
     assert not drift.any, "output/ is stale, run `make render`:\n" + "\n".join(drift.lines())
     proc = gpumon("render", "--check")
     assert proc.returncode == 0, proc.stdout + proc.stderr

@@ -299,11 +299,10 @@ def test_a_wrong_source_rule_fails_its_generated_test(mixed_out, tmp_path, promt
 def test_lint_accepts_the_declared_sources():
     """gpumon lint on the mixed-fleet golden output: the fallback series (old DCGM names, 1.x
     names, nvidia_smi_*) are declared by the spec, not unknown metrics."""
-    import subprocess
-    import sys
+    from .clirun import gpumon
+
     golden = ROOT / "tests" / "golden" / "mixed-fleet"
-    proc = subprocess.run([sys.executable, "-m", "generator.cli", "lint", "--spec", str(MIXED), str(golden)],
-                          capture_output=True, text=True, timeout=300)
+    proc = gpumon("lint", "--spec", str(MIXED), str(golden))
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "unknown-metric" not in proc.stdout
 

@@ -283,8 +283,8 @@ def test_example_manifest_is_valid_deterministic_yaml():
     assert pod["containers"][0]["command"] == ["sh", f"{mounts['script']}/{sidecar.SCRIPT_KEY}"]
 
 
-def test_rendered_only_when_asked():
-    plain = render(load_spec(ROOT / "gpumon.yaml"))
+def test_rendered_only_when_asked(default_render):
+    plain = default_render
     assert not [p for p in plain if "nvidia-smi-textfile" in p]
     assert load_spec(ROOT / "gpumon.yaml").textfile_sidecar is None
 

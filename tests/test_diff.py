@@ -7,6 +7,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from generator.cli import cli
@@ -85,6 +86,12 @@ def test_selector_label_and_group_interval_changes(tmp_path):
     assert "rule groups / PrometheusRule objects: 2 changed" in md
 
 
+@pytest.fixture(scope="module")
+def without_mem_clock(tmp_path_factory, root):
+    """(output/, a render without DCGM_FI_DEV_MEM_CLOCK): rendered once for the tests that read it."""
+    return _render_without(tmp_path_factory.mktemp("without"), root, "DCGM_FI_DEV_MEM_CLOCK")
+
+
 def _render_without(tmp_path, root, metric: str):
     """output/ of the bundled spec, and a render of it with ``metric`` removed."""
     text = (root / "gpumon.yaml").read_text()
@@ -97,10 +104,10 @@ def _render_without(tmp_path, root, metric: str):
     return root / "output", tmp_path / "out"
 
 
-def test_removing_one_metric_reads_as_its_panel_and_alerts_removed(tmp_path, root):
+def test_removing_one_metric_reads_as_its_panel_and_alerts_removed(without_mem_clock):
     """Issue #14: removing DCGM_FI_DEV_MEM_CLOCK used to read as three renamed panels and a
     removed XID rule (panels matched by positional id). Now: the field, its panel, its alerts."""
-    before, after = _render_without(tmp_path, root, "DCGM_FI_DEV_MEM_CLOCK")
+    before, after = without_mem_clock
     md = compare(read(str(before)), read(str(after)), "before", "after").markdown()
     by_field = md.split("**By field:**", 1)[1].split("<details>", 1)[0].strip().splitlines()
     assert by_field == ["- **removed** `DCGM_FI_DEV_MEM_CLOCK`: Memory clock panel (GPU fleet overview, GPU node and "
@@ -118,8 +125,8 @@ def test_removing_one_metric_reads_as_its_panel_and_alerts_removed(tmp_path, roo
     assert len(md) < 4000
 
 
-def test_panel_ids_follow_the_panel_not_its_position(tmp_path, root):
-    before, after = _render_without(tmp_path, root, "DCGM_FI_DEV_MEM_CLOCK")
+def test_panel_ids_follow_the_panel_not_its_position(without_mem_clock):
+    before, after = without_mem_clock
     for name in ("gpumon-fleet", "gpumon-gpu", "gpumon-health"):
         ids = []
         for side in (before, after):

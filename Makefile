@@ -48,7 +48,7 @@ test: $(BIN)/gpumon prometheus-installed tools   ## run the whole test suite (Pr
 	$(BIN)/python -m pytest -q -m "not slow" -n auto --durations=30
 	$(BIN)/python -m pytest -q -m slow -n $(SLOW_WORKERS) --dist loadfile --durations=30
 
-test-fast: $(BIN)/gpumon         ## the fast tier: no servers, no promtool, on every core (about a minute on 2 busy cores)
+test-fast: $(BIN)/gpumon         ## the fast tier: no servers, no promtool, on every core (86 s of CPU time)
 	$(BIN)/python -m pytest -q -m "not slow" -n auto
 
 fuzz: $(BIN)/gpumon prometheus-installed   ## a long spec-fuzzing run (CI runs a bounded slice); FUZZ_SEED=N to reproduce

@@ -57,7 +57,7 @@ TMP=$DIR/.gpumon-nvidia-smi.prom.$$
 CSV=$DIR/.gpumon-nvidia-smi.csv.$$
 ERRF=$DIR/.gpumon-nvidia-smi.err.$$
 MAX_LINE=4096        # bytes of one output line read (a GPU row of these fields is about 150)
-MAX_OUTPUT=1048576   # bytes of nvidia-smi output read per run
+MAX_OUTPUT=65536     # bytes of nvidia-smi output read per run (400 such rows; a node has up to 16 GPUs)
 MARKER="# gpumon-textfile-end lines="
 
 # the fields asked for, in column order after uuid,index; a field the driver rejects is removed

@@ -27,8 +27,8 @@ ROW1 = f"{G1}, 1, 60, 55, 300.5, 7, 3, 100, 200, 1410, 1593"
 
 
 def run(tmp_path: Path, shell: str, env: dict, folder: Path | None = None,
-        timeout: float = 60) -> subprocess.CompletedProcess:
-    """One ``--once`` run under ``shell`` with ``env`` added (GPUMON_TIMEOUT 5, NODE_NAME
+        timeout: float = 60, once: bool = True) -> subprocess.CompletedProcess:
+    """One ``--once`` run (``once=False``: the loop) under ``shell`` with ``env`` added (GPUMON_TIMEOUT 5, NODE_NAME
     gpu-node-1 unless given); the textfile folder is ``folder`` or ``tmp_path/textfile``.
     ``PATH_PREPEND`` in ``env`` goes in front of the shell's PATH (busybox: its applets only)."""
     folder = folder or tmp_path / "textfile"
@@ -43,7 +43,8 @@ def run(tmp_path: Path, shell: str, env: dict, folder: Path | None = None,
     if "PATH_PREPEND" in env:
         path = env.pop("PATH_PREPEND") + ":" + path
     full = {"PATH": path, "GPUMON_TEXTFILE_DIR": str(folder), "GPUMON_TIMEOUT": "5", "NODE_NAME": "gpu-node-1", **env}
-    return subprocess.run(argv + [str(SCRIPT), "--once"], env=full, capture_output=True, timeout=timeout)
+    return subprocess.run(argv + [str(SCRIPT)] + (["--once"] if once else []), env=full, capture_output=True,
+                          timeout=timeout)
 
 
 def raw(tmp_path: Path, data: bytes) -> dict:
@@ -107,6 +108,18 @@ def test_full_disk_keeps_the_old_file(tmp_path, shell, leave):
         assert b"keeping the previous file" in proc.stderr
         assert (folder / PROM).read_bytes() == before
         assert sorted(p.name for p in folder.iterdir()) == ["filler", PROM]
+
+
+def test_the_loop_exits_when_the_file_cannot_be_written(tmp_path):
+    """The long-running loop stops with exit 2 (the pod restarts, kubelet retries with back-off)
+    instead of writing nothing and looking alive."""
+    with tiny_tmpfs(tmp_path / "textfile") as folder:
+        assert run(tmp_path, "dash", case("h100-load"), folder).returncode == 0
+        before = (folder / PROM).read_bytes()
+        fill(folder, 0)
+        proc = run(tmp_path, "dash", {**case("two-gpus"), "GPUMON_INTERVAL": "60"}, folder, timeout=30, once=False)
+        assert proc.returncode == 2 and b"keeping the previous file" in proc.stderr, proc.stderr.decode()
+        assert (folder / PROM).read_bytes() == before
 
 
 # -- long lines, big numbers ------------------------------------------------------------------------

@@ -90,7 +90,8 @@ describe() {
 }
 
 sweep() {  # kills what is left of the query's process group (busybox timeout spares nvidia-smi's children)
-  if [ -n "$GROUP" ] && [ -n "$SETSID" ]; then kill -KILL "-$GROUP" 2>/dev/null; fi   # "-KILL -pgid": the form dash, bash and busybox all take
+  # "kill -KILL -pgid": the one form dash, bash and busybox all take
+  if [ -n "$GROUP" ] && [ -n "$SETSID" ]; then kill -KILL "-$GROUP" 2>/dev/null; fi
   GROUP=""
 }
 
@@ -306,7 +307,7 @@ run_once() {
   head -c "$MAX_OUTPUT" "$CSV" | produce "$up" "$now"
   wrote=$?
   rm -f "$CSV" "$ERRF"
-  why=$(check)
+  why=$(check) || [ -n "$why" ] || why="the check of the file failed"
   if [ "$wrote" -ne 0 ] || [ -n "$why" ]; then
     log "cannot write $OUT (${why:-awk could not write it}; full disk?): keeping the previous file"
     rm -f "$TMP"

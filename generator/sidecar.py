@@ -1,4 +1,4 @@
-"""The nvidia-smi textfile sidecar (issue 13): the field guide's workaround, ready to deploy.
+"""The nvidia-smi textfile sidecar: the field guide's workaround, ready to deploy.
 
 Where DCGM's detailed query returns nothing for a GPU (dcgm-exporter shows "N/A") plain
 ``nvidia-smi`` still prints the reading. The spec's optional ``textfile_sidecar`` section makes

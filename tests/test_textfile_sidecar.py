@@ -1,4 +1,4 @@
-"""The nvidia-smi textfile sidecar (issue 13): the POSIX sh script run for real with dash against a
+"""The nvidia-smi textfile sidecar: the POSIX sh script run for real with dash against a
 fake nvidia-smi replaying recorded outputs (tests/data/nvidia-smi, each file naming its source),
 the spec section (schema, model, errors with FILE:LINE:COL) and the rendered Kubernetes manifest."""
 
@@ -32,7 +32,8 @@ PROMTOOLS = [p for p in (shutil.which("promtool"),
 def _busybox_path(folder: Path) -> str:
     """A PATH holding only busybox applets (sh, timeout, sed, ...): the script must not need GNU tools."""
     folder.mkdir(parents=True, exist_ok=True)
-    for applet in ("sh", "timeout", "sed", "date", "mv", "rm", "cat", "head", "tr", "uname", "sleep", "awk", "printf"):
+    for applet in ("sh", "timeout", "setsid", "sed", "date", "mv", "rm", "cat", "head", "tail", "wc", "tr", "uname",
+                   "sleep", "awk", "printf"):
         link = folder / applet
         if not link.exists():
             link.symlink_to(shutil.which("busybox"))
@@ -69,11 +70,14 @@ def shell(request) -> str:
 
 def samples(tmp_path: Path) -> dict[tuple[str, frozenset], str]:
     """{(series name, frozenset of label pairs): value} of the written file; asserts the text
-    parses line by line (HELP/TYPE or a sample) and that nothing else is left in the folder."""
+    parses line by line (HELP/TYPE or a sample, the end marker last) and that nothing else is left in
+    the folder."""
     folder = tmp_path / "textfile"
     assert sorted(p.name for p in folder.iterdir()) == ["gpumon-nvidia-smi.prom"], "temporary files left behind"
     out = {}
-    for line in (folder / "gpumon-nvidia-smi.prom").read_text().splitlines():
+    lines = (folder / "gpumon-nvidia-smi.prom").read_text().splitlines()
+    assert lines[-1] == f"# gpumon-textfile-end lines={len(lines) - 1}", lines[-1]
+    for line in lines[:-1]:
         if line.startswith("# HELP ") or line.startswith("# TYPE "):
             continue
         m = SAMPLE.match(line)
@@ -244,9 +248,11 @@ def test_preset_series_are_what_the_script_writes():
 
 
 def test_script_is_posix_sh():
-    """dash -n parses it; no bash-isms that dash would accept by accident."""
+    """dash -n parses it; no bash-isms that dash would accept by accident (outside its awk programs)."""
     assert subprocess.run([SH, "-n", str(SCRIPT)], capture_output=True).returncode == 0
-    body = "\n".join(line for line in SCRIPT.read_text().splitlines() if not line.lstrip().startswith("#"))
+    shell = re.sub(r"^[A-Z]+='\n.*?\n\}'\n", "", SCRIPT.read_text(), flags=re.M | re.S)   # the awk programs
+    assert "function trim" not in shell
+    body = "\n".join(line for line in shell.splitlines() if not line.lstrip().startswith("#"))
     for bashism in ("[[", "function ", "local ", "$'", "<(", "${!", "declare ", "pipefail"):
         assert bashism not in body, bashism
 

@@ -7,13 +7,15 @@ from pathlib import Path
 
 import click
 
-from .common import EXIT_ERROR, load_or_exit
+from .common import EXIT_ERROR, input_options, load_or_exit, read_limits
 
 VALIDATE_EPILOG = """\b
 Exit codes:
   0  every check passed (warnings and info do not fail)
   1  a check failed (missing series, bad values, rules not loaded, ...)
-  2  could not check: usage, bad spec, connection, auth, not a Prometheus API
+  2  could not check: usage, bad spec, connection, auth, not a Prometheus API,
+     an unreadable dashboard (syntax, a device/FIFO, a symlink leading out,
+     a file over --max-input-mib, nesting over 100 levels)
   3  inconclusive: partial responses or failed queries, and nothing failed
   4  internal error: a bug in gpumon (please report it; GPUMON_DEBUG=1 shows the traceback)
 """
@@ -55,9 +57,10 @@ _BACKEND_PREFIX = {"prometheus": "", "thanos": "", "victoriametrics": "", "mimir
               default="text", show_default=True,
               help="html: one self-contained file (with -o the terminal gets the text report).")
 @click.option("-o", "--output", "out_file", type=click.Path(dir_okay=False), help="Write the report here too.")
+@input_options
 def validate(args, url, backend, path_prefix, tenant, headers, bearer_token_file, basic_auth_file, ca_file,
              insecure_skip_verify, timeout, deadline, max_response_mib, lookback, concurrency, checks, label_limit, dashboards,
-             dashboard_max_queries, fmt, out_file) -> None:
+             dashboard_max_queries, fmt, out_file, follow_symlinks, max_input_mib) -> None:
     """Check a live Prometheus against SPEC: targets, every spec'd series on every GPU, values,
     gaps, loaded rules, driver versions. Says what is missing, where, since when and why.
 
@@ -112,7 +115,8 @@ def validate(args, url, backend, path_prefix, tenant, headers, bearer_token_file
         report, code = run_validate(model, client, lookback=lookback_s, concurrency=concurrency, checks=chosen,
                                     label_limit=limit, dashboards=tuple(dashboards),
                                     dashboard_max_queries=dashboard_max_queries,
-                                    matrix=fmt == "html")  # the matrix is GPUs x fields: only HTML shows it
+                                    matrix=fmt == "html",
+                                    read_limits=read_limits(follow_symlinks, max_input_mib))  # the matrix is GPUs x fields: only HTML shows it
     text = reporters.render(report, fmt, color=fmt == "text" and sys.stdout.isatty())
     # an HTML file is for a browser: with -o, the terminal gets the text report instead
     shown = reporters.render(report, "text", color=sys.stdout.isatty()) if fmt == "html" and out_file else text
@@ -143,8 +147,10 @@ def _is_spec(path: Path) -> bool:
         return True  # load_or_exit says how to get one
     if not path.is_file() or path.suffix not in (".yaml", ".yml"):
         return False
-    try:
-        lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
-    except OSError:
+    from ..readers.files import Refused, read_text
+
+    try:  # bounded like every input: a huge file or a device named here is a dashboard to refuse later
+        lines = read_text(path).splitlines()
+    except (OSError, Refused):
         return False
     return any(ln.startswith("metrics:") for ln in lines) and not any(ln.startswith("kind:") for ln in lines)

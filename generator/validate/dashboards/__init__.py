@@ -88,7 +88,7 @@ class _Budget:
         return True
 
 
-def run(ctx, paths: list[str], prior: list[Finding], max_queries: int = MAX_QUERIES) \
+def run(ctx, paths: list[str], prior: list[Finding], max_queries: int = MAX_QUERIES, limits=None) \
         -> tuple[CheckResult, list[Verdict]]:
     """Validate the dashboards under ``paths`` against ``ctx``'s server.
 
@@ -98,10 +98,11 @@ def run(ctx, paths: list[str], prior: list[Finding], max_queries: int = MAX_QUER
         prior: findings of the checks that ran before (a panel's verdict links to the finding
             that explains it, e.g. ``series-missing``).
         max_queries: cap on the queries this step sends.
+        limits: how files are read (:class:`~generator.readers.files.Limits`; None: defaults).
     Returns:
         (findings and JUnit cases, one verdict per panel with queries).
     """
-    inputs = loader.load(paths)
+    inputs = loader.load(paths, limits or loader.inputfiles.DEFAULT)
     result = CheckResult()
     result.findings += [f for f in inputs.problems]
     budget = _Budget(max_queries)

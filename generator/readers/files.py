@@ -153,5 +153,8 @@ def check_yaml_depth(text: str) -> None:
                     raise Refused(f"YAML nested more than {MAX_DEPTH} levels deep")
             elif isinstance(event, (yaml.MappingEndEvent, yaml.SequenceEndEvent)):
                 depth -= 1
-    except yaml.YAMLError:
-        return
+    except yaml.YAMLError as exc:
+        # libyaml stops at its own limit (1,000 flow levels) before yielding the deep events
+        if "nesting depth" in str(getattr(exc, "problem", "") or ""):
+            raise Refused(f"YAML nested more than {MAX_DEPTH} levels deep") from None
+        return  # a syntax error: the loader reports it with its position

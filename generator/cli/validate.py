@@ -36,9 +36,11 @@ _BACKEND_PREFIX = {"prometheus": "", "thanos": "", "victoriametrics": "", "mimir
 @click.option("--ca-file", type=click.Path(dir_okay=False), help="CA bundle (PEM) to verify HTTPS with.")
 @click.option("--insecure-skip-verify", is_flag=True, help="Do not verify the server's TLS certificate.")
 @click.option("--timeout", default=30.0, show_default=True, type=click.FloatRange(0.1),
-              help="Seconds per request: connecting, redirects and reading the whole answer.")
+              help="Seconds per request: connecting, redirects and reading the whole answer; after 3 timeouts "
+                   "in a row nothing more is sent.")
 @click.option("--deadline", default=900.0, show_default=True, type=click.FloatRange(1),
-              help="Seconds for the whole run; queries after it fail (inconclusive, exit 3).")
+              help="Seconds for the whole run; queries, dashboards and panels after it are not run "
+                   "(inconclusive, exit 3).")
 @click.option("--max-response-mib", default=64, show_default=True, type=click.IntRange(1, 4096),
               help="Refuse answers larger than this (MiB, after gzip decompression).")
 @click.option("--lookback", default="1h", show_default=True, help="History to check presence and gaps over.")
@@ -50,7 +52,9 @@ _BACKEND_PREFIX = {"prometheus": "", "thanos": "", "victoriametrics": "", "mimir
               help="Warn about series with more label names than this [default: 30 with --backend mimir, else off].")
 @click.option("--dashboards", "dashboards", multiple=True, type=click.Path(exists=True), metavar="PATH",
               help="Grafana dashboards to run panel by panel (JSON files, ConfigMaps, folders; repeatable). "
-                   "Without SPEC only the dashboards are checked.")
+                   "Without SPEC only the dashboards are checked. Queries over 16 KiB, 200 operators or 64 "
+                   "nested brackets, variables over 1000 values and panels past 1000 per dashboard are not "
+                   "evaluated (inconclusive).")
 @click.option("--dashboard-max-queries", type=click.IntRange(1), default=600, show_default=True,
               help="Cap on the queries --dashboards sends (variables, panel targets, selector probes).")
 @click.option("--format", "fmt", type=click.Choice(["text", "json", "sarif", "junit", "github", "html"]),

@@ -46,6 +46,8 @@ UNREADABLE = "input-unreadable"
 _IGNORE = re.compile(r"#\s*gpumon-lint:\s*(ignore-file|ignore)\b\s*([\w\-, ]*)")
 _SKIP_DIRS = {".git", ".venv", "venv", "node_modules", "__pycache__", ".tox", ".mypy_cache", ".pytest_cache"}
 _EXTENSIONS = (".yaml", ".yml", ".json")
+#: JSON dashboards up to this size get line/column positions (gpumon's largest is under 100 KB)
+_LOCATOR_MAX_CHARS = 2 << 20
 
 
 def collect(paths: Iterable[str | Path]) -> tuple[list[Path], list[str]]:
@@ -421,8 +423,10 @@ def _json_locator(text: str, name: str, line_shift: int, col_shift: int):
     def tree():
         if not cache:  # parsed on the first finding only: most dashboards have none
             try:
-                cache.append(_yaml().load(text))
-            except YAMLError:
+                # ruamel.yaml is pure Python: a 10 MB dashboard takes minutes and gigabytes, so
+                # past _LOCATOR_MAX_CHARS findings point at the JSON pointer on line 1 instead
+                cache.append(_yaml().load(text) if len(text) <= _LOCATOR_MAX_CHARS else None)
+            except (YAMLError, RecursionError):
                 cache.append(None)
         return cache[0]
 

@@ -238,3 +238,12 @@ def test_a_stalling_server_costs_a_few_timeouts_not_one_per_query():
     assert proc.returncode in (2, 3), proc.stdout[-1500:]
     assert "the server stopped answering" in proc.stdout
     assert seconds < 20, f"{seconds:.0f}s"
+
+
+def test_a_symlinked_spec_is_still_the_spec(tmp_path):
+    """The bounded reader refuses symlinks leading out of the tree; telling the spec from the
+    dashboards must not (a spec mounted from a ConfigMap is a symlink)."""
+    from generator.cli.validate import _is_spec
+
+    (tmp_path / "gpumon.yaml").symlink_to(ROOT / "gpumon.yaml")
+    assert _is_spec(tmp_path / "gpumon.yaml")

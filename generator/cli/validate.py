@@ -151,10 +151,12 @@ def _is_spec(path: Path) -> bool:
         return True  # load_or_exit says how to get one
     if not path.is_file() or path.suffix not in (".yaml", ".yml"):
         return False
-    from ..readers.files import Refused, read_text
+    from ..readers.files import Limits, Refused, read_text
 
-    try:  # bounded like every input: a huge file or a device named here is a dashboard to refuse later
-        lines = read_text(path).splitlines()
+    # bounded like every input (a huge file or a device named here is a dashboard to refuse later);
+    # symlinks followed: a spec mounted from a ConfigMap is one
+    try:
+        lines = read_text(path, Limits(follow_symlinks=True)).splitlines()
     except (OSError, Refused):
         return False
     return any(ln.startswith("metrics:") for ln in lines) and not any(ln.startswith("kind:") for ln in lines)

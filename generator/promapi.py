@@ -15,6 +15,10 @@ Every request is bounded (issue #15, finding 5): a deadline for the whole reques
 redirects, every read of the body: a trickled body cannot stretch it), an optional overall
 deadline for the client (``validate --deadline``), and a cap on the body size that also holds
 after gzip/deflate decompression (a gzip bomb is refused after ``max_bytes``, not inflated).
+Per-request timeouts share one budget: after :data:`STALL_LIMIT` requests in a row time out, the
+server is taken to have stopped answering and later requests fail at once instead of each
+waiting ``timeout`` again (a server that stalls after its first answer would otherwise cost
+``timeout`` per query: 38 queries x 3 s).
 Answers are checked for the shapes the API documents (a ``result`` that is not a list of samples,
 targets that are not objects) and refused as ``not-json`` instead of crashing a check.
 """
@@ -37,6 +41,8 @@ from . import redact
 #: Error kinds of :class:`PromError`.
 KINDS = ("config", "connection", "timeout", "auth", "not-found", "api", "http", "not-json", "too-large")
 MAX_REDIRECTS = 5
+#: timeouts in a row after which a client sends nothing more (see the module docstring)
+STALL_LIMIT = 3
 #: default cap on a response body, after decompression (``validate --max-response-mib``)
 MAX_BYTES = 64 << 20
 #: ``/api/v1/rules`` pages followed at most (each ``group_limit=100`` groups)
@@ -217,6 +223,7 @@ class PromClient:
         self.timeout, self.max_bytes = timeout, max_bytes
         self.overall = deadline
         self.deadline_at = time.monotonic() + deadline if deadline else None
+        self.stalled = 0  # requests in a row that timed out
         self.http = httpx.Client(timeout=timeout, verify=verify, follow_redirects=False, transport=transport)
 
     def close(self) -> None:
@@ -241,9 +248,24 @@ class PromClient:
         """GET ``<base><path>`` and return the decoded envelope, within the request deadline.
 
         Redirects are followed (up to 5); secrets are dropped when one leaves the origin host.
+        Nothing is sent after :data:`STALL_LIMIT` timeouts in a row (a ``timeout`` error at once).
         Raises:
             PromError: see :class:`PromError` kinds.
         """
+        if self.stalled >= STALL_LIMIT:
+            raise PromError("timeout", self.base + path, f"not sent: the last {self.stalled} requests each timed out "
+                            f"(--timeout {self.timeout:g}s); the server stopped answering",
+                            hint="check the server's load, or raise --timeout")
+        try:
+            answer = self._get(path, params)
+        except PromError as exc:
+            if exc.kind == "timeout":
+                self.stalled += 1  # a race between threads only shifts the cut-off by one
+            raise
+        self.stalled = 0
+        return answer
+
+    def _get(self, path: str, params: dict | list | None) -> Answer:
         url = self.base + path
         # only encodings _read can bound (httpx would otherwise also offer br/zstd when installed)
         headers = {**self.public_headers, **self.secret_headers, "Accept-Encoding": "gzip, deflate"}
@@ -271,6 +293,8 @@ class PromClient:
                     resp.close()
             except httpx.TimeoutException:
                 raise self._timed_out(url, overall) from None
+            except httpx.InvalidURL as exc:  # e.g. over httpx's 65,536-character URL limit
+                raise PromError("config", strip_userinfo(url)[:200], f"request not sent: {exc}") from None
             except httpx.HTTPError as exc:
                 raise PromError("connection", strip_userinfo(url), f"cannot connect: {exc}",
                                 hint="check the URL, port, proxy and TLS options (--ca-file, --insecure-skip-verify)") from None

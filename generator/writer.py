@@ -1,10 +1,14 @@
 """Writing rendered files: staged, all-or-nothing, removing only what gpumon wrote before.
 
-gpumon records the files it wrote in ``<out>/.gpumon-files``. The manifest lives in a folder
+gpumon records the files it wrote in ``<out>/.gpumon-files``, each with the SHA-256 of the
+content it wrote (``<sha256>  <path>``, as ``sha256sum`` prints). The manifest lives in a folder
 anyone can commit to (a pull request can plant lines in it), so it is never trusted: a line is
 honoured only when it is a relative path of the shape gpumon renders (:data:`OWN_PATH`), inside
 ``out`` after resolving symlinks. Any other line is an :class:`OutputError` naming the line, and
-nothing is written or removed (issue #15, finding 1).
+nothing is written or removed (issue #15, finding 1). A file no longer rendered is removed only
+when its content still has the recorded hash: a line naming a file gpumon never wrote (a
+hand-written ``rules/team-b.rules.yaml``), a line without a hash, or a file edited since, is left
+alone and reported (``Drift.kept``). The journal's removals carry the same proof.
 
 A write is staged (issue #15, finding 8): every new file is first written, flushed and fsynced
 as a temporary file beside its target (``.gpumon-tmp.<name>.<random>``); then a journal
@@ -13,11 +17,13 @@ their targets and stale files removed. The journal is the commit point: a failur
 leaves the old tree (temporary files are removed); a failure after it is rolled back from the
 old contents kept in memory; a process killed after it (SIGKILL, power loss) leaves the journal,
 and the next ``write`` completes the swap before doing anything else. Temporary files of gpumon's
-naming left by a killed run are removed by the next ``write``.
+naming (``.gpumon-tmp.<rendered name>.<8 characters>``, nothing else) left by a killed run are
+removed by the next ``write``.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -31,10 +37,12 @@ TMP_PREFIX = ".gpumon-tmp."
 #: the relative paths gpumon renders (``generator.render`` refuses any other): the only paths a
 #: manifest line may name
 OWN_PATH = re.compile(r"(rules|dashboards|kubernetes|tests|runbooks|alertmanager)/[A-Za-z0-9][A-Za-z0-9._-]*\.(yaml|json|md)")
-#: temporary files of gpumon's naming: the current one, and ``.<name>.<8 chars>`` (tempfile.mkstemp
-#: with the prefix earlier versions used) beside a rendered file
-_TMP_NAME = re.compile(re.escape(TMP_PREFIX) + r".+")
-_OLD_TMP_NAME = re.compile(r"\.(.+)\.[a-z0-9_]{8}")
+#: temporary files of gpumon's naming: ``tempfile.mkstemp(prefix=".gpumon-tmp.<name>.")`` adds 8
+#: characters of this alphabet (CPython's ``tempfile._RandomNameSequence``)
+_TMP_NAME = re.compile(re.escape(TMP_PREFIX) + r"(.+)\.[a-z0-9_]{8}")
+#: a manifest line: ``<sha256>  <path>``, or a bare path (written by earlier versions: no proof)
+_MANIFEST_LINE = re.compile(r"(?:([0-9a-f]{64})  )?(.*)")
+_SHA256 = re.compile(r"[0-9a-f]{64}")
 
 
 class OutputError(Exception):
@@ -49,6 +57,8 @@ class Drift:
     added: list[str] = field(default_factory=list)
     changed: list[str] = field(default_factory=list)
     removed: list[str] = field(default_factory=list)
+    #: no longer rendered but not removed: not (or no longer) the content gpumon wrote there
+    kept: list[str] = field(default_factory=list)
 
     @property
     def any(self) -> bool:
@@ -59,7 +69,8 @@ class Drift:
         with ``applied`` what was just written and removed."""
         words = ("new", "updated", "removed") if applied else ("missing", "differs", "no longer rendered")
         return ([f"+ {p} ({words[0]})" for p in self.added] + [f"~ {p} ({words[1]})" for p in self.changed]
-                + [f"- {p} ({words[2]})" for p in self.removed])
+                + [f"- {p} ({words[2]})" for p in self.removed]
+                + [f"! {p} (no longer rendered; left alone: not the content gpumon wrote there)" for p in self.kept])
 
 
 def is_own_path(rel: str) -> bool:
@@ -79,25 +90,42 @@ def _inside(out: Path, rel: str) -> bool:
     return True
 
 
-def _manifest(out: Path) -> list[str]:
-    """The manifest's paths, each checked; raises :class:`OutputError` naming the first bad line."""
+def sha256(data: bytes) -> str:
+    """Hex SHA-256 of ``data`` (what the manifest and journal record per file)."""
+    return hashlib.sha256(data).hexdigest()
+
+
+def _wrote(path: Path, digest: str | None) -> bool:
+    """``path`` is a regular file (not a symlink) whose content has the ``digest`` gpumon recorded."""
+    if digest is None or path.is_symlink() or not path.is_file():
+        return False
+    try:
+        return sha256(path.read_bytes()) == digest
+    except OSError:
+        return False
+
+
+def _manifest(out: Path) -> dict[str, str | None]:
+    """The manifest's paths (each checked) with the SHA-256 recorded for each (None: a line without
+    one); raises :class:`OutputError` naming the first bad line."""
     mpath = out / MANIFEST
     try:
         if mpath.is_symlink() or (mpath.exists() and not mpath.is_file()):
             raise OutputError(f"{mpath}: not a regular file; gpumon will not read a manifest through a symlink")
         raw = mpath.read_bytes()
     except (FileNotFoundError, NotADirectoryError):
-        return []  # no manifest yet (a folder not created yet, or one a write will fail on)
+        return {}  # no manifest yet (a folder not created yet, or one a write will fail on)
     except OSError as exc:
         raise OutputError(f"{mpath}: cannot read: {exc.strerror or exc}") from None
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError:
         raise OutputError(f"{mpath}: not UTF-8 text; delete it and render again") from None
-    paths = []
-    for number, line in enumerate(text.splitlines(), 1):
-        if not line or line.startswith("#"):
+    paths: dict[str, str | None] = {}
+    for number, raw_line in enumerate(text.splitlines(), 1):
+        if not raw_line or raw_line.startswith("#"):
             continue
+        digest, line = _MANIFEST_LINE.fullmatch(raw_line).groups()
         if not is_own_path(line):
             why = ("an absolute path" if line.startswith("/") or PurePosixPath(line).is_absolute()
                    else "a path leading out of the folder" if ".." in PurePosixPath(line).parts
@@ -107,7 +135,7 @@ def _manifest(out: Path) -> list[str]:
         if not _inside(out, line):
             raise OutputError(f"{mpath}:{number}: {line!r} leads out of {out}/ through a symlink; gpumon removes "
                               "only files it wrote inside the folder")
-        paths.append(line)
+        paths[line] = digest
     return paths
 
 
@@ -140,7 +168,9 @@ def diff(files: dict[str, str], out: Path) -> Drift:
                 raise OutputError(f"{path}: cannot read: {exc.strerror or exc}") from None
             if not same:
                 drift.changed.append(rel)
-    drift.removed = sorted(p for p in _manifest(out) if p not in files and (out / p).is_file())
+    for rel, digest in sorted(_manifest(out).items()):
+        if rel not in files and (out / rel).is_file():
+            (drift.removed if _wrote(out / rel, digest) else drift.kept).append(rel)
     return drift
 
 
@@ -176,8 +206,8 @@ def atomic_write(path: Path, data: bytes) -> None:
 
 
 def _manifest_text(files: dict[str, str]) -> str:
-    return "# files written by gpumon render; others in this folder are left alone\n" + "".join(
-        f"{p}\n" for p in sorted(files))
+    return ("# files written by gpumon render (sha256 and path); others in this folder, and these once "
+            "edited, are left alone\n" + "".join(f"{sha256(files[p].encode('utf-8'))}  {p}\n" for p in sorted(files)))
 
 
 def write(files: dict[str, str], out: Path) -> Drift:
@@ -206,7 +236,8 @@ def write(files: dict[str, str], out: Path) -> Drift:
         for rel, data in planned.items():
             staged[rel] = _stage(out / rel, data)
         old = {rel: (out / rel).read_bytes() for rel in list(planned) + drift.removed if (out / rel).is_file()}
-        journal = {"replace": {rel: tmp.name for rel, tmp in staged.items()}, "remove": drift.removed}
+        journal = {"replace": {rel: tmp.name for rel, tmp in staged.items()},
+                   "remove": {rel: sha256(old[rel]) for rel in drift.removed if rel in old}}
         atomic_write(out / JOURNAL, json.dumps(journal, sort_keys=True).encode("utf-8"))
     except BaseException:
         for tmp in staged.values():
@@ -227,9 +258,10 @@ def _apply(out: Path, journal: dict) -> None:
         tmp = (out / rel).parent / tmp_name
         if tmp.is_file():
             os.replace(tmp, out / rel)
-    for rel in journal.get("remove", []):
-        (out / rel).unlink(missing_ok=True)
-        _prune_empty_dirs((out / rel).parent, out)
+    for rel, digest in journal.get("remove", {}).items():
+        if _wrote(out / rel, digest):  # only the content the journal says gpumon is replacing
+            (out / rel).unlink(missing_ok=True)
+            _prune_empty_dirs((out / rel).parent, out)
     (out / JOURNAL).unlink(missing_ok=True)
 
 
@@ -261,14 +293,15 @@ def recover(out: Path) -> bool:
     try:
         journal = json.loads(jpath.read_text("utf-8"))
         replace, remove = journal["replace"], journal["remove"]
-        ok = isinstance(replace, dict) and isinstance(remove, list)
+        ok = isinstance(replace, dict) and isinstance(remove, dict)
     except (ValueError, KeyError, TypeError, UnicodeDecodeError):
         ok = False
     if ok:
         for rel, tmp in replace.items():
             ok = ok and (rel == MANIFEST or (is_own_path(rel) and _inside(out, rel))) and isinstance(tmp, str) \
                 and bool(_TMP_NAME.fullmatch(tmp)) and "/" not in tmp
-        ok = ok and all(isinstance(r, str) and is_own_path(r) and _inside(out, r) for r in remove)
+        ok = ok and all(isinstance(r, str) and is_own_path(r) and _inside(out, r) and isinstance(d, str)
+                        and bool(_SHA256.fullmatch(d)) for r, d in remove.items())
     if not ok:
         raise OutputError(f"{jpath}: not a journal gpumon wrote; delete it and render again")
     _apply(out, journal)
@@ -290,8 +323,8 @@ def clean_stale(out: Path, files: dict[str, str]) -> list[Path]:
         for entry in os.scandir(path):
             if not entry.is_file(follow_symlinks=False):
                 continue
-            old = _OLD_TMP_NAME.fullmatch(entry.name)
-            if _TMP_NAME.fullmatch(entry.name) or (old and old.group(1) in names_by_dir.get(folder, ())):
+            own = _TMP_NAME.fullmatch(entry.name)
+            if own and own.group(1) in names_by_dir[folder]:
                 Path(entry.path).unlink(missing_ok=True)
                 removed.append(Path(entry.path))
     return removed

@@ -146,11 +146,67 @@ def test_staging_failure_leaves_the_old_tree(tmp_path, monkeypatch):
 def test_stale_temp_files_of_gpumon_naming_are_cleaned(tmp_path):
     out = tmp_path / "out"
     writer.write(OLD, out)
-    (out / "rules" / ".gpumon-tmp.a.rules.yaml.k3j2h1").write_bytes(b"")
-    (out / "rules" / ".a.rules.yaml.ab12cd_x").write_bytes(b"")  # the mkstemp naming of earlier versions
+    (out / "rules" / ".gpumon-tmp.a.rules.yaml.k3j2h1ab").write_bytes(b"")
     (out / "rules" / ".keep-me").write_text("user file")
     writer.write(NEW, out)
     assert sorted(p.name for p in (out / "rules").iterdir()) == [".keep-me", "a.rules.yaml", "b.rules.yaml"]
+
+
+@pytest.mark.parametrize("name", [".a.rules.yaml.mybackup", ".gpumon-tmp.a.rules.yaml.mybackup.old",
+                                  ".gpumon-tmp.someone-else.yaml.ab12cd_x", ".gpumon-tmp.a.rules.yaml.k3j2"])
+def test_cleanup_leaves_user_files_that_only_look_like_temp_files(tmp_path, name):
+    """A user's ``.gpumon.rules.yaml.mybackup`` beside ``gpumon.rules.yaml`` was deleted: the
+    cleanup took any ``.<rendered name>.<8 characters>`` for a temporary file of gpumon's."""
+    out = tmp_path / "out"
+    writer.write(OLD, out)
+    (out / "rules" / name).write_text("my backup")
+    writer.write(NEW, out)
+    assert (out / "rules" / name).read_text() == "my backup"
+
+
+def test_manifest_line_naming_a_file_gpumon_never_wrote_removes_nothing(tmp_path):
+    """A planted manifest line ``rules/team-b.rules.yaml`` deleted the team's own rule file (exit 0):
+    a line is no proof of ownership; the content hash gpumon recorded is."""
+    out = tmp_path / "out"
+    writer.write(OLD, out)
+    (out / "rules" / "team-b.rules.yaml").write_text("groups: []  # team b's own\n")
+    for planted in ("rules/team-b.rules.yaml", "0" * 64 + "  rules/team-b.rules.yaml"):
+        with (out / writer.MANIFEST).open("a") as fh:
+            fh.write(planted + "\n")
+        drift = writer.write(NEW, out)
+        assert (out / "rules" / "team-b.rules.yaml").read_text() == "groups: []  # team b's own\n"
+        assert drift.kept == ["rules/team-b.rules.yaml"] and "rules/team-b.rules.yaml" not in drift.removed
+        assert "left alone" in drift.lines(applied=True)[-1]
+
+
+def test_a_file_edited_after_gpumon_wrote_it_is_not_removed(tmp_path):
+    out = tmp_path / "out"
+    writer.write(OLD, out)
+    (out / "runbooks" / "Gone.md").write_text("old gone\nand my notes\n")
+    drift = writer.write(NEW, out)
+    assert drift.kept == ["runbooks/Gone.md"] and (out / "runbooks" / "Gone.md").exists()
+    assert not (out / "rules" / "nothing").exists()
+    # a file still as gpumon wrote it goes
+    writer.write({**NEW, "runbooks/Other.md": "x\n"}, out)
+    assert writer.write(NEW, out).removed == ["runbooks/Other.md"]
+
+
+def test_planted_journal_cannot_delete_a_file_gpumon_never_wrote(tmp_path):
+    """A planted ``.gpumon-journal`` listing ``rules/team-b.rules.yaml`` deleted it on the next run."""
+    import json
+
+    out = tmp_path / "out"
+    writer.write(OLD, out)
+    team = out / "rules" / "team-b.rules.yaml"
+    team.write_text("team b\n")
+    for remove in (["rules/team-b.rules.yaml"], {"rules/team-b.rules.yaml": "0" * 64}):
+        (out / writer.JOURNAL).write_text(json.dumps({"replace": {}, "remove": remove}))
+        try:
+            writer.write(NEW, out)
+        except writer.OutputError as exc:
+            assert "not a journal gpumon wrote" in str(exc)
+            (out / writer.JOURNAL).unlink()
+        assert team.read_text() == "team b\n"
 
 
 _KILLER = textwrap.dedent("""

@@ -27,6 +27,24 @@ Exit codes:
 """
 
 
+def input_options(func):
+    """``--follow-symlinks`` and ``--max-input-mib``: how lint, diff and validate --dashboards read
+    files (:mod:`generator.readers.files`; the defaults refuse symlinks leading out of the paths
+    given, devices and FIFOs, files over 16 MiB, and YAML/JSON nested over 100 levels)."""
+    func = click.option("--max-input-mib", default=16, show_default=True, type=click.IntRange(1, 1024),
+                        help="Refuse input files larger than this (each file; exit 2).")(func)
+    return click.option("--follow-symlinks", is_flag=True,
+                        help="Read symlinks that lead outside the paths given (refused by default; devices, "
+                             "FIFOs and sockets are refused always).")(func)
+
+
+def read_limits(follow_symlinks: bool, max_input_mib: int):
+    """The :class:`generator.readers.files.Limits` the two options above ask for."""
+    from ..readers.files import Limits
+
+    return Limits(follow_symlinks=follow_symlinks, max_bytes=max_input_mib << 20)
+
+
 def internal_error(exc: BaseException, command: str | None = None) -> None:
     """Exit 4 with one line asking for a bug report: an uncaught exception is a bug, and must
     not end as exit 1 (findings) or 2, which CI reads as drift or bad input (issue #15, finding 4).

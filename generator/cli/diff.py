@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from .common import EXIT_ERROR, EXIT_FINDINGS
+from .common import EXIT_ERROR, EXIT_FINDINGS, input_options, read_limits
 
 
 @click.command("diff")
@@ -14,7 +14,8 @@ from .common import EXIT_ERROR, EXIT_FINDINGS
 @click.argument("new")
 @click.option("--max-chars", default=65536, show_default=True, type=click.IntRange(1000),
               help="Cap on the comment's length (GitHub rejects comments over 65,536 characters).")
-def diff_command(old: str, new: str, max_chars: int) -> None:
+@input_options
+def diff_command(old: str, new: str, max_chars: int, follow_symlinks: bool, max_input_mib: int) -> None:
     """Summarise what changes between OLD and NEW rules and dashboards, as Markdown for a PR
     comment. OLD and NEW are files, directories, or git revisions of a path: git:REV:PATH
     (e.g. git:origin/main:output). Panels and rules are matched by what they are (title, the
@@ -22,13 +23,16 @@ def diff_command(old: str, new: str, max_chars: int) -> None:
     field and is cut (with a note) to fit --max-chars.
 
     \b
-    Exit codes: 0 no semantic difference; 1 differences; 2 unreadable input; 4 internal error.
+    Exit codes: 0 no semantic difference; 1 differences; 2 unreadable input (also a device/FIFO,
+                a symlink leading out, a file over --max-input-mib, nesting over 100 levels);
+                4 internal error.
     """
     from ..diff import compare
     from ..diff.sources import SourceError, read
 
     try:
-        before, after = read(old), read(new)
+        limits = read_limits(follow_symlinks, max_input_mib)
+        before, after = read(old, limits), read(new, limits)
     except SourceError as exc:
         click.echo(f"gpumon: {exc}", err=True)
         sys.exit(EXIT_ERROR)

@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from .common import EXIT_ERROR, EXIT_FINDINGS, load_or_exit
+from .common import EXIT_ERROR, EXIT_FINDINGS, input_options, load_or_exit, read_limits
 
 #: report formats (``generator.reporters.FORMATS``; kept here so ``--help`` does not import it)
 FORMATS = ("text", "json", "sarif", "junit", "github")
@@ -27,7 +27,8 @@ def _split(values: tuple[str, ...]) -> list[str]:
               help="Exit 1 when a finding has this severity or a higher one.")
 @click.option("--disable", multiple=True, metavar="CHECK[,CHECK]", help="Skip these checks (repeatable).")
 @click.option("--list-checks", is_flag=True, help="Describe every check and exit.")
-def lint_command(paths, spec_path, fmt, fail_on, disable, list_checks) -> None:
+@input_options
+def lint_command(paths, spec_path, fmt, fail_on, disable, list_checks, follow_symlinks, max_input_mib) -> None:
     """Check rule files, PrometheusRule objects and Grafana dashboards (JSON files, ConfigMaps)
     under PATHS (files or directories; default: output/).
 
@@ -36,7 +37,9 @@ def lint_command(paths, spec_path, fmt, fail_on, disable, list_checks) -> None:
 
     \b
     Exit codes: 0 nothing at or above --fail-on; 1 findings at or above it;
-                2 usage error, bad spec, or unreadable input (YAML/JSON syntax, missing path);
+                2 usage error, bad spec, or unreadable input (YAML/JSON syntax, missing path,
+                  a device/FIFO, a symlink leading out, a file over --max-input-mib,
+                  YAML/JSON nested over 100 levels);
                 4 internal error (a bug: please report it).
     """
     from .. import reporters
@@ -62,7 +65,8 @@ def lint_command(paths, spec_path, fmt, fail_on, disable, list_checks) -> None:
                    f"known: {', '.join(check_ids())}", err=True)
         sys.exit(EXIT_ERROR)
     spec = load_or_exit(spec_path)
-    report = lint(list(paths) or ["output"], spec, disabled)  # a bug ends in the internal-error exit (4)
+    report = lint(list(paths) or ["output"], spec, disabled,
+                  read_limits(follow_symlinks, max_input_mib))  # a bug ends in the internal-error exit (4)
     click.echo(reporters.render(report, fmt), nl=False)
     if any(f.check == loader.UNREADABLE for f in report.findings):
         click.echo("gpumon: some input could not be read (see input-unreadable findings)", err=True)

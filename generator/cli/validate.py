@@ -7,13 +7,15 @@ from pathlib import Path
 
 import click
 
-from .common import EXIT_ERROR, load_or_exit
+from .common import EXIT_ERROR, input_options, load_or_exit, read_limits
 
 VALIDATE_EPILOG = """\b
 Exit codes:
   0  every check passed (warnings and info do not fail)
   1  a check failed (missing series, bad values, rules not loaded, ...)
-  2  could not check: usage, bad spec, connection, auth, not a Prometheus API
+  2  could not check: usage, bad spec, connection, auth, not a Prometheus API,
+     an unreadable dashboard (syntax, a device/FIFO, a symlink leading out,
+     a file over --max-input-mib, nesting over 100 levels)
   3  inconclusive: partial responses or failed queries, and nothing failed
   4  internal error: a bug in gpumon (please report it; GPUMON_DEBUG=1 shows the traceback)
 """
@@ -34,9 +36,11 @@ _BACKEND_PREFIX = {"prometheus": "", "thanos": "", "victoriametrics": "", "mimir
 @click.option("--ca-file", type=click.Path(dir_okay=False), help="CA bundle (PEM) to verify HTTPS with.")
 @click.option("--insecure-skip-verify", is_flag=True, help="Do not verify the server's TLS certificate.")
 @click.option("--timeout", default=30.0, show_default=True, type=click.FloatRange(0.1),
-              help="Seconds per request: connecting, redirects and reading the whole answer.")
+              help="Seconds per request: connecting, redirects and reading the whole answer; after 3 timeouts "
+                   "in a row nothing more is sent.")
 @click.option("--deadline", default=900.0, show_default=True, type=click.FloatRange(1),
-              help="Seconds for the whole run; queries after it fail (inconclusive, exit 3).")
+              help="Seconds for the whole run; queries, dashboards and panels after it are not run "
+                   "(inconclusive, exit 3).")
 @click.option("--max-response-mib", default=64, show_default=True, type=click.IntRange(1, 4096),
               help="Refuse answers larger than this (MiB, after gzip decompression).")
 @click.option("--lookback", default="1h", show_default=True, help="History to check presence and gaps over.")
@@ -48,16 +52,19 @@ _BACKEND_PREFIX = {"prometheus": "", "thanos": "", "victoriametrics": "", "mimir
               help="Warn about series with more label names than this [default: 30 with --backend mimir, else off].")
 @click.option("--dashboards", "dashboards", multiple=True, type=click.Path(exists=True), metavar="PATH",
               help="Grafana dashboards to run panel by panel (JSON files, ConfigMaps, folders; repeatable). "
-                   "Without SPEC only the dashboards are checked.")
+                   "Without SPEC only the dashboards are checked. Queries over 16 KiB, 200 operators or 64 "
+                   "nested brackets, variables over 1000 values and panels past 1000 per dashboard are not "
+                   "evaluated (inconclusive).")
 @click.option("--dashboard-max-queries", type=click.IntRange(1), default=600, show_default=True,
               help="Cap on the queries --dashboards sends (variables, panel targets, selector probes).")
 @click.option("--format", "fmt", type=click.Choice(["text", "json", "sarif", "junit", "github", "html"]),
               default="text", show_default=True,
               help="html: one self-contained file (with -o the terminal gets the text report).")
 @click.option("-o", "--output", "out_file", type=click.Path(dir_okay=False), help="Write the report here too.")
+@input_options
 def validate(args, url, backend, path_prefix, tenant, headers, bearer_token_file, basic_auth_file, ca_file,
              insecure_skip_verify, timeout, deadline, max_response_mib, lookback, concurrency, checks, label_limit, dashboards,
-             dashboard_max_queries, fmt, out_file) -> None:
+             dashboard_max_queries, fmt, out_file, follow_symlinks, max_input_mib) -> None:
     """Check a live Prometheus against SPEC: targets, every spec'd series on every GPU, values,
     gaps, loaded rules, driver versions. Says what is missing, where, since when and why.
 
@@ -112,7 +119,8 @@ def validate(args, url, backend, path_prefix, tenant, headers, bearer_token_file
         report, code = run_validate(model, client, lookback=lookback_s, concurrency=concurrency, checks=chosen,
                                     label_limit=limit, dashboards=tuple(dashboards),
                                     dashboard_max_queries=dashboard_max_queries,
-                                    matrix=fmt == "html")  # the matrix is GPUs x fields: only HTML shows it
+                                    matrix=fmt == "html",
+                                    read_limits=read_limits(follow_symlinks, max_input_mib))  # the matrix is GPUs x fields: only HTML shows it
     text = reporters.render(report, fmt, color=fmt == "text" and sys.stdout.isatty())
     # an HTML file is for a browser: with -o, the terminal gets the text report instead
     shown = reporters.render(report, "text", color=sys.stdout.isatty()) if fmt == "html" and out_file else text
@@ -143,8 +151,12 @@ def _is_spec(path: Path) -> bool:
         return True  # load_or_exit says how to get one
     if not path.is_file() or path.suffix not in (".yaml", ".yml"):
         return False
+    from ..readers.files import Limits, Refused, read_text
+
+    # bounded like every input (a huge file or a device named here is a dashboard to refuse later);
+    # symlinks followed: a spec mounted from a ConfigMap is one
     try:
-        lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
-    except OSError:
+        lines = read_text(path, Limits(follow_symlinks=True)).splitlines()
+    except (OSError, Refused):
         return False
     return any(ln.startswith("metrics:") for ln in lines) and not any(ln.startswith("kind:") for ln in lines)

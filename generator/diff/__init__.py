@@ -176,15 +176,22 @@ def _panel_key(panel: dict) -> str:
     return f"id {panel['id']}" if panel.get("id") is not None else f"title {panel.get('title', '')!r}"
 
 
+def _defaults(panel: dict) -> dict:
+    """``fieldConfig.defaults``, or {} when either is missing or not an object."""
+    config = panel.get("fieldConfig")
+    defaults = config.get("defaults") if isinstance(config, dict) else None
+    return defaults if isinstance(defaults, dict) else {}
+
+
 def _unit(panel: dict):
-    unit = ((panel.get("fieldConfig") or {}).get("defaults") or {}).get("unit")
-    if unit is None and isinstance(panel.get("yaxes"), list) and panel["yaxes"]:
-        unit = (panel["yaxes"][0] or {}).get("format")
+    unit = _defaults(panel).get("unit")
+    if unit is None and isinstance(panel.get("yaxes"), list) and panel["yaxes"] and isinstance(panel["yaxes"][0], dict):
+        unit = panel["yaxes"][0].get("format")
     return unit
 
 
 def _thresholds(panel: dict) -> str | None:
-    th = ((panel.get("fieldConfig") or {}).get("defaults") or {}).get("thresholds")
+    th = _defaults(panel).get("thresholds")
     if isinstance(th, dict) and isinstance(th.get("steps"), list):
         steps = [f"{'base' if s.get('value') is None else s.get('value')} {s.get('color', '')}".strip()
                  for s in th["steps"] if isinstance(s, dict)]
@@ -195,6 +202,11 @@ def _thresholds(panel: dict) -> str | None:
     return None
 
 
+def _seq(value) -> list:
+    """``value`` when it is a list, else [] (hand-edited dashboards can hold anything anywhere)."""
+    return value if isinstance(value, list) else []
+
+
 def _grid(panel: dict) -> str | None:
     g = panel.get("gridPos")
     return f"x={g.get('x')} y={g.get('y')} w={g.get('w')} h={g.get('h')}" if isinstance(g, dict) else None
@@ -202,7 +214,7 @@ def _grid(panel: dict) -> str | None:
 
 def _targets(panel: dict, variables: dict) -> dict:
     out = {}
-    for i, t in enumerate(panel.get("targets") or []):
+    for i, t in enumerate(_seq(panel.get("targets"))):
         if isinstance(t, dict):
             expr = t.get("expr")
             norm = promql.normalize(grafana.substitute(expr, variables)) if isinstance(expr, str) else None
@@ -212,17 +224,18 @@ def _targets(panel: dict, variables: dict) -> dict:
 
 def _all_panels(doc: dict) -> dict:
     out = {}
-    for p in doc.get("panels") or []:
+    for p in _seq(doc.get("panels")):
         if isinstance(p, dict):
             out[_panel_key(p)] = p
-            for inner in p.get("panels") or []:
+            for inner in _seq(p.get("panels")):
                 if isinstance(inner, dict):
                     out[_panel_key(inner)] = inner
     return out
 
 
 def _variables(doc: dict) -> dict:
-    lst = (doc.get("templating") or {}).get("list") or []
+    templating = doc.get("templating")
+    lst = _seq(templating.get("list")) if isinstance(templating, dict) else []
     return {str(v.get("name")): v for v in lst if isinstance(v, dict) and v.get("name")}
 
 

@@ -18,7 +18,8 @@ from ..readers import grafana, promql
 def metrics(panel: dict, variables: dict) -> frozenset[str]:
     """Metric names the panel's queries read (from promql-parser's AST)."""
     out = set()
-    for t in panel.get("targets") or []:
+    targets = panel.get("targets")
+    for t in targets if isinstance(targets, list) else []:  # hand-edited JSON can hold anything
         expr = t.get("expr") if isinstance(t, dict) else None
         if not isinstance(expr, str):
             continue
@@ -27,6 +28,12 @@ def metrics(panel: dict, variables: dict) -> frozenset[str]:
             continue
         out |= {name for vs, _ in promql.selectors(ast) if (name := promql.metric_name(vs))}
     return frozenset(out)
+
+
+def hashable(value):
+    """``value`` when it can be a dict key, else its ``repr`` (a panel ``type`` or ``id`` that is
+    a list or an object in hand-edited JSON)."""
+    return value if isinstance(value, (str, int, float, bool, type(None))) else repr(value)
 
 
 def _title(p: dict) -> str:
@@ -48,11 +55,11 @@ def pair(old: list[dict], new: list[dict], vo: dict, vn: dict) -> tuple[list[tup
     """
     pairs: list[tuple[dict, dict]] = []
     left, right = list(old), list(new)
-    sig_o = {id(p): (p.get("type"), metrics(p, vo)) for p in left}
-    sig_n = {id(p): (p.get("type"), metrics(p, vn)) for p in right}
+    sig_o = {id(p): (hashable(p.get("type")), metrics(p, vo)) for p in left}
+    sig_n = {id(p): (hashable(p.get("type")), metrics(p, vn)) for p in right}
     steps = (lambda p, side: _title(p),
              lambda p, side: (side[id(p)] if side[id(p)][1] else None),
-             lambda p, side: (p.get("type"), p.get("id")) if p.get("id") is not None else None)
+             lambda p, side: (hashable(p.get("type")), hashable(p.get("id"))) if p.get("id") is not None else None)
     for key in steps:
         a = _unique(left, lambda p: key(p, sig_o))
         b = _unique(right, lambda p: key(p, sig_n))

@@ -7,7 +7,7 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-from ..readers import loader
+from ..readers import files, loader
 from ..readers.model import Inputs
 
 
@@ -15,8 +15,9 @@ class SourceError(Exception):
     """A side cannot be read (missing path, unknown revision, git not available)."""
 
 
-def read(ref: str) -> Inputs:
-    """Load rules and dashboards from ``ref`` (path or ``git:REV:path``).
+def read(ref: str, limits: files.Limits = files.DEFAULT) -> Inputs:
+    """Load rules and dashboards from ``ref`` (path or ``git:REV:path``), each file within
+    ``limits`` (:mod:`generator.readers.files`; at a git revision the size cap applies to blobs).
 
     Raises:
         SourceError: unreadable path, git failure, or YAML/JSON syntax errors (message lists them).
@@ -27,11 +28,12 @@ def read(ref: str) -> Inputs:
         if not rev:
             raise SourceError(f"{ref}: expected git:REV:path, e.g. git:origin/main:output")
         for name in _git_files(rev, path):
+            _check_blob_size(rev, name, ref, limits)
             loader.load_text(_git(["show", f"{rev}:{name}"], ref), f"{name}", inputs)
     else:
         if not Path(ref).exists():
             raise SourceError(f"{ref}: no such file or directory")
-        inputs = loader.load([ref])
+        inputs = loader.load([ref], limits)
     if inputs.problems:
         raise SourceError("; ".join(f"{p.location}: {p.message}" for p in inputs.problems))
     return inputs
@@ -45,6 +47,13 @@ def _git(args: list[str], ref: str) -> str:
     if proc.returncode != 0:
         raise SourceError(f"{ref}: git {' '.join(args)}: {proc.stderr.strip() or 'failed'}")
     return proc.stdout
+
+
+def _check_blob_size(rev: str, name: str, ref: str, limits: files.Limits) -> None:
+    """Refuse a blob over the size cap before ``git show`` reads it into memory."""
+    size = _git(["cat-file", "-s", f"{rev}:{name}"], ref).strip()
+    if size.isdigit() and int(size) > limits.max_bytes:
+        raise SourceError(f"{name} at {rev}: {size} bytes, over the cap of {limits.max_bytes} bytes per input file")
 
 
 def _git_files(rev: str, path: str) -> list[str]:

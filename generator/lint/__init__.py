@@ -52,13 +52,15 @@ def sections(doc: str) -> dict[str, str]:
     return joined
 
 
-def lint(paths: Iterable[str | Path], spec: Spec, disable: Iterable[str] = ()) -> Report:
+def lint(paths: Iterable[str | Path], spec: Spec, disable: Iterable[str] = (),
+         limits: loader.inputfiles.Limits = loader.inputfiles.DEFAULT) -> Report:
     """Lint every rule file, PrometheusRule and dashboard under ``paths``.
 
     Args:
         paths: files and directories (walked recursively).
         spec: the loaded spec (metric kinds, labels, intervals, rule selector labels).
         disable: check ids to skip.
+        limits: how files are read (symlinks, size and nesting caps; :mod:`generator.readers.files`).
     Returns:
         a Report (tool ``gpumon lint``); unreadable input appears as ``input-unreadable`` findings.
     Raises:
@@ -68,7 +70,7 @@ def lint(paths: Iterable[str | Path], spec: Spec, disable: Iterable[str] = ()) -
     unknown = disabled - set(check_ids()) - {loader.UNREADABLE}
     if unknown:
         raise ValueError(f"unknown check id(s): {', '.join(sorted(unknown))}; see `gpumon lint --list-checks`")
-    inputs = loader.load(paths)
+    inputs = loader.load(paths, limits)
     ctx = context.build(spec, inputs)
     report = Report(tool="gpumon lint")
     report.findings.extend(p for p in inputs.problems if loader.UNREADABLE not in disabled)

@@ -2,7 +2,8 @@
 PrometheusRule objects, Grafana dashboards (JSON files, ConfigMaps, GrafanaDashboard objects) and
 the PromQL inside them.
 
-``loader`` finds and parses files into the :mod:`model` (``Inputs``: rules, dashboards, ignore
+``files`` opens each file within bounds (regular files, symlinks inside the tree, size and
+nesting caps); ``loader`` finds and parses files into the :mod:`model` (``Inputs``: rules, dashboards, ignore
 comments); ``promql`` parses and walks expressions; ``grafana`` substitutes dashboard variables
 and macros so panel queries parse as PromQL. Nothing here judges the input: checks live in
 ``generator.lint``, comparisons in ``generator.diff``.

@@ -38,6 +38,7 @@ from ruamel.yaml.comments import CommentedMap, CommentedSeq
 from ruamel.yaml.error import YAMLError
 
 from ..findings import Finding, Location
+from . import files as inputfiles
 from . import grafana
 from .model import Dashboard, Inputs, Panel, Query, Rule, RuleObject, Variable
 
@@ -45,6 +46,8 @@ UNREADABLE = "input-unreadable"
 _IGNORE = re.compile(r"#\s*gpumon-lint:\s*(ignore-file|ignore)\b\s*([\w\-, ]*)")
 _SKIP_DIRS = {".git", ".venv", "venv", "node_modules", "__pycache__", ".tox", ".mypy_cache", ".pytest_cache"}
 _EXTENSIONS = (".yaml", ".yml", ".json")
+#: JSON dashboards up to this size get line/column positions (gpumon's largest is under 100 KB)
+_LOCATOR_MAX_CHARS = 2 << 20
 
 
 def collect(paths: Iterable[str | Path]) -> tuple[list[Path], list[str]]:
@@ -58,28 +61,31 @@ def collect(paths: Iterable[str | Path]) -> tuple[list[Path], list[str]]:
     missing: list[str] = []
     for raw in paths:
         path = Path(raw)
-        if path.is_file():
-            files.append(path)
-        elif path.is_dir():
-            for root, dirs, names in os.walk(path):
+        if path.is_dir():
+            for root, dirs, names in os.walk(path):  # symlinked folders are listed, not entered
                 dirs[:] = sorted(d for d in dirs if d not in _SKIP_DIRS and not d.startswith("."))
                 files.extend(Path(root) / n for n in sorted(names) if n.endswith(_EXTENSIONS))
+        elif os.path.lexists(path):
+            files.append(path)  # a device, FIFO or dangling link too: the reader says why it refuses it
         else:
             missing.append(str(raw))
     return files, missing
 
 
-def load(paths: Iterable[str | Path]) -> Inputs:
-    """Read every input under ``paths`` into an :class:`Inputs`. Never raises for bad content."""
+def load(paths: Iterable[str | Path], limits: inputfiles.Limits = inputfiles.DEFAULT) -> Inputs:
+    """Read every input under ``paths`` into an :class:`Inputs`, each file within ``limits``
+    (:mod:`.files`: regular files inside the tree, size and nesting caps). Never raises for bad
+    content: a refused or unreadable file is an ``input-unreadable`` finding naming it."""
     paths = list(paths)
+    limits = limits.for_paths(paths)
     files, missing = collect(paths)
-    named = {Path(p) for p in paths if Path(p).is_file()}
+    named = {Path(p) for p in paths if not Path(p).is_dir()}
     inputs = Inputs()
     for name in missing:
         inputs.problems.append(_unreadable(name, 1, 1, "no such file or directory"))
     for path in files:
         before = _sizes(inputs)
-        load_text_file(path, inputs)
+        load_text_file(path, inputs, limits)
         # a file named on the command line that holds nothing lintable is a mistake (a wrong path, an
         # export in another format), not a clean result; files found by walking a folder may be anything
         if path in named and _sizes(inputs) == before and str(path) not in inputs.rule_files:
@@ -94,24 +100,35 @@ def _sizes(inputs: Inputs) -> tuple[int, ...]:
             len(inputs.templates))
 
 
-def load_text_file(path: Path, inputs: Inputs) -> None:
+def load_text_file(path: Path, inputs: Inputs, limits: inputfiles.Limits = inputfiles.DEFAULT) -> None:
     """Read one file into ``inputs`` (rules, objects, dashboards, queries, problems)."""
     name = str(path)
     try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        inputs.problems.append(_unreadable(name, 1, 1, f"cannot read: {getattr(exc, 'strerror', None) or exc}"))
+        text = inputfiles.read_text(path, limits)
+    except inputfiles.Refused as exc:
+        inputs.problems.append(_unreadable(name, 1, 1, f"not read: {exc}"))
+        return
+    except OSError as exc:
+        inputs.problems.append(_unreadable(name, 1, 1, f"cannot read: {exc.strerror or exc}"))
         return
     inputs.files.append(name)
     load_text(text, name, inputs)
 
 
 def load_text(text: str, name: str, inputs: Inputs) -> None:
-    """Like :func:`load_text_file` for text already read; ``name`` is used in positions."""
-    if name.endswith(".json"):
-        _load_json_file(text, name, inputs)
-    else:
-        _load_yaml_file(text, name, inputs)
+    """Like :func:`load_text_file` for text already read; ``name`` is used in positions. Text
+    nested deeper than :data:`.files.MAX_DEPTH` is an ``input-unreadable`` finding."""
+    try:
+        if name.endswith(".json"):
+            inputfiles.check_json_depth(text)
+            _load_json_file(text, name, inputs)
+        else:
+            inputfiles.check_yaml_depth(text)
+            _load_yaml_file(text, name, inputs)
+    except inputfiles.Refused as exc:
+        inputs.problems.append(_unreadable(name, 1, 1, f"not read: {exc}"))
+    except RecursionError:  # a backstop: the depth checks above should keep every parser shallow
+        inputs.problems.append(_unreadable(name, 1, 1, "not read: nested too deeply to parse"))
 
 
 # --------------------------------------------------------------------------- YAML
@@ -376,7 +393,7 @@ def _embedded_dashboard(parent: CommentedMap, key, name: str, lines: list[str], 
     if not isinstance(text, str) or "{" not in text:
         return
     try:
-        doc = json.loads(text)
+        doc = inputfiles.loads_json(text)
     except json.JSONDecodeError as exc:
         if str(key).endswith(".json"):
             line, col = _pos(parent, key)
@@ -406,8 +423,10 @@ def _json_locator(text: str, name: str, line_shift: int, col_shift: int):
     def tree():
         if not cache:  # parsed on the first finding only: most dashboards have none
             try:
-                cache.append(_yaml().load(text))
-            except YAMLError:
+                # ruamel.yaml is pure Python: a 10 MB dashboard takes minutes and gigabytes, so
+                # past _LOCATOR_MAX_CHARS findings point at the JSON pointer on line 1 instead
+                cache.append(_yaml().load(text) if len(text) <= _LOCATOR_MAX_CHARS else None)
+            except (YAMLError, RecursionError):
                 cache.append(None)
         return cache[0]
 

@@ -3,6 +3,8 @@ queries found in them, each with its position in the file it came from."""
 
 from __future__ import annotations
 
+import json
+
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -124,7 +126,12 @@ class Panel:
 
     @property
     def id(self):
-        return self.doc.get("id")
+        """The panel's ``id``: a number or string as written; anything else (a list or object in a
+        hand-edited file) as its JSON text, so it can be compared and used as a key."""
+        value = self.doc.get("id")
+        if value is None or isinstance(value, (str, int, float, bool)):
+            return value
+        return json.dumps(value, sort_keys=True, default=str)
 
     @property
     def type(self) -> str:

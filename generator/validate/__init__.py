@@ -41,7 +41,8 @@ CHECKS = {"stores": stores, "targets": targets, "presence": presence, "sources":
 def validate(spec: Spec, client: PromClient, *, lookback: float = 3600.0, concurrency: int = 4,
              checks: tuple[str, ...] = tuple(CHECKS), progress: bool = True,
              label_limit: int | None = None, dashboards: tuple[str, ...] = (),
-             dashboard_max_queries: int | None = None, matrix: bool = True) -> tuple[Report, int]:
+             dashboard_max_queries: int | None = None, matrix: bool = True,
+             read_limits=None) -> tuple[Report, int]:
     """Run the checks against the server behind ``client``.
 
     Args:
@@ -57,6 +58,8 @@ def validate(spec: Spec, client: PromClient, *, lookback: float = 3600.0, concur
         matrix: build the coverage matrix (``report.coverage``: one row per GPU, so its size
             follows the fleet; the CLI asks for it only for ``--format html``, the one reporter
             that shows it).
+        read_limits: how dashboard files are read (:class:`generator.readers.files.Limits`;
+            None: the defaults).
     Returns:
         (report, exit code).
     """
@@ -82,7 +85,8 @@ def validate(spec: Spec, client: PromClient, *, lookback: float = 3600.0, concur
         if dashboards:
             from . import dashboards as dash_check
             result, verdicts = dash_check.run(ctx, list(dashboards), report.findings,
-                                              dashboard_max_queries or dash_check.MAX_QUERIES)
+                                              dashboard_max_queries or dash_check.MAX_QUERIES,
+                                              limits=read_limits)
             report.findings += result.findings
             report.checks += result.cases
             report.panels = [v.as_dict() for v in verdicts]
@@ -105,7 +109,10 @@ def _inconclusive(findings: list, warnings: list[str]) -> list:
 
 
 def exit_code(report: Report) -> int:
-    """1 when any finding is an error, else 3 when any is inconclusive, else 0."""
+    """2 when an input could not be read (an ``input-unreadable`` dashboard, as lint and diff
+    exit), else 1 when any finding is an error, else 3 when any is inconclusive, else 0."""
+    if any(f.check == "input-unreadable" for f in report.findings):
+        return EXIT_ERROR
     if report.count("error"):
         return EXIT_FINDINGS
     if report.count("inconclusive"):

@@ -21,11 +21,12 @@ for ``$__rate_interval``) and the inventory fact (which GPUs should appear).
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 
 from ...findings import Finding
 from ...promapi import PromError
-from ...readers import loader
+from ...readers import loader, promql
 from ..base import CheckResult
 from . import api, exprs, timing, variables, verdicts
 from .verdicts import FINDINGS, Verdict  # noqa: F401 - re-exported
@@ -42,6 +43,9 @@ SILENCE = ("Fix the cause the finding links to (a `series-missing` finding, a ru
            "skip it; `panel-unsupported` panels (Loki, TestData) are reported as info only.")
 #: queries one run may send for dashboards (variables, targets, selector probes)
 MAX_QUERIES = 600
+#: panels evaluated per dashboard (gpumon's own dashboards have under 60; the rest of a larger
+#: one is reported as not evaluated, in one finding)
+MAX_PANELS = 1000
 #: panel types without queries of their own
 _NO_DATA_TYPES = {"row", "text", "dashlist", "news", "annolist", "welcome", "gettingstarted"}
 
@@ -73,7 +77,7 @@ class PanelRun:
     row: str
     targets: list[Target] = field(default_factory=list)
     unsupported: str | None = None
-    capped: bool = False
+    capped: bool | str = False  # True: the query cap; a string: why a bound stopped it
 
 
 class _Budget:
@@ -88,7 +92,7 @@ class _Budget:
         return True
 
 
-def run(ctx, paths: list[str], prior: list[Finding], max_queries: int = MAX_QUERIES) \
+def run(ctx, paths: list[str], prior: list[Finding], max_queries: int = MAX_QUERIES, limits=None) \
         -> tuple[CheckResult, list[Verdict]]:
     """Validate the dashboards under ``paths`` against ``ctx``'s server.
 
@@ -98,10 +102,11 @@ def run(ctx, paths: list[str], prior: list[Finding], max_queries: int = MAX_QUER
         prior: findings of the checks that ran before (a panel's verdict links to the finding
             that explains it, e.g. ``series-missing``).
         max_queries: cap on the queries this step sends.
+        limits: how files are read (:class:`~generator.readers.files.Limits`; None: defaults).
     Returns:
         (findings and JUnit cases, one verdict per panel with queries).
     """
-    inputs = loader.load(paths)
+    inputs = loader.load(paths, limits or loader.inputfiles.DEFAULT)
     result = CheckResult()
     result.findings += [f for f in inputs.problems]
     budget = _Budget(max_queries)
@@ -109,7 +114,11 @@ def run(ctx, paths: list[str], prior: list[Finding], max_queries: int = MAX_QUER
     scrape = max(1.0, ctx.scrape_interval)
     runs: list[PanelRun] = []
     resolved_by_dash = {}
+    skipped = _Skipped()
     for dash in inputs.dashboards:
+        if _out_of_time(ctx):
+            skipped.dashboards += 1
+            continue
         var_timing = timing.Timing(end - ctx.lookback, end, scrape, 4 * scrape, scrape)
 
         def call(kind, *args, _t=var_timing):
@@ -119,7 +128,14 @@ def run(ctx, paths: list[str], prior: list[Finding], max_queries: int = MAX_QUER
 
         resolved = variables.resolve(dash.variables, call, var_timing.macros(), ctx.client.base)
         resolved_by_dash[id(dash)] = resolved
-        for panel in dash.panels:
+        panels = [p for p in dash.panels if p.type not in _NO_DATA_TYPES]
+        if len(panels) > MAX_PANELS:
+            skipped.panels += len(panels) - MAX_PANELS
+            panels = panels[:MAX_PANELS]
+        for panel in panels:
+            if _out_of_time(ctx):
+                skipped.panels += 1
+                continue
             if panel.type in _NO_DATA_TYPES:
                 continue  # rows are containers: their panels come next in dash.panels
             pr = _prepare(dash, panel, resolved, end, ctx.lookback, scrape)
@@ -128,7 +144,7 @@ def run(ctx, paths: list[str], prior: list[Finding], max_queries: int = MAX_QUER
     # first round: every target (range and/or instant), and the left side of `or vector(0)`
     calls = {}
     for i, pr in enumerate(runs):
-        if pr.unsupported:
+        if pr.unsupported or pr.capped:
             continue
         need = sum(t.range + t.instant + bool(t.mask_lhs) for t in pr.targets)
         if not budget.take(need):
@@ -178,6 +194,8 @@ def run(ctx, paths: list[str], prior: list[Finding], max_queries: int = MAX_QUER
         result.cases.append(v.case)
         if v.finding is not None:
             result.findings.append(v.finding)
+    if skipped.dashboards or skipped.panels:
+        result.findings.append(skipped.finding(ctx))
     if budget.refused:
         result.findings.append(Finding(
             "dashboard-query-cap", "inconclusive", "dashboards",
@@ -185,6 +203,29 @@ def run(ctx, paths: list[str], prior: list[Finding], max_queries: int = MAX_QUER
             f"{sum(1 for v in out if v.verdict == 'panel-not-evaluated')} panel(s) not evaluated",
             "raise --dashboard-max-queries, or pass fewer dashboards", case="dashboards/query-cap"))
     return result, out
+
+
+@dataclass
+class _Skipped:
+    """Dashboards and panels a bound (panels per dashboard, ``--deadline``) left out."""
+
+    dashboards: int = 0
+    panels: int = 0
+
+    def finding(self, ctx) -> Finding:
+        what = ", ".join(part for part in (f"{self.dashboards} dashboard(s)" if self.dashboards else "",
+                                           f"{self.panels} panel(s)" if self.panels else "") if part)
+        why = (f"the overall --deadline of {ctx.client.overall:g}s ran out" if _out_of_time(ctx)
+               else f"over {MAX_PANELS} panels in one dashboard")
+        return Finding("panel-not-evaluated", "inconclusive", "dashboards", f"{what} not evaluated: {why}",
+                       "raise --deadline, or split the dashboard; gpumon evaluates at most "
+                       f"{MAX_PANELS} panels per dashboard", case="dashboards/not-evaluated")
+
+
+def _out_of_time(ctx) -> bool:
+    """The client's overall deadline (``--deadline``) has passed: no phase starts after it."""
+    at = getattr(ctx.client, "deadline_at", None)
+    return at is not None and time.monotonic() >= at
 
 
 def _prepare(dash, panel, resolved: dict, end: float, lookback: float, scrape: float) -> PanelRun | None:
@@ -208,6 +249,16 @@ def _prepare(dash, panel, resolved: dict, end: float, lookback: float, scrape: f
             continue
         tm = timing.timing(doc, t, end, lookback, scrape)
         text, used = variables.interpolate(expr, resolved, tm.macros())
+        ref = t.get("refId", j)
+        huge = sorted(n for n in used if resolved[n].truncated)
+        if huge:
+            pr.capped = (f"query {ref} uses ${huge[0]}, which has over {variables.MAX_VALUES} values; gpumon does "
+                         "not expand it (select fewer values, or give it an allValue such as .*)")
+            return pr
+        refused = promql.too_complex(text)
+        if refused:
+            pr.capped = f"query {ref} is not sent: {refused}"
+            return pr
         ast, _ = exprs.parse(text)
         instant = bool(t.get("instant")) and not t.get("range")
         both = bool(t.get("instant")) and bool(t.get("range"))

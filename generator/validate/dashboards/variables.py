@@ -15,6 +15,12 @@ Which values a check selects: ``All`` when the variable has it (every GPU, the w
 values of a multi-value variable, else the saved current value when it still exists, else the
 first. Multi-value and ``All`` selections interpolate as a regex ``(a|b)`` with each value
 regex-escaped, or the variable's ``allValue`` (e.g. ``.*``) verbatim, like Grafana.
+
+Bounds (a dashboard is input a pull request controls): the variable regex runs through RE2
+(linear time: ``/^(a+)+$/`` cannot backtrack), and a regex RE2 cannot compile (lookarounds,
+backreferences) or longer than 4096 characters filters nothing; a variable keeps at most
+:data:`MAX_VALUES` values, and one with more is marked ``truncated`` so the panels using it are
+not evaluated rather than sent as an enormous ``(a|b|...)`` regex.
 """
 
 from __future__ import annotations
@@ -23,7 +29,16 @@ import re
 from dataclasses import dataclass, field
 
 from ...promapi import PromError
+from ...re2check import MAX_LENGTH as MAX_REGEX_CHARS
 from ...readers import grafana, promql
+
+try:  # pragma: no cover - google-re2 is a dependency; a platform without its wheel filters nothing
+    import re2 as _re2
+except ImportError:  # pragma: no cover
+    _re2 = None
+
+#: values one variable keeps (Grafana's own pickers list at most a few thousand)
+MAX_VALUES = 1000
 
 VAR = re.compile(r"\$\{(\w+)(?::(\w+))?\}|\$(\w+)|\[\[(\w+)(?::(\w+))?\]\]")
 _REGEX_SPECIAL = re.compile(r"([\\^$*+?.()|{}\[\]])")
@@ -45,6 +60,7 @@ class Resolved:
     error: str | None = None
     datasource: bool = False
     multi: bool = False
+    truncated: int = 0  # values dropped over MAX_VALUES (0: none)
 
     @property
     def empty(self) -> bool:
@@ -99,18 +115,21 @@ def interpolate(text: str, variables: dict[str, Resolved], macros: dict[str, str
 
 
 def _regex(pattern: str):
-    """A Grafana variable regex ``/re/flags`` as a compiled Python regex (None when unset/bad)."""
-    if not pattern:
+    """A Grafana variable regex ``/re/flags`` compiled with RE2 (linear time), None when unset,
+    too long, or not RE2 syntax."""
+    if not pattern or _re2 is None or len(pattern) > MAX_REGEX_CHARS:
         return None
-    body, flags = pattern, 0
+    body, flags = pattern, ""
     m = re.fullmatch(r"/(.*)/([gimsuy]*)", pattern, re.S)
     if m:
         body = m.group(1)
-        flags = re.I if "i" in m.group(2) else 0
+        flags = "".join(f for f in "is" if f in m.group(2))
     body = re.sub(r"\(\?<(\w+)>", r"(?P<\1>", body)  # JS named groups
+    options = _re2.Options()
+    options.log_errors = False
     try:
-        return re.compile(body, flags)
-    except re.error:
+        return _re2.compile(f"(?{flags}){body}" if flags else body, options=options)
+    except Exception:  # noqa: BLE001 - re2.error and its relatives
         return None
 
 
@@ -181,13 +200,16 @@ def values_for(var: dict, definition: str, run, variables: dict[str, Resolved], 
     """
     text, _ = interpolate(definition, variables, macros)
     text = text.strip()
+    refused = promql.too_complex(text)
+    if refused:  # never sent: an earlier variable's values or the definition itself are too large
+        return [], None, f"not sent: {refused}"
     m = re.fullmatch(r"metrics\((.*)\)", text, re.S)
     if m:
         ans = run("label_values", "__name__", None)
         if isinstance(ans, PromError):
             return [], "__name__", str(ans)
-        rx = _regex(m.group(1).strip()) or re.compile("")
-        return [v for v in ans.data if rx.search(v)], "__name__", None
+        rx = _regex(m.group(1).strip())
+        return [v for v in ans.data if rx is None or rx.search(v)], "__name__", None
     if re.fullmatch(r"label_names\(\s*\)", text):
         ans = run("labels")
         return ([], None, str(ans)) if isinstance(ans, PromError) else (list(ans.data), None, None)
@@ -261,6 +283,9 @@ def resolve(dash_vars: list, run, macros: dict[str, str], server: str) -> dict[s
         else:  # adhoc filters and others add nothing to the query text
             out[v.name] = res
             continue
+        if len(res.values) > MAX_VALUES:
+            res.truncated = len(res.values) - MAX_VALUES
+            res.values = res.values[:MAX_VALUES]
         if not res.datasource:
             if doc.get("includeAll") and res.values:
                 res.all_selected, res.selected = True, list(res.values)

@@ -211,7 +211,8 @@ class Judge:
     def _capped(self, pr, v) -> bool:
         if not pr.capped:
             return False
-        v.verdict, v.message = "panel-not-evaluated", "not evaluated: the query cap was reached"
+        reason = pr.capped if isinstance(pr.capped, str) else "the query cap was reached"
+        v.verdict, v.message = "panel-not-evaluated", f"not evaluated: {reason}"
         return True
 
     def _errors(self, pr, v) -> bool:

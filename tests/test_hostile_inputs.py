@@ -1,0 +1,249 @@
+"""Hostile files given to ``gpumon lint``, ``gpumon diff`` and ``gpumon validate --dashboards``:
+devices, FIFOs, symlinks leading out, oversized and deeply nested files, and dashboards built to
+exhaust the PromQL parser, the variable regex engine or the URL length. Every run is a
+subprocess under an address-space limit (``resource.setrlimit``) and a timeout, so a regression
+fails the test instead of eating the machine; each asserts the documented exit code (2 or 3),
+a message naming the cause, and no traceback."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from generator.localprom import LocalPrometheus, free_port
+
+from .conftest import ROOT
+from .hostile_prom import HostileProm, after_probe, stall
+
+#: address space for one gpumon run (the issue measured 3.8 GB for /dev/zero, 6.8 GB for the parser)
+LIMIT_BYTES = 1536 << 20
+WRAPPER = ("import resource, sys\n"
+           f"resource.setrlimit(resource.RLIMIT_AS, ({LIMIT_BYTES}, {LIMIT_BYTES}))\n"
+           "from generator.cli import main\nsys.argv = ['gpumon'] + sys.argv[1:]\nmain()\n")
+
+
+def gpumon(*args, timeout: float = 60, cwd: Path = ROOT) -> tuple[subprocess.CompletedProcess, float]:
+    """Run gpumon under the memory limit; (process, seconds). A run past ``timeout`` fails."""
+    start = time.monotonic()
+    try:
+        proc = subprocess.run([sys.executable, "-c", WRAPPER, *map(str, args)], capture_output=True, text=True,
+                              cwd=cwd, timeout=timeout, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"gpumon {' '.join(map(str, args))} still running after {timeout}s")
+    out = proc.stdout + proc.stderr
+    assert "Traceback" not in out and proc.returncode != 4, out[-2000:]
+    return proc, time.monotonic() - start
+
+
+@pytest.fixture
+def tree(tmp_path):
+    """A folder with one good rule file, as a pull request would touch it."""
+    root = tmp_path / "rules"
+    root.mkdir()
+    (root / "ok.rules.yaml").write_text("groups:\n- name: g\n  rules:\n  - record: a:b\n    expr: up\n")
+    return root
+
+
+# --------------------------------------------------------------------------- lint and diff
+
+#: name -> text of files that are refused by their content (nesting), and why
+NESTED = {
+    "deep.json": "[" * 5000 + "]" * 5000,
+    "deep.yaml": "a: " + "[" * 5000 + "]" * 5000 + "\n",
+    "deep-block.yaml": "".join("  " * i + f"k{i}:\n" for i in range(300)) + "  " * 300 + "v: 1\n",
+    "dash.yaml": "kind: ConfigMap\ndata:\n  d.json: '" + '{"panels": ' + "[" * 5000 + "]" * 5000 + "}'\n",
+}
+
+
+def _hostile_tree(tree: Path, tmp_path: Path, devices: bool = True) -> dict[str, str]:
+    """Plant every hostile file in ``tree``; returns file name -> words its refusal must say."""
+    expect = {}
+    if devices:
+        (tree / "zero.yaml").symlink_to("/dev/zero")
+        os.mkfifo(tree / "pipe.yaml")
+        expect |= {"zero.yaml": "outside the paths given", "pipe.yaml": "a FIFO"}
+    outside = tmp_path / "elsewhere.yaml"
+    outside.write_text("groups:\n- name: h\n  rules:\n  - record: c:d\n    expr: up\n")
+    (tree / "link.yaml").symlink_to(outside)
+    with open(tree / "big.yaml", "wb") as fh:  # sparse: costs no disk
+        fh.truncate(17 << 20)
+    for name, text in NESTED.items():
+        (tree / name).write_text(text)
+    return expect | {"link.yaml": "--follow-symlinks", "big.yaml": "over the cap of 16777216 bytes"} | {
+        name: "nested" for name in NESTED}
+
+
+def test_lint_refuses_every_hostile_file_by_name(tree, tmp_path):
+    """A symlink to /dev/zero was read until memory ran out (3.8 GB), a FIFO blocked forever, a
+    100 MB file cost 1 GB, 5,000 nested brackets ended in exit 4, a symlink out of the tree was
+    read. Each is now an input-unreadable finding naming the file (exit 2)."""
+    expect = _hostile_tree(tree, tmp_path)
+    proc, _ = gpumon("lint", tree, timeout=60)
+    assert proc.returncode == 2, proc.stdout[-2000:]
+    refused = {line.split(":", 1)[0].rsplit("/", 1)[-1]: line for line in proc.stdout.splitlines()
+               if "input-unreadable" in line}
+    for name, words in expect.items():
+        assert words in refused.get(name, ""), (name, refused.get(name))
+    assert "ok.rules.yaml" not in refused
+
+
+def test_diff_refuses_hostile_files_by_name(tree, tmp_path):
+    from click.testing import CliRunner
+
+    from generator.cli import cli
+
+    expect = _hostile_tree(tree, tmp_path, devices=False)  # in-process: no /dev/zero without a memory limit
+    result = CliRunner().invoke(cli, ["diff", str(tree), str(tree)])
+    assert result.exit_code == 2 and "Traceback" not in result.output, result.output[-2000:]
+    for name, words in expect.items():
+        assert f"{name}:1:1: not read: " in result.output and words in result.output, name
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("command", ["lint", "diff"])
+def test_symlink_to_dev_zero_is_refused_even_when_following_symlinks(tree, command):
+    (tree / "zero.yaml").symlink_to("/dev/zero")
+    args = [command, tree] if command == "lint" else [command, tree, tree]
+    for extra, words in (([], "outside the paths given"), (["--follow-symlinks"], "character device")):
+        proc, _ = gpumon(*args, *extra)
+        out = proc.stdout + proc.stderr
+        assert proc.returncode == 2 and "zero.yaml" in out and words in out, out[-1000:]
+
+
+@pytest.mark.slow
+def test_follow_symlinks_reads_a_file_outside_and_links_inside_need_no_flag(tree, tmp_path):
+    outside = tmp_path / "elsewhere.yaml"
+    outside.write_text("groups:\n- name: h\n  rules:\n  - record: c:d\n    expr: up\n")
+    (tree / "link.yaml").symlink_to(outside)
+    proc, _ = gpumon("lint", tree, "--follow-symlinks")
+    assert "input-unreadable" not in proc.stdout, proc.stdout
+    (tree / "link.yaml").unlink()
+    (tree / "inside.yaml").symlink_to(tree / "ok.rules.yaml")
+    proc, _ = gpumon("lint", tree, "--max-input-mib", "1")
+    assert "input-unreadable" not in proc.stdout, proc.stdout
+
+
+@pytest.mark.slow
+def test_diff_refuses_an_oversized_blob_at_a_git_revision(tmp_path):
+    repo = tmp_path / "repo"
+    (repo / "out").mkdir(parents=True)
+    (repo / "out" / "big.yaml").write_text("# " + "x" * (2 << 20) + "\n")
+    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
+           "GIT_COMMITTER_EMAIL": "t@t"}
+    for args in (["init", "-q"], ["add", "-A"], ["commit", "-qm", "x"]):
+        subprocess.run(["git", *args], cwd=repo, check=True, env=env)
+    proc, _ = gpumon("diff", "--max-input-mib", "1", "git:HEAD:out", repo / "out", cwd=repo)
+    assert proc.returncode == 2 and "big.yaml at HEAD" in proc.stderr and "over the cap" in proc.stderr
+
+
+def test_hostile_promql_in_a_rule_file_is_a_finding(tree):
+    """``up or up ...`` x20,000 made promql-parser abort the process (6.8 GB, SIGSEGV); 5,000
+    nested parentheses took 1.8 GB. Both are refused before the parser, as lint findings."""
+    (tree / "or.rules.yaml").write_text("groups:\n- name: x\n  rules:\n  - record: x:y\n    expr: "
+                                        + " or ".join(["up"] * 20000) + "\n")
+    (tree / "paren.rules.yaml").write_text("groups:\n- name: p\n  rules:\n  - record: p:q\n    expr: "
+                                           + "(" * 5000 + "up" + ")" * 5000 + "\n")
+    proc, _ = gpumon("lint", tree)
+    assert proc.returncode == 1, proc.stdout[-1000:]
+    assert "over gpumon's cap of 16384" in proc.stdout and "5000 brackets deep" in proc.stdout
+
+
+# --------------------------------------------------------------------------- validate --dashboards
+
+
+def _dash(title: str, panels: list, variables: list = ()) -> dict:
+    return {"title": title, "uid": title, "panels": panels, "templating": {"list": list(variables)}}
+
+
+def _panel(expr: str, i: int = 1) -> dict:
+    return {"id": i, "type": "timeseries", "title": f"p{i}", "targets": [{"refId": "A", "expr": expr}]}
+
+
+HOSTILE = {
+    "or-chain": _dash("or-chain", [_panel(" or ".join(["up"] * 20000))]),
+    "parens": _dash("parens", [_panel("(" * 5000 + "up" + ")" * 5000)]),
+    "operators": _dash("operators", [_panel(" or ".join(["up"] * 300))]),
+    # a backtracking engine takes 2^40 steps on the value below; RE2 is linear
+    "redos": _dash("redos", [_panel('up{job=~"$v"}')], [{
+        "name": "v", "type": "query", "regex": "/(a+)+$/",
+        "query": 'query_result(label_replace(vector(1), "x", "' + "a" * 40 + '!", "", ""))'}]),
+    # 30,000 panels (3 MB): 100,000 ran past 240 s and 1.6 GB (positions parsed in pure Python);
+    # named to be read last, as its 1,000 evaluated panels use up the query cap
+    "z-many-panels": _dash("z-many-panels", [_panel('up{job="none"}', i) for i in range(30000)]),
+    "many-values": _dash("many-values", [_panel('up{job=~"$v"}')], [{
+        "name": "v", "type": "custom", "multi": True, "query": ",".join(f"value-{i}" for i in range(100000))}]),
+}
+
+
+@pytest.fixture(scope="module")
+def prom(tmp_path_factory):
+    port = free_port()
+    with LocalPrometheus({"prometheus": [f"127.0.0.1:{port}"]}, extra_args=[]) as srv:
+        yield srv
+
+
+def _write_dashboards(folder: Path, names) -> Path:
+    folder.mkdir(exist_ok=True)
+    for name in names:
+        (folder / f"{name}.json").write_text(json.dumps(HOSTILE[name]))
+    return folder
+
+
+@pytest.mark.slow
+def test_hostile_dashboards_end_inconclusive_within_bounds(prom, tmp_path):
+    """Each hostile dashboard is a clear not-evaluated panel (inconclusive): no parser crash, no
+    regex running past --deadline, no "URL too long", memory under the limit."""
+    folder = _write_dashboards(tmp_path / "d", HOSTILE)
+    proc, seconds = gpumon("validate", "--prom", prom.url, "--dashboards", folder, "--deadline", "60",
+                           "--lookback", "1m", "--format", "json", timeout=90)
+    # 3 (inconclusive) for the panels not evaluated; 1 because the ReDoS variable, evaluated in
+    # linear time, lists no value (its regex matches none), which is a real finding
+    assert proc.returncode == 1, proc.stdout[-2000:] + proc.stderr[-2000:]
+    report = json.loads(proc.stdout)
+    assert any(f["message"] == "29000 panel(s) not evaluated: over 1000 panels in one dashboard"
+               for f in report["findings"]), [f["message"] for f in report["findings"]][-5:]
+    panels = {p["dashboard"]: p for p in report["panels"] if p["dashboard"] != "z-many-panels"}
+    assert panels["or-chain"]["verdict"] == "panel-not-evaluated"
+    assert "over gpumon's cap of 16384" in panels["or-chain"]["message"]
+    assert "brackets deep" in panels["parens"]["message"] and "operators" in panels["operators"]["message"]
+    assert "over 1000 values" in panels["many-values"]["message"]
+    assert panels["redos"]["verdict"] == "panel-variable-empty"  # evaluated, in linear time
+    assert {p["verdict"] for name, p in panels.items() if name != "redos"} == {"panel-not-evaluated"}
+    assert len(report["panels"]) < 2000
+    assert seconds < 60
+
+
+def test_unreadable_dashboard_exits_2_like_lint_and_diff(tmp_path):
+    """validate exited 1 for a dashboard with a JSON syntax error, lint and diff 2."""
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"panels": [')
+    with HostileProm("healthy") as srv:
+        proc, _ = gpumon("validate", "--prom", srv.url, "--dashboards", bad, "--timeout", "5")
+    assert proc.returncode == 2 and "bad.json" in proc.stdout and "input-unreadable" in proc.stdout
+
+
+def test_a_stalling_server_costs_a_few_timeouts_not_one_per_query():
+    """A server that answers the first query and then stalls took 114 s at --timeout 3: every
+    query waited its own timeout. After three timeouts in a row nothing more is sent."""
+    with HostileProm("healthy") as srv:
+        srv.server.responder = after_probe(stall)
+        proc, seconds = gpumon("validate", "gpumon.yaml", "--prom", srv.url, "--timeout", "1", "--deadline", "300",
+                               timeout=120)
+    assert proc.returncode in (2, 3), proc.stdout[-1500:]
+    assert "the server stopped answering" in proc.stdout
+    assert seconds < 20, f"{seconds:.0f}s"
+
+
+def test_a_symlinked_spec_is_still_the_spec(tmp_path):
+    """The bounded reader refuses symlinks leading out of the tree; telling the spec from the
+    dashboards must not (a spec mounted from a ConfigMap is a symlink)."""
+    from generator.cli.validate import _is_spec
+
+    (tmp_path / "gpumon.yaml").symlink_to(ROOT / "gpumon.yaml")
+    assert _is_spec(tmp_path / "gpumon.yaml")

@@ -9,9 +9,14 @@ from __future__ import annotations
 
 from functools import lru_cache
 
+from ..applysize import BUDGET, applied_size
 from ..spec import Spec
 from . import exporter, gaps, inventory, kubernetes, presence, sources, values
 from .model import Rule, RuleGroup
+
+#: the most bytes one group may take in a PrometheusRule's last-applied annotation: the object's
+#: budget less room for its metadata (name, namespace, labels; generator/rules/output.py)
+GROUP_BUDGET = BUDGET - 16 * 1024
 
 __all__ = ["Rule", "RuleGroup", "build_groups", "all_rules"]
 
@@ -48,7 +53,7 @@ def _build_groups(spec: Spec) -> tuple[RuleGroup, ...]:
                                          + inventory.counts(spec) + inventory.coverage(spec)), interval=slow),
         RuleGroup(f"{p}.exporter", tuple(exporter.rules(spec))),
         RuleGroup(f"{p}.presence", tuple(presence.rules(spec))),
-        RuleGroup(f"{p}.values", tuple(values.rules(spec))),
+        *_value_groups(spec),
         RuleGroup(f"{p}.gaps", tuple(gaps.rules(spec)), interval=slow),
     ]
     kube = kubernetes.rules(spec)  # only with a `kubernetes` section in the spec
@@ -56,7 +61,30 @@ def _build_groups(spec: Spec) -> tuple[RuleGroup, ...]:
         # after the exporter group; node-level and slow-moving (1h alert windows, kube-state-metrics
         # scraped every 30-60 s), so it runs with the slow groups
         groups.insert(3, RuleGroup(f"{p}.kubernetes", tuple(kube), interval=slow))
-    return tuple(groups)
+    # rules the spec's overrides switch off are left out here, once for every writer
+    return tuple(RuleGroup(g.name, tuple(r for r in g.rules if not r.disabled), g.interval) for g in groups)
+
+
+def _value_groups(spec: Spec) -> list[RuleGroup]:
+    """The value rules in as few groups as keep each under :data:`GROUP_BUDGET` when applied:
+    ``<name>.values``, then ``<name>.values-2``, ... Metrics go in spec order and never across two
+    groups (their alerts read their recorded series, evaluated first in the same group); a spec with
+    many fields would otherwise render one group larger than ``kubectl apply`` can store."""
+    from .output import group_dict  # the writer module imports this one
+
+    def size(parts: list) -> int:
+        rules = [r for r in values.chunk(parts, stuck) if not r.disabled]
+        return applied_size(group_dict(RuleGroup("", tuple(rules))))
+
+    stuck = values.profiling_stuck(spec)
+    chunks: list[list] = [[]]
+    for part in values.per_metric(spec):
+        if chunks[-1] and size(chunks[-1] + [part]) > GROUP_BUDGET:
+            chunks.append([])
+        chunks[-1].append(part)
+    last = len(chunks) - 1
+    return [RuleGroup(f"{spec.name}.values" + (f"-{i + 1}" if i else ""),
+                      tuple(values.chunk(part, stuck if i == last else None))) for i, part in enumerate(chunks)]
 
 
 def all_rules(spec: Spec) -> list[Rule]:

@@ -22,6 +22,8 @@ class Rule:
     #: alert shape (a key of templates/annotations.yaml, e.g. ``exporter_down``); picks the
     #: runbook template. Not written to rule files.
     kind: str | None = None
+    #: switched off by the spec's ``overrides`` (``disable: true``): not rendered, not tested
+    disabled: bool = False
 
     @property
     def name(self) -> str:

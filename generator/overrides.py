@@ -27,6 +27,7 @@ module does not import the spec or rule modules at import time (the spec imports
 
 from __future__ import annotations
 
+import difflib
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable
 
@@ -128,7 +129,9 @@ def problems(spec: "Spec", add: Callable[[list, str], None]) -> None:
     for item in spec.overrides:
         path = ["overrides", item.alert]
         if item.alert not in known:
-            add(path, f"no generated alert is called {item.alert!r}; the spec generates: {', '.join(known)}")
+            near = difflib.get_close_matches(item.alert, list(known), n=1, cutoff=0.8)
+            hint = f"did you mean {near[0]!r}? " if near else ""
+            add(path, f"no generated alert is called {item.alert!r}; {hint}the spec generates: {', '.join(known)}")
             continue
         for name, settings in ((None, item.settings), *item.fields):
             where = path + (["fields", name] if name else [])

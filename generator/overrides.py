@@ -20,15 +20,17 @@ groups and from every test expectation.
 Values are literal text: Prometheus expands rule labels and annotations as Go templates, so the
 spec refuses ``{{`` and ``}}`` in every string (:mod:`generator.specbounds`), and the YAML writer
 quotes what YAML needs. Mapped by the spec loader (:func:`from_plain`); the schema checks shapes,
-patterns and lengths, :func:`problems` checks names against the alerts the rule builder generates
-for the spec. This
+patterns and lengths, :func:`label_problems` what the spec alone tells; the names are checked
+against the alerts the rule builder generates (:func:`name_problems`, called by
+:func:`generator.rules.build_groups`, which raises :class:`generator.spec.SpecError` for them, and by
+the CLI right after loading the spec). This
 module does not import the spec or rule modules at import time (the spec imports it).
 """
 
 from __future__ import annotations
 
 import difflib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable
 
 from .durations import parse_duration
@@ -63,11 +65,18 @@ class Settings:
 @dataclass(frozen=True)
 class AlertOverride:
     """The override of one alert name: ``settings`` for every rule of it, ``fields`` for the rules
-    about one field ((field name, settings) pairs in spec order)."""
+    about one field ((field name, settings) pairs in spec order). ``positions``: (line, column) of
+    the alert's key and of each field's key in the spec file, for error messages (not compared)."""
 
     alert: str
     settings: Settings = Settings()
     fields: tuple[tuple[str, Settings], ...] = ()
+    positions: tuple[tuple[str | None, tuple[int, int]], ...] = field(default=(), compare=False)
+
+    def position(self, field_name: str | None = None) -> tuple[int, int]:
+        """(line, column) of the alert's key, or of ``field_name``'s key under ``fields``."""
+        found = dict(self.positions)
+        return found.get(field_name) or found.get(None) or (1, 1)
 
 
 def _settings(raw: dict) -> Settings:
@@ -79,11 +88,18 @@ def _settings(raw: dict) -> Settings:
         annotations=tuple((raw.get("annotations") or {}).items()))
 
 
-def from_plain(raw: dict | None) -> tuple[AlertOverride, ...]:
-    """Model an ``overrides`` section (plain dict, already checked by the schema); () when absent."""
-    return tuple(AlertOverride(alert=name, settings=_settings(body),
-                               fields=tuple((f, _settings(s)) for f, s in (body.get("fields") or {}).items()))
-                 for name, body in (raw or {}).items())
+def from_plain(raw: dict | None, where: Callable[[list], tuple[int, int]] | None = None) -> tuple[AlertOverride, ...]:
+    """Model an ``overrides`` section (plain dict, already checked by the schema); () when absent.
+    ``where(path)`` gives the (line, column) of the key at a document path."""
+    where = where or (lambda path: (1, 1))
+    out = []
+    for name, body in (raw or {}).items():
+        fields = body.get("fields") or {}
+        positions = [(None, where(["overrides", name]))]
+        positions += [(f, where(["overrides", name, "fields", f])) for f in fields]
+        out.append(AlertOverride(alert=name, settings=_settings(body), positions=tuple(positions),
+                                 fields=tuple((f, _settings(s)) for f, s in fields.items())))
+    return tuple(out)
 
 
 def resolve(spec: "Spec", alert: str, field: str | None) -> Settings | None:
@@ -100,45 +116,39 @@ def resolve(spec: "Spec", alert: str, field: str | None) -> Settings | None:
     return None
 
 
-def catalogue(spec: "Spec") -> dict[str, list[str]]:
-    """{alert name: fields its rules carry (``dcgm_field``), sorted} of every alert the rule builder
-    generates for ``spec`` before overrides: the names an override may use."""
-    from dataclasses import replace
-
-    from .rules import build_groups
-    from .rules.names import FIELD_LABEL
-
-    out: dict[str, set[str]] = {}
-    for group in build_groups(replace(spec, overrides=())):
-        for rule in group.rules:
-            if rule.alert:
-                fields = out.setdefault(rule.alert, set())
-                if rule.label_map.get(FIELD_LABEL):
-                    fields.add(rule.label_map[FIELD_LABEL])
-    return {name: sorted(fields) for name, fields in sorted(out.items())}
-
-
-def problems(spec: "Spec", add: Callable[[list, str], None]) -> None:
-    """Report override names that match no generated alert (or no field of it), and labels that
-    would replace an identity label of the alert, by calling ``add(path, message)``; the message
-    lists the valid names."""
-    if not spec.overrides:
-        return
-    known = catalogue(spec)
+def label_problems(spec: "Spec", add: Callable[[list, str], None]) -> None:
+    """Report override labels that would replace an identity label of the alert (``exporter.labels``),
+    by calling ``add(path, message)``."""
     identity = set(spec.exporter.labels.identity) | set(spec.exporter.labels.node_identity)
     for item in spec.overrides:
-        path = ["overrides", item.alert]
-        if item.alert not in known:
-            near = difflib.get_close_matches(item.alert, list(known), n=1, cutoff=0.8)
-            hint = f"did you mean {near[0]!r}? " if near else ""
-            add(path, f"no generated alert is called {item.alert!r}; {hint}the spec generates: {', '.join(known)}")
-            continue
         for name, settings in ((None, item.settings), *item.fields):
-            where = path + (["fields", name] if name else [])
-            if name is not None and name not in known[item.alert]:
-                valid = ", ".join(known[item.alert]) or "none (this alert is not about one field)"
-                add(where, f"{item.alert} has no rule for field {name!r}; its fields: {valid}")
+            where = ["overrides", item.alert] + (["fields", name] if name else [])
             for label, _ in settings.labels:
                 if label in identity:
                     add(where + ["labels", label], f"{label!r} identifies the node or GPU the alert is about "
                         "(exporter.labels); an override cannot replace it")
+
+
+def name_problems(spec: "Spec", known: dict[str, list[str]]) -> list[tuple[AlertOverride, str | None, str]]:
+    """Override names that match no generated alert, or no field of it.
+
+    Args:
+        spec: the spec with its overrides.
+        known: {alert name: its fields} the rule builder generates for the spec without overrides
+            (:func:`generator.rules.alert_catalogue`).
+    Returns:
+        (override, field name or None, message) for each, the message listing the valid names.
+    """
+    out = []
+    for item in spec.overrides:
+        if item.alert not in known:
+            near = difflib.get_close_matches(item.alert, list(known), n=1, cutoff=0.8)
+            hint = f"did you mean {near[0]!r}? " if near else ""
+            out.append((item, None, f"no generated alert is called {item.alert!r}; {hint}the spec generates: "
+                        f"{', '.join(known)}"))
+            continue
+        for name, _ in item.fields:
+            if name not in known[item.alert]:
+                valid = ", ".join(known[item.alert]) or "none (this alert is not about one field)"
+                out.append((item, name, f"{item.alert} has no rule for field {name!r}; its fields: {valid}"))
+    return out

@@ -17,6 +17,7 @@ from click.testing import CliRunner
 from generator import render, writer
 from generator.cli import cli
 from generator.durations import parse_duration
+from generator.rules import build_groups
 from generator.spec import SpecError, load_spec, parse_spec
 
 BASE = """\
@@ -169,8 +170,9 @@ def test_promtool_passes_the_overridden_tests(over_out, promtool):
 
 
 def _errors(text: str) -> list[str]:
+    """Problems of the spec ``BASE + text``: from loading it, or (override names) from building its rules."""
     with pytest.raises(SpecError) as exc:
-        parse_spec(BASE + text, "spec.yaml")
+        build_groups(parse_spec(BASE + text, "spec.yaml"))
     return [str(p) for p in exc.value.problems]
 
 
@@ -179,6 +181,15 @@ def test_an_unknown_alert_name_lists_the_valid_ones():
     assert len(errors) == 1
     assert errors[0].startswith("spec.yaml:26:3: overrides.GpuTemperatureHi: no generated alert is called")
     assert "GpuTemperatureHigh" in errors[0] and "GpuExporterDown" in errors[0] and "GpuMetricMissing" in errors[0]
+
+
+def test_the_cli_reports_an_unknown_name_as_a_spec_error(tmp_path):
+    (tmp_path / "gpumon.yaml").write_text(BASE + "overrides:\n  GpuTemperatureHi: {disable: true}\n", "utf-8")
+    result = CliRunner().invoke(cli, ["render", str(tmp_path / "gpumon.yaml"), "-o", str(tmp_path / "out")])
+    assert result.exit_code == 2 and "Traceback" not in result.output
+    assert ":26:3: overrides.GpuTemperatureHi: no generated alert is called 'GpuTemperatureHi'; did you mean " \
+           "'GpuTemperatureHigh'?" in result.output
+    assert not (tmp_path / "out").exists()
 
 
 def test_an_unknown_field_lists_the_alerts_fields():

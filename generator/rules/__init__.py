@@ -9,16 +9,19 @@ from __future__ import annotations
 
 from functools import lru_cache
 
+from dataclasses import replace
+
+from .. import overrides
 from ..applysize import BUDGET, applied_size
-from ..spec import Spec
-from . import exporter, gaps, inventory, kubernetes, presence, sources, values
-from .model import Rule, RuleGroup
+from ..spec import Problem, Spec, SpecError
+from . import exporter, gaps, inventory, kubernetes, names, presence, sources, values
+from .model import Rule, RuleGroup, group_dict
 
 #: the most bytes one group may take in a PrometheusRule's last-applied annotation: the object's
 #: budget less room for its metadata (name, namespace, labels; generator/rules/output.py)
 GROUP_BUDGET = BUDGET - 16 * 1024
 
-__all__ = ["Rule", "RuleGroup", "build_groups", "all_rules"]
+__all__ = ["Rule", "RuleGroup", "build_groups", "all_rules", "alert_catalogue"]
 
 
 def build_groups(spec: Spec) -> list[RuleGroup]:
@@ -27,6 +30,9 @@ def build_groups(spec: Spec) -> list[RuleGroup]:
     Built once per spec: a :class:`Spec` is frozen and compares by every section, so the groups
     are kept for the specs seen last (render, lint and validate ask for them many times).
 
+    Raises:
+        SpecError: the spec's ``overrides`` name an alert (or a field of one) the spec does not
+            generate; each problem lists the valid names.
     Returns:
         groups named ``<spec name>.<part>`` (``.kubernetes`` only when the spec has that section,
         after the exporter group); the coverage, kubernetes and gaps groups evaluate every
@@ -38,6 +44,7 @@ def build_groups(spec: Spec) -> list[RuleGroup]:
 
 @lru_cache(maxsize=8)
 def _build_groups(spec: Spec) -> tuple[RuleGroup, ...]:
+    _check_overrides(spec)
     p = spec.name
     slow = spec.alerts.slow_group_interval
     groups = [
@@ -65,13 +72,32 @@ def _build_groups(spec: Spec) -> tuple[RuleGroup, ...]:
     return tuple(RuleGroup(g.name, tuple(r for r in g.rules if not r.disabled), g.interval) for g in groups)
 
 
+def alert_catalogue(spec: Spec) -> dict[str, list[str]]:
+    """{alert name: the fields its rules are about (``dcgm_field``), sorted} of every alert built for
+    ``spec`` without its overrides: the names the ``overrides`` section may use."""
+    out: dict[str, set[str]] = {}
+    for group in _build_groups(replace(spec, overrides=())):
+        for rule in (r for r in group.rules if r.alert):
+            fields = out.setdefault(rule.alert, set())
+            if rule.label_map.get(names.FIELD_LABEL):
+                fields.add(rule.label_map[names.FIELD_LABEL])
+    return {name: sorted(fields) for name, fields in sorted(out.items())}
+
+
+def _check_overrides(spec: Spec) -> None:
+    if not spec.overrides:
+        return
+    found = overrides.name_problems(spec, alert_catalogue(spec))
+    if found:
+        raise SpecError([Problem(spec.path, *item.position(field), ".".join(
+            ["overrides", item.alert] + (["fields", field] if field else [])), message) for item, field, message in found])
+
+
 def _value_groups(spec: Spec) -> list[RuleGroup]:
     """The value rules in as few groups as keep each under :data:`GROUP_BUDGET` when applied:
     ``<name>.values``, then ``<name>.values-2``, ... Metrics go in spec order and never across two
     groups (their alerts read their recorded series, evaluated first in the same group); a spec with
     many fields would otherwise render one group larger than ``kubectl apply`` can store."""
-    from .output import group_dict  # the writer module imports this one
-
     def size(parts: list) -> int:
         rules = [r for r in values.chunk(parts, stuck) if not r.disabled]
         return applied_size(group_dict(RuleGroup("", tuple(rules))))

@@ -9,37 +9,13 @@ between objects; groups are never split (Prometheus evaluates a group as a unit)
 
 from __future__ import annotations
 
-from ..durations import format_duration
 from ..spec import Spec
 from ..yamlout import dump, dump_all, generated_header
 from . import build_groups
-from .model import Rule, RuleGroup
+from .model import RuleGroup, group_dict, rule_dict  # noqa: F401 (rule_dict: part of this module's API)
 
 PLAIN_PATH = "rules/{name}.rules.yaml"
 CRD_PATH = "kubernetes/{name}-prometheusrule.yaml"
-
-
-def rule_dict(rule: Rule) -> dict:
-    """One rule as Prometheus' rule-file format writes it (key order: alert/record, expr, for,
-    labels, annotations)."""
-    out: dict = {"alert": rule.alert} if rule.alert else {"record": rule.record}
-    out["expr"] = rule.expr + ("\n" if "\n" in rule.expr else "")
-    if rule.alert and rule.for_ is not None:
-        out["for"] = format_duration(rule.for_)
-    if rule.labels:
-        out["labels"] = dict(rule.labels)
-    if rule.annotations:
-        out["annotations"] = dict(rule.annotations)
-    return out
-
-
-def group_dict(group: RuleGroup) -> dict:
-    """One rule group as a dict (``interval`` only when the group sets one)."""
-    out: dict = {"name": group.name}
-    if group.interval:
-        out["interval"] = format_duration(group.interval)
-    out["rules"] = [rule_dict(r) for r in group.rules]
-    return out
 
 
 def _header(spec: Spec) -> str:

@@ -7,9 +7,8 @@ rendering is deterministic.
 
 from __future__ import annotations
 
-from functools import lru_cache
-
 from dataclasses import replace
+from functools import lru_cache
 
 from .. import overrides
 from ..applysize import BUDGET, applied_size
@@ -89,8 +88,9 @@ def _check_overrides(spec: Spec) -> None:
         return
     found = overrides.name_problems(spec, alert_catalogue(spec))
     if found:
-        raise SpecError([Problem(spec.path, *item.position(field), ".".join(
-            ["overrides", item.alert] + (["fields", field] if field else [])), message) for item, field, message in found])
+        raise SpecError([Problem(spec.path, *item.position(field),
+                                 ".".join(["overrides", item.alert] + (["fields", field] if field else [])), message)
+                         for item, field, message in found])
 
 
 def _value_groups(spec: Spec) -> list[RuleGroup]:

@@ -5,6 +5,12 @@ base ``../runbooks`` resolves from ``output/rules/`` to ``output/runbooks/``).
 The template is chosen by the alert's kind (``Rule.kind``, e.g. ``exporter_down`` ->
 ``templates/runbooks/exporter_down.md.j2``); a kind without its own template uses
 ``generic.md.j2``. Diagnosis steps shared by several runbooks live in ``_steps.md.j2``.
+
+A ``runbooks/`` folder next to the spec overrides them, so an installed gpumon can use a team's own
+runbooks: ``<AlertName>.md.j2`` there is that alert's runbook, and a file named like a bundled
+template (``<kind>.md.j2``, ``_steps.md.j2``, ``generic.md.j2``) replaces it. Those templates come
+from the spec's repository, so they run in Jinja's sandbox (no Python attributes or calls beyond
+plain data).
 """
 
 from __future__ import annotations
@@ -12,8 +18,10 @@ from __future__ import annotations
 import re
 from collections import OrderedDict
 from functools import lru_cache
+from pathlib import Path
 
 import jinja2
+from jinja2.sandbox import SandboxedEnvironment
 
 from .durations import format_duration
 from .promqltext import quote
@@ -25,14 +33,24 @@ from .spec import Spec
 from .texts import templates_dir
 
 RUNBOOK_PATH = "runbooks/{alert}.md"
+#: the folder next to the spec whose templates replace the bundled ones
+OVERRIDE_DIR = "runbooks"
 #: dcgm-exporter's default listen port (dcgm-exporter ``--address`` default ``:9400``)
 EXPORTER_PORT = 9400
 
 
-@lru_cache(maxsize=None)
-def _env() -> jinja2.Environment:
-    env = jinja2.Environment(
-        loader=jinja2.FileSystemLoader(str(templates_dir() / "runbooks")),
+def override_dir(spec: Spec) -> Path | None:
+    """The spec's ``runbooks/`` template folder, or None when there is none (or the spec was not
+    read from a file)."""
+    folder = Path(spec.path).parent / OVERRIDE_DIR
+    return folder if Path(spec.path).is_file() and folder.is_dir() else None
+
+
+@lru_cache(maxsize=8)
+def _env(own: str | None = None) -> jinja2.Environment:
+    """The runbook templates: ``own`` (the spec's folder) first, then the bundled ones."""
+    env = SandboxedEnvironment(
+        loader=jinja2.FileSystemLoader(([own] if own else []) + [str(templates_dir() / "runbooks")]),
         undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True,
         keep_trailing_newline=True, autoescape=False,
     )
@@ -84,16 +102,36 @@ def _context(spec: Spec, alert: str, rules: list[Rule]) -> dict:
     }
 
 
+class TemplateProblem(ValueError):
+    """A runbook template of the spec's ``runbooks/`` folder cannot be rendered; the message names
+    the file (and line, when Jinja knows it)."""
+
+
+def _where(exc: jinja2.TemplateError, own: Path, alert: str) -> str:
+    file = getattr(exc, "filename", None) or getattr(exc, "name", None)
+    line = getattr(exc, "lineno", None)
+    place = f"{file}:{line}" if file and line else (file or str(own))
+    return f"runbook template {place} (runbook of {alert}): {exc.message or exc}"
+
+
 def render_one(spec: Spec, alert: str, rules: list[Rule]) -> str:
     """The runbook of ``alert`` (all ``rules`` carrying that name) as Markdown.
 
     Raises:
-        jinja2.UndefinedError: a template uses a variable the context lacks (a programming error).
+        TemplateProblem: a template of the spec's ``runbooks/`` folder has a syntax error, uses a
+            variable the context lacks or breaks the sandbox's rules.
+        jinja2.TemplateError: the same in a bundled template (a programming error).
     """
-    env = _env()
+    own = override_dir(spec)
+    env = _env(str(own) if own else None)
     kind = rules[0].kind or "generic"
-    template = env.select_template([f"{kind}.md.j2", "generic.md.j2"])
-    text = template.render(**_context(spec, alert, rules))
+    try:
+        template = env.select_template([f"{alert}.md.j2", f"{kind}.md.j2", "generic.md.j2"])
+        text = template.render(**_context(spec, alert, rules))
+    except jinja2.TemplateError as exc:
+        if own is None:
+            raise
+        raise TemplateProblem(_where(exc, own, alert)) from None
     text = "\n".join(line.rstrip() for line in text.strip().splitlines()) + "\n"
     return re.sub(r"\n{3,}", "\n\n", text)
 

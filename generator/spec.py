@@ -26,6 +26,7 @@ from . import kube, sidecar, sourcepresets, specbounds
 from .durations import format_duration, parse_duration
 from .fields import known_fields
 from .kube import Kubernetes
+from . import overrides as alert_overrides
 from .sidecar import TextfileSidecar
 
 #: Labels that change with restarts or with ``honor_labels`` and must never identify a GPU.
@@ -308,6 +309,8 @@ class Spec:
     dashboards: DashboardSettings = field(default_factory=DashboardSettings)
     kubernetes: Kubernetes | None = None
     textfile_sidecar: TextfileSidecar | None = None
+    #: the ``overrides`` section (:mod:`generator.overrides`), in spec order
+    overrides: tuple[alert_overrides.AlertOverride, ...] = ()
 
     @property
     def required_metrics(self) -> tuple[Metric, ...]:
@@ -415,7 +418,14 @@ def parse_spec(text: str, name: str = "<spec>") -> Spec:
     problems = _schema_problems(doc, plain, name) + _semantic_problems(doc, plain, name)
     if problems:
         raise SpecError(_dedupe(problems))
-    return _build(plain, name)
+    spec = _build(plain, name, lambda path: _position(doc, path, key_of_last=True))
+    late: list[Problem] = []
+    alert_overrides.label_problems(spec, lambda path, msg: late.append(
+        Problem(name, *_position(doc, path, key_of_last=True), _format_path(path), msg)))
+    if late:
+        raise SpecError(late)
+    # override names are checked when the rules are built (generator.rules.build_groups)
+    return spec
 
 
 class _TooBig(Exception):
@@ -882,9 +892,10 @@ def _runbook_problems(alerts: dict, add) -> None:
             "runbook_url_relative: true if the links are only read in a git forge's view of output/rules/")
 
 
-def _build(plain: dict, path: str) -> Spec:
+def _build(plain: dict, path: str, where=None) -> Spec:
     """Model a checked document. Defaults are the dataclass defaults (one place); a key absent
-    from the document takes them."""
+    from the document takes them. ``where(path)``: (line, column) of a key, kept for errors found
+    later (override names)."""
     exp = plain["exporter"]
     lab = exp.get("labels", {})
     labels = Labels(**{k: v for k, v in lab.items()})
@@ -926,7 +937,8 @@ def _build(plain: dict, path: str) -> Spec:
     return Spec(path=path, name=plain.get("name", "gpumon"), exporter=exporter, alerts=alerts,
                 prometheus_rule=prule, metrics=metrics, dashboards=_dashboards(plain.get("dashboards") or {}),
                 kubernetes=kube.from_plain(plain.get("kubernetes"), labels.node),
-                textfile_sidecar=sidecar.from_plain(plain.get("textfile_sidecar")))
+                textfile_sidecar=sidecar.from_plain(plain.get("textfile_sidecar")),
+                overrides=alert_overrides.from_plain(plain.get("overrides"), where))
 
 
 def _dashboards(raw: dict) -> DashboardSettings:

@@ -106,7 +106,7 @@ def _string(text: str, path: list, add: Add, *, free_text: bool = False, key: bo
 
 
 def durations(plain: dict, add: Add) -> None:
-    """Every duration within its bounds; thresholds' ``for`` as ``alerts.for``."""
+    """Every duration within its bounds; thresholds' and overrides' ``for`` as ``alerts.for``."""
     interval = _seconds(_d(plain.get("exporter")).get("scrape_interval"))
     interval = 15.0 if interval is None else interval
     for path, low, high in DURATIONS:
@@ -117,6 +117,11 @@ def durations(plain: dict, add: Add) -> None:
         for j, t in enumerate(_l(_d(metric).get("thresholds"))):
             if "for" in _d(t):
                 _bounded(t["for"], ["metrics", i, "thresholds", j, "for"], 0.0, 6 * HOUR, interval, add)
+    for name, body in _d(plain.get("overrides")).items():
+        for path, settings in [([name], _d(body))] + [([name, "fields", f], _d(s))
+                                                       for f, s in _d(_d(body).get("fields")).items()]:
+            if "for" in settings:
+                _bounded(settings["for"], ["overrides", *path, "for"], 0.0, 6 * HOUR, interval, add)
 
 
 def _number(value: Any) -> float | None:

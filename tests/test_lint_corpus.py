@@ -35,6 +35,8 @@ EXPECTED = {
                          ("runbook-url-not-absolute", "warning", 17, 20, None)],
     "label_name_mismatch.yaml": [("label-name-mismatch", "error", 5, 24, None)],
     "rule_selector_labels.yaml": [("prometheusrule-selector-labels", "error", 21, 3, None)],
+    # YAML aliases expanded as kubectl does: 95 copies of one group pass the annotation limit
+    "object_size.yaml": [("object-too-large-to-apply", "error", 6, 1, None)],
     "dashboard_datasource_placeholder.json": [
         ("dashboard-datasource-placeholder", "error", 41, 9, "/panels/0/datasource/uid"),
         ("dashboard-datasource-placeholder", "error", 105, 3, "/__inputs")],

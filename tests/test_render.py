@@ -90,12 +90,14 @@ def test_promtool_accepts_plain_rules_and_prometheusrule_spec(tmp_path, promtool
     plain = ROOT / "output/rules/gpumon.rules.yaml"
     proc = subprocess.run([promtool, "check", "rules", str(plain)], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    crd = yaml.safe_load((ROOT / "output/kubernetes/gpumon-prometheusrule.yaml").read_text())
-    spec_file = tmp_path / "spec.yaml"  # promtool rejects the CRD wrapper itself; check its .spec
-    spec_file.write_text(yaml.safe_dump(crd["spec"]))
+    objects = list(yaml.safe_load_all((ROOT / "output/kubernetes/gpumon-prometheusrule.yaml").read_text()))
+    groups = {"groups": [g for crd in objects for g in crd["spec"]["groups"]]}
+    spec_file = tmp_path / "spec.yaml"  # promtool rejects the CRD wrapper itself; check the groups
+    spec_file.write_text(yaml.safe_dump(groups))
     proc = subprocess.run([promtool, "check", "rules", str(spec_file)], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert crd["spec"] == yaml.safe_load(plain.read_text()), "both outputs carry the same groups"
+    assert groups == yaml.safe_load(plain.read_text()), "both outputs carry the same groups"
+    assert [len(crd["spec"]["groups"]) for crd in objects] == [1] * len(objects), "one object per group"
 
 
 def _crd_validator():
@@ -106,11 +108,15 @@ def _crd_validator():
 
 
 def test_prometheusrule_matches_the_crd_schema_and_carries_selector_labels(default_spec):
-    doc = yaml.safe_load((ROOT / "output/kubernetes/gpumon-prometheusrule.yaml").read_text())
-    errors = [e.message for e in _crd_validator().iter_errors(doc)]
-    assert errors == []
-    assert doc["metadata"]["labels"]["release"] == "kube-prometheus-stack"
-    assert doc["metadata"]["namespace"] == "monitoring"
+    docs = list(yaml.safe_load_all((ROOT / "output/kubernetes/gpumon-prometheusrule.yaml").read_text()))
+    assert [d["metadata"]["name"] for d in docs] == ["gpumon-inventory", "gpumon-coverage", "gpumon-exporter",
+                                                     "gpumon-presence", "gpumon-values", "gpumon-gaps"]
+    for doc in docs:
+        errors = [e.message for e in _crd_validator().iter_errors(doc)]
+        assert errors == []
+        assert doc["metadata"]["labels"]["release"] == "kube-prometheus-stack"
+        assert doc["metadata"]["namespace"] == "monitoring"
+    doc = docs[0]
     broken = {**doc, "spec": {"groups": [{"name": "g", "rules": [{"alert": "A", "expr": "up", "for": "5 minutes"}]}]}}
     assert list(_crd_validator().iter_errors(broken)), "the schema check can fail"
 

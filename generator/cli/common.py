@@ -73,8 +73,12 @@ def load_or_exit(path: str | None):
     if not Path(path).is_file():
         click.echo(f"gpumon: no spec found at {path}: pass SPEC or run `gpumon init`", err=True)
         sys.exit(EXIT_ERROR)
+    from ..rules import build_groups
+
     try:
-        return load_spec(path)
+        spec = load_spec(path)
+        build_groups(spec)      # checks the override names against the alerts it builds (kept, cached)
+        return spec
     except SpecError as exc:
         for problem in exc.problems:
             click.echo(str(problem), err=True)

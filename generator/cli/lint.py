@@ -26,9 +26,13 @@ def _split(values: tuple[str, ...]) -> list[str]:
 @click.option("--fail-on", type=click.Choice(FAIL_ON), default="error", show_default=True,
               help="Exit 1 when a finding has this severity or a higher one.")
 @click.option("--disable", multiple=True, metavar="CHECK[,CHECK]", help="Skip these checks (repeatable).")
+@click.option("--max-object-bytes", type=click.IntRange(min=1), default=None, metavar="BYTES",
+              help="object-too-large-to-apply: the most bytes an object's kubectl last-applied annotation "
+                   "may take (default 235929, 90 % of the API server's 262144).")
 @click.option("--list-checks", is_flag=True, help="Describe every check and exit.")
 @input_options
-def lint_command(paths, spec_path, fmt, fail_on, disable, list_checks, follow_symlinks, max_input_mib) -> None:
+def lint_command(paths, spec_path, fmt, fail_on, disable, max_object_bytes, list_checks, follow_symlinks,
+                 max_input_mib) -> None:
     """Check rule files, PrometheusRule objects and Grafana dashboards (JSON files, ConfigMaps)
     under PATHS (files or directories; default: output/).
 
@@ -65,8 +69,9 @@ def lint_command(paths, spec_path, fmt, fail_on, disable, list_checks, follow_sy
                    f"known: {', '.join(check_ids())}", err=True)
         sys.exit(EXIT_ERROR)
     spec = load_or_exit(spec_path)
-    report = lint(list(paths) or ["output"], spec, disabled,
-                  read_limits(follow_symlinks, max_input_mib))  # a bug ends in the internal-error exit (4)
+    sizes = {"max_object_bytes": max_object_bytes} if max_object_bytes else {}
+    report = lint(list(paths) or ["output"], spec, disabled, read_limits(follow_symlinks, max_input_mib),
+                  **sizes)  # a bug ends in the internal-error exit (4)
     click.echo(reporters.render(report, fmt), nl=False)
     if any(f.check == loader.UNREADABLE for f in report.findings):
         click.echo("gpumon: some input could not be read (see input-unreadable findings)", err=True)

@@ -27,8 +27,14 @@ def render(spec: str | None, out: str, check: bool) -> None:
     from .. import render as render_mod
     from .. import writer
 
+    from ..runbooks import TemplateProblem
+
     model = load_or_exit(spec)
-    files = render_mod.render(model)
+    try:
+        files = render_mod.render(model)
+    except TemplateProblem as exc:      # the spec's own runbook templates
+        click.echo(f"gpumon: {exc}", err=True)
+        sys.exit(EXIT_ERROR)
     folder = Path(out)
     if check:
         try:

@@ -15,6 +15,7 @@ import re
 from pathlib import Path
 from typing import Iterable
 
+from ..applysize import BUDGET
 from ..findings import SEVERITIES, Report
 from ..spec import Spec
 from ..readers import loader
@@ -53,7 +54,7 @@ def sections(doc: str) -> dict[str, str]:
 
 
 def lint(paths: Iterable[str | Path], spec: Spec, disable: Iterable[str] = (),
-         limits: loader.inputfiles.Limits = loader.inputfiles.DEFAULT) -> Report:
+         limits: loader.inputfiles.Limits = loader.inputfiles.DEFAULT, max_object_bytes: int = BUDGET) -> Report:
     """Lint every rule file, PrometheusRule and dashboard under ``paths``.
 
     Args:
@@ -61,6 +62,8 @@ def lint(paths: Iterable[str | Path], spec: Spec, disable: Iterable[str] = (),
         spec: the loaded spec (metric kinds, labels, intervals, rule selector labels).
         disable: check ids to skip.
         limits: how files are read (symlinks, size and nesting caps; :mod:`generator.readers.files`).
+        max_object_bytes: the most bytes a Kubernetes object's last-applied annotation may take
+            (``object-too-large-to-apply``; default 90 % of the API server's limit).
     Returns:
         a Report (tool ``gpumon lint``); unreadable input appears as ``input-unreadable`` findings.
     Raises:
@@ -72,6 +75,7 @@ def lint(paths: Iterable[str | Path], spec: Spec, disable: Iterable[str] = (),
         raise ValueError(f"unknown check id(s): {', '.join(sorted(unknown))}; see `gpumon lint --list-checks`")
     inputs = loader.load(paths, limits)
     ctx = context.build(spec, inputs)
+    ctx.max_object_bytes = max_object_bytes
     report = Report(tool="gpumon lint")
     report.findings.extend(p for p in inputs.problems if loader.UNREADABLE not in disabled)
     for module in CHECKS:

@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from .. import fields
+from ..applysize import BUDGET
 from ..rules import build_groups
 from ..spec import VOLATILE_LABELS, Spec
 from ..readers import promql
@@ -38,6 +39,8 @@ class Context:
     legacy: dict = field(default_factory=dict)
     records: dict = field(default_factory=dict)
     gpumon_records: set = field(default_factory=set)
+    #: the most bytes an object's last-applied annotation may take (``--max-object-bytes``)
+    max_object_bytes: int = BUDGET
 
     # ---- labels
     @property

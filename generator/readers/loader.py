@@ -40,7 +40,8 @@ from ruamel.yaml.error import YAMLError
 from ..findings import Finding, Location
 from . import files as inputfiles
 from . import grafana
-from .model import Dashboard, Inputs, Panel, Query, Rule, RuleObject, Variable
+from ..applysize import applied_size
+from .model import AppliedObject, Dashboard, Inputs, Panel, Query, Rule, RuleObject, Variable
 
 UNREADABLE = "input-unreadable"
 _IGNORE = re.compile(r"#\s*gpumon-lint:\s*(ignore-file|ignore)\b\s*([\w\-, ]*)")
@@ -182,6 +183,8 @@ def _load_yaml_file(text: str, name: str, inputs: Inputs) -> None:
     rule_starts: list[tuple[int, Rule]] = []
     for doc in _flatten_lists(docs):
         kind = doc.get("kind")
+        if kind in ("PrometheusRule", "ConfigMap", "GrafanaDashboard"):
+            inputs.applied.append(_applied(doc, name))
         if kind == "PrometheusRule":
             obj = _rule_object(doc, name)
             inputs.objects.append(obj)
@@ -228,6 +231,15 @@ def _pos(node, key) -> tuple[int, int]:
 
 def _loc(name: str, pos: tuple[int, int]) -> Location:
     return Location(name, pos[0] + 1, pos[1] + 1)
+
+
+def _applied(doc: CommentedMap, name: str) -> AppliedObject:
+    meta = doc.get("metadata") if isinstance(doc.get("metadata"), CommentedMap) else CommentedMap()
+    loc = _loc(name, _pos(doc, "metadata") if "metadata" in doc else _pos(doc, "kind"))
+    # YAML scalars json cannot encode (dates) count as their text
+    size = applied_size(json.loads(json.dumps(doc, default=str)))
+    return AppliedObject(name, str(doc.get("kind")), str(meta.get("name", "")), str(meta.get("namespace", "")),
+                         size, loc)
 
 
 def _rule_object(doc: CommentedMap, name: str) -> RuleObject:

@@ -76,6 +76,19 @@ class RuleObject:
 
 
 @dataclass
+class AppliedObject:
+    """A PrometheusRule, ConfigMap or GrafanaDashboard object as ``kubectl apply`` stores it:
+    ``size`` is its last-applied annotation in bytes (:func:`generator.applysize.applied_size`)."""
+
+    file: str
+    kind: str
+    name: str
+    namespace: str
+    size: int
+    location: Location
+
+
+@dataclass
 class Rule:
     """One alerting or recording rule.
 
@@ -206,6 +219,8 @@ class Inputs:
     files: list = field(default_factory=list)
     rules: list = field(default_factory=list)
     objects: list = field(default_factory=list)
+    #: every PrometheusRule, ConfigMap and GrafanaDashboard object, with its applied size
+    applied: list = field(default_factory=list)
     dashboards: list = field(default_factory=list)
     queries: list = field(default_factory=list)
     problems: list = field(default_factory=list)

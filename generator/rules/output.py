@@ -1,38 +1,21 @@
-"""Writers for rule groups: a plain Prometheus rule file and a PrometheusRule object."""
+"""Writers for rule groups: a plain Prometheus rule file and PrometheusRule objects.
+
+The PrometheusRule file holds one object per rule group (``<prometheus_rule.name>-<group>``, e.g.
+``gpumon-values``): client-side ``kubectl apply`` stores each object whole in an annotation the API
+server caps at 262,144 bytes (:mod:`generator.applysize`), which one object with every group neared
+for the bundled spec. A group keeps its object as the spec changes, so applying never moves a group
+between objects; groups are never split (Prometheus evaluates a group as a unit).
+"""
 
 from __future__ import annotations
 
-from ..durations import format_duration
 from ..spec import Spec
-from ..yamlout import dump, generated_header
+from ..yamlout import dump, dump_all, generated_header
 from . import build_groups
-from .model import Rule, RuleGroup
+from .model import RuleGroup, group_dict, rule_dict  # noqa: F401 (rule_dict: part of this module's API)
 
 PLAIN_PATH = "rules/{name}.rules.yaml"
 CRD_PATH = "kubernetes/{name}-prometheusrule.yaml"
-
-
-def rule_dict(rule: Rule) -> dict:
-    """One rule as Prometheus' rule-file format writes it (key order: alert/record, expr, for,
-    labels, annotations)."""
-    out: dict = {"alert": rule.alert} if rule.alert else {"record": rule.record}
-    out["expr"] = rule.expr + ("\n" if "\n" in rule.expr else "")
-    if rule.alert and rule.for_ is not None:
-        out["for"] = format_duration(rule.for_)
-    if rule.labels:
-        out["labels"] = dict(rule.labels)
-    if rule.annotations:
-        out["annotations"] = dict(rule.annotations)
-    return out
-
-
-def group_dict(group: RuleGroup) -> dict:
-    """One rule group as a dict (``interval`` only when the group sets one)."""
-    out: dict = {"name": group.name}
-    if group.interval:
-        out["interval"] = format_duration(group.interval)
-    out["rules"] = [rule_dict(r) for r in group.rules]
-    return out
 
 
 def _header(spec: Spec) -> str:
@@ -44,21 +27,32 @@ def plain_rule_file(spec: Spec, groups: list[RuleGroup]) -> str:
     return dump({"groups": [group_dict(g) for g in groups]}, header=_header(spec))
 
 
-def prometheus_rule(spec: Spec, groups: list[RuleGroup]) -> str:
-    """A monitoring.coreos.com/v1 PrometheusRule carrying the same groups. Its metadata labels
-    must match the Prometheus ``ruleSelector`` (kube-prometheus-stack: ``release: <release>``)."""
+def object_name(spec: Spec, group: RuleGroup) -> str:
+    """The PrometheusRule object carrying ``group``: ``<prometheus_rule.name>-<part>``, where
+    ``<spec name>.<part>`` is the group's name (dots become dashes)."""
+    part = group.name.removeprefix(f"{spec.name}.")
+    return f"{spec.prometheus_rule.name}-{part.replace('.', '-')}"
+
+
+def prometheus_rules(spec: Spec, groups: list[RuleGroup]) -> list[dict]:
+    """monitoring.coreos.com/v1 PrometheusRule objects, one per group, in group order. Their metadata
+    labels must match the Prometheus ``ruleSelector`` (kube-prometheus-stack: ``release: <release>``)."""
     meta = spec.prometheus_rule
-    doc = {
+    return [{
         "apiVersion": "monitoring.coreos.com/v1",
         "kind": "PrometheusRule",
         "metadata": {
-            "name": meta.name,
+            "name": object_name(spec, g),
             "namespace": meta.namespace,
             "labels": {"app.kubernetes.io/managed-by": "gpumon", **dict(meta.labels)},
         },
-        "spec": {"groups": [group_dict(g) for g in groups]},
-    }
-    return dump(doc, header=_header(spec))
+        "spec": {"groups": [group_dict(g)]},
+    } for g in groups]
+
+
+def prometheus_rule(spec: Spec, groups: list[RuleGroup]) -> str:
+    """The PrometheusRule file: :func:`prometheus_rules` as YAML documents."""
+    return dump_all(prometheus_rules(spec, groups), header=_header(spec))
 
 
 def files(spec: Spec, groups: list[RuleGroup] | None = None) -> dict[str, str]:

@@ -220,14 +220,27 @@ def rules(spec: Spec) -> list[Rule]:
     field plausibly where some GPU does not (recorded first, then three
     tiers that exclude each other like the presence tiers), thresholds, frozen counters, and the
     busy-but-profiling-zero divergence."""
-    out: list[Rule] = [r for m in spec.metrics
-                       for r in (implausible_set(spec, m), implausible_readings(spec, m), node_plausible(spec, m))]
+    return chunk(per_metric(spec), profiling_stuck(spec))
+
+
+def per_metric(spec: Spec) -> list[tuple[list[Rule], list[Rule]]]:
+    """(recording rules, alerts) of each spec'd metric, in spec order; a metric's alerts read only
+    its own recorded series, so metrics can go to different groups (:func:`chunk`)."""
+    out = []
     for m in spec.metrics:
-        out += [fleet_implausible(spec, m), node_implausible(spec, m), implausible(spec, m)]
-        out += [threshold(spec, m, t) for t in m.thresholds]
+        recorded = [implausible_set(spec, m), implausible_readings(spec, m), node_plausible(spec, m)]
+        alerts = [fleet_implausible(spec, m), node_implausible(spec, m), implausible(spec, m)]
+        alerts += [threshold(spec, m, t) for t in m.thresholds]
         if m.xid is not None:
-            out += [r for r in (xid(spec, m, sev) for sev in ("critical", "warning", "info")) if r]
+            alerts += [r for r in (xid(spec, m, sev) for sev in ("critical", "warning", "info")) if r]
         if m.frozen_check:
-            out.append(frozen(spec, m))
-    stuck = profiling_stuck(spec)
+            alerts.append(frozen(spec, m))
+        out.append((recorded, alerts))
+    return out
+
+
+def chunk(parts: list[tuple[list[Rule], list[Rule]]], stuck: Rule | None) -> list[Rule]:
+    """The rules of ``parts`` (some metrics' :func:`per_metric`) as one group's list: every recording
+    rule first (evaluated before the alerts that read them), then the alerts, then ``stuck``."""
+    out = [r for recorded, _ in parts for r in recorded] + [r for _, alerts in parts for r in alerts]
     return out + ([stuck] if stuck else [])

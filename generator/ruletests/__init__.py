@@ -10,8 +10,10 @@ follow the failure modes listed, with their public sources, in docs/ruletests.md
 from __future__ import annotations
 
 import posixpath
+import re
 
 from ..durations import format_duration
+from ..rules import all_rules
 from ..rules.output import PLAIN_PATH
 from ..spec import Spec
 from ..yamlout import dump
@@ -58,8 +60,36 @@ def files(spec: Spec) -> dict[str, str]:
     """
     out = {}
     for topic, build in TOPICS:
-        scenarios = build(spec)
+        scenarios = follow_overrides(spec, build(spec))
         if scenarios:
             path = TEST_PATH.format(name=spec.name, topic=topic)
             out[path] = test_file(spec, path, scenarios)
+    return out
+
+
+def follow_overrides(spec: Spec, scenarios: list[Scenario]) -> list[Scenario]:
+    """``scenarios`` without what the spec's overrides switched off: expected firings of disabled
+    rules, expectations about alert names no rendered rule carries, scenarios named for an alert
+    that is switched off entirely, and those that expected only disabled rules to fire (their point
+    is gone; a quiet check of the others would be noise).
+    Changed severity, labels, annotations and ``for`` need nothing here: the scenario builders read
+    the overridden rules."""
+    if not spec.overrides:
+        return scenarios
+    rendered = {r.alert for r in all_rules(spec) if r.alert}
+    gone = [item.alert for item in spec.overrides if item.alert not in rendered]
+    out = []
+    for sc in scenarios:
+        if any(re.search(rf"\b{name}\b", sc.name) for name in gone):
+            continue        # the scenario's statement is about an alert that is switched off
+        fired = any(sc.alerts.values())
+        kept = {}
+        for (seconds, name), firing in sc.alerts.items():
+            live = [f for f in firing if not f.rule.disabled]
+            if name in rendered and (live or not firing):
+                kept[(seconds, name)] = live
+        sc.alerts = kept
+        if (fired and not any(kept.values())) or not (kept or sc.exprs):
+            continue
+        out.append(sc)
     return out

@@ -87,8 +87,11 @@ def dropped_for_good(spec: Spec, step: float) -> list[Scenario]:
     window = steps(spec.alerts.gap_window, step)
     hold = steps(rule.for_, step)
     drop = window + 1                 # a whole window of history first
-    # the ratio is below the minimum from about (1 - min) x window after the drop, then ``for``
-    at = drop + math.ceil((1 - spec.alerts.gap_min_ratio) * window) + hold + 2
+    # the ratio is below the minimum from about (1 - min) x window after the drop, then ``for``;
+    # and GpuMetricMissing's own ``for`` is over (the spec's overrides may make it the longer one)
+    gpu_rule = presence.gpu_metric_missing(spec, m_gpu)
+    at = max(drop + math.ceil((1 - spec.alerts.gap_min_ratio) * window) + hold,
+             drop + steps(gpu_rule.for_, step)) + 2
     if at >= drop + window - 1:       # the ratio series ends one window after the drop
         return []
     sc = Scenario(f"{m_gpu.name} dropped for good on one GPU and {m_fleet.name} fleet-wide: presence alerts, "
@@ -103,7 +106,6 @@ def dropped_for_good(spec: Spec, step: float) -> list[Scenario]:
             over[m_gpu.name] = fleet.lost_from(fleet.healthy(m_gpu, sc.length, step), drop)
         add_gpu(sc, spec, g, req, over)
     sc.quiet(at, rule.alert)
-    gpu_rule = presence.gpu_metric_missing(spec, m_gpu)
     sc.expect(at, gpu_rule.alert, [Firing(gpu_rule, fleet.gpu_ids(spec, victim), 1)])
     absent = presence.metric_absent(spec, m_fleet)
     if at >= drop + steps(presence._absent_window(spec), step) + steps(absent.for_, step) + 1:
@@ -125,9 +127,12 @@ def outage_then_back(spec: Spec, step: float) -> list[Scenario]:
     window = steps(spec.alerts.gap_window, step)
     hold = steps(rule.for_, step)
     recent = steps(presence.lost_window(spec), step)
+    missing, lost = presence.gpu_metric_missing(spec, m), presence.gpu_lost(spec)
+    # the presence alerts' ``for`` (the spec's overrides may change them from the gap alert's)
+    miss_hold, lost_hold = steps(missing.for_, step), steps(lost.for_, step)
     start = window + 1                                  # a whole window of history first
-    # long enough for GpuLost, and to push the ratio below the minimum
-    out = max(hold + recent + 3, math.ceil((1 - spec.alerts.gap_min_ratio) * window) + 2)
+    # long enough for GpuLost and GpuMetricMissing, and to push the ratio below the minimum
+    out = max(max(hold, miss_hold, lost_hold) + recent + 3, math.ceil((1 - spec.alerts.gap_min_ratio) * window) + 2)
     back = start + out
     checks = sorted({back + hold + 2, back + max(hold + 2, window // 2)})
     sc = Scenario(f"{m.name} missing on one GPU and every field of another for longer than for, then back: "
@@ -148,10 +153,8 @@ def outage_then_back(spec: Spec, step: float) -> list[Scenario]:
             over = {x.name: outage(fleet.healthy(x, sc.length, step)) for x in req}
         add_gpu(sc, spec, g, req, over)
     if g_field is not None:
-        missing = presence.gpu_metric_missing(spec, m)
-        sc.expect(start + hold + 2, missing.alert, [Firing(missing, fleet.gpu_ids(spec, g_field), 1)])
-    lost = presence.gpu_lost(spec)
-    sc.expect(start + recent + hold + 1, lost.alert, [Firing(lost, fleet.gpu_ids(spec, g_lost), 1)])
+        sc.expect(start + miss_hold + 2, missing.alert, [Firing(missing, fleet.gpu_ids(spec, g_field), 1)])
+    sc.expect(start + recent + lost_hold + 1, lost.alert, [Firing(lost, fleet.gpu_ids(spec, g_lost), 1)])
     for k in checks:
         sc.quiet(k, rule.alert)
     return [sc]

@@ -123,6 +123,7 @@ def _capacity_scenarios(spec: Spec, k: Kubernetes, step: float) -> list[Scenario
     out.append(sc)
 
     rule = krules.node_exporter_missing(spec, k)
+    hold = steps(rule.for_, step)
     sc = Scenario("kubernetes: a GPU node without an exporter pod -> GpuNodeExporterMissing (no_exporter_pod)",
                   hold + 5, step)
     c = Cluster(sc, spec, k, nodes=3)
@@ -135,6 +136,7 @@ def _capacity_scenarios(spec: Spec, k: Kubernetes, step: float) -> list[Scenario
     out.append(sc)
 
     rule = krules.node_gpus_missing(spec, k)
+    hold = steps(rule.for_, step)
     sc = Scenario("kubernetes: a node reports 1 of its 2 GPUs -> GpuNodeGpusMissing", hold + 5, step)
     c = Cluster(sc, spec, k)
     c.ksm()
@@ -147,6 +149,7 @@ def _capacity_scenarios(spec: Spec, k: Kubernetes, step: float) -> list[Scenario
     out.append(sc)
 
     rule = krules.capacity_missing(spec, k)
+    hold = steps(rule.for_, step)
     sc = Scenario("kubernetes: a node reports GPUs but advertises no GPU capacity -> GpuNodeCapacityMissing",
                   hold + 5, step)
     c = Cluster(sc, spec, k)
@@ -159,6 +162,7 @@ def _capacity_scenarios(spec: Spec, k: Kubernetes, step: float) -> list[Scenario
     out.append(sc)
 
     rule = krules.device_plugin_unhealthy(spec, k)
+    hold = steps(rule.for_, step)
     sc = Scenario("kubernetes: allocatable GPUs below capacity -> GpuDevicePluginUnhealthy", hold + 5, step)
     c = Cluster(sc, spec, k)
     c.ksm()
@@ -198,7 +202,7 @@ def _capacity_scenarios(spec: Spec, k: Kubernetes, step: float) -> list[Scenario
         out.append(sc)
 
     rule = krules.daemonset_not_ready(spec, k)
-    ds_hold = steps(k.daemonset_for, step)
+    ds_hold = steps(rule.for_, step)
     sc = Scenario("kubernetes: DaemonSet 1 of 2 pods ready for daemonset_for -> GpuExporterDaemonSetNotReady",
                   ds_hold + 5, step)
     c = Cluster(sc, spec, k)
@@ -210,6 +214,7 @@ def _capacity_scenarios(spec: Spec, k: Kubernetes, step: float) -> list[Scenario
     out.append(sc)
 
     rule = krules.daemonset_missing(spec, k)
+    hold = steps(rule.for_, step)
     sc = Scenario("kubernetes: kube-state-metrics knows no exporter DaemonSet -> GpuExporterDaemonSetMissing",
                   hold + 5, step)
     c = Cluster(sc, spec, k)
@@ -219,6 +224,7 @@ def _capacity_scenarios(spec: Spec, k: Kubernetes, step: float) -> list[Scenario
     out.append(sc)
 
     rule = krules.ksm_missing(spec, k)
+    hold = steps(rule.for_, step)
     sc = Scenario("kubernetes: kube-state-metrics scrapes fail -> GpuKubeStateMetricsMissing only", hold + 5, step)
     c = Cluster(sc, spec, k)
     c.ksm(up=sc.const(0))
@@ -237,7 +243,7 @@ def _static_scenarios(spec: Spec, k: Kubernetes, step: float) -> list[Scenario]:
         return []
     node = k.static.nodes[0]
     rule = krules.node_exporter_missing(spec, k)
-    hold = steps(spec.alerts.for_, step)
+    hold = steps(rule.for_, step)
     lab = spec.exporter.labels
     missing = Scenario(f"kubernetes (static): node {node.name} expects {node.gpus} GPUs and reports none -> "
                        "GpuNodeExporterMissing (no_gpu_series)", hold + 5, step)

@@ -49,7 +49,10 @@ def test_step(spec) -> float:
     # alternation must keep a flapping node "still reporting" within GpuLost's window
     # (rules/presence.py lost_window, 4 sample intervals: a 60 s window at a 60 s step held
     # one recorded sample on Prometheus 3's left-open ranges, found by the spec fuzzer)
-    limit = max(1, min(limit, int(al.for_ // 2), int(4 * exp.sample_interval // 2)))
+    # a ``for`` the spec's overrides set counts like alerts.for
+    fors = [al.for_] + [o.for_ for item in spec.overrides
+                        for o in (item.settings, *(s for _, s in item.fields)) if o.for_]
+    limit = max(1, min(limit, int(min(fors) // 2), int(4 * exp.sample_interval // 2)))
     # the exporter restart scenario needs the zero before a restart inside restart_window
     # (kubernetes_cases.py): a 2m window at a 60 s step saw only the restarted counter
     if spec.kubernetes is not None:

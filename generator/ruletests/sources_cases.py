@@ -170,7 +170,7 @@ def threshold_from_fallback(spec: Spec, m: Metric, t: Threshold, step: float) ->
     if raw is None:
         return None
     rule = next(r for r in all_rules(spec) if r.alert == t.alert and r.label_map.get(names.FIELD_LABEL) == m.name)
-    hold = steps(t.for_, step)
+    hold = steps(rule.for_, step)
     sc = Scenario(f"{m.name}: {t.alert} fires from {last.label} once the primary is gone, not before",
                   LOSS_AT + hold + 4, step)
     gpus = fleet.gpus(2, 2)

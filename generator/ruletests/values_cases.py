@@ -43,6 +43,11 @@ def _alert_label_values(m: Metric, value: float, healthy: bool) -> dict[str, str
     return out
 
 
+def _severity(spec: Spec, m: Metric, t: Threshold) -> str:
+    """The severity of ``t``'s rule: the threshold's, unless the spec's overrides change it."""
+    return values.threshold(spec, m, t).label_map["severity"]
+
+
 def _series(spec: Spec, gpu, m: Metric, extra: dict[str, str] | None = None) -> dict[str, str]:
     labels = fleet.series_labels(spec, gpu)
     labels.update(extra or {})
@@ -113,10 +118,12 @@ def threshold_fires(spec: Spec, m: Metric, t: Threshold, step: float) -> Scenari
     name whose condition holds (e.g. 91 C fires the warning and the critical temperature rule)."""
     same = [x for x in m.thresholds if x.alert == t.alert]
     value = firing_value(m, t)
-    hold = max(steps(x.for_, step) for x in same)
+    # the rules' ``for``, which the spec's overrides may have changed from the thresholds'
+    hold = max(steps(values.threshold(spec, m, x).for_, step) for x in same)
     start = 3
-    sc = Scenario(f"{t.alert} ({t.severity}): {m.name} {fleet.fmt_value(value)} {t.op} {fleet.fmt_value(t.value)} "
-                  f"for longer than {fleet.fmt_seconds(t.for_)} fires", start + hold + 4, step)
+    sc = Scenario(f"{t.alert} ({_severity(spec, m, t)}): {m.name} {fleet.fmt_value(value)} {t.op} {fleet.fmt_value(t.value)} "
+                  f"for longer than {fleet.fmt_seconds(values.threshold(spec, m, t).for_)} fires",
+                  start + hold + 4, step)
     gpu = fleet.gpus(1, 1)[0]
     add_target(sc, spec, gpu.instance)
     base = fleet.baseline(m)
@@ -147,10 +154,10 @@ def rate_threshold_fires(spec: Spec, m: Metric, t: Threshold, step: float) -> Sc
     rule = values.threshold(spec, m, t)
     per_s = float(t.value * 2 + 1) if t.op in (">", ">=") else 0.0
     inc = as_token(per_s * step)
-    window, hold = steps(t.rate, step), steps(t.for_, step)
+    window, hold = steps(t.rate, step), steps(rule.for_, step)
     start = 2
     at = start + window + hold + 2
-    sc = Scenario(f"{t.alert} ({t.severity}): {m.name} rising {fleet.fmt_value(per_s)}/s on one GPU fires; "
+    sc = Scenario(f"{t.alert} ({_severity(spec, m, t)}): {m.name} rising {fleet.fmt_value(per_s)}/s on one GPU fires; "
                   "a counter reset on another does not", at + 2, step)
     storm, reset = fleet.gpus(1, 2)
     add_target(sc, spec, storm.instance)
@@ -165,7 +172,7 @@ def rate_threshold_fires(spec: Spec, m: Metric, t: Threshold, step: float) -> Sc
 def threshold_spike(spec: Spec, m: Metric, t: Threshold, step: float) -> Scenario | None:
     """intel/xpumanager#130, one absurd (or merely high) sample does not fire a threshold with ``for``; an absurd
     one is reported as implausible at that step only. None when ``for`` is under two steps."""
-    hold = steps(t.for_, step)
+    hold = steps(values.threshold(spec, m, t).for_, step)
     if hold < 2:
         return None
     impl = values.implausible(spec, m)
@@ -173,7 +180,7 @@ def threshold_spike(spec: Spec, m: Metric, t: Threshold, step: float) -> Scenari
     spike = ABSURD_SPIKE if absurd else firing_value(m, t)
     base = fleet.baseline(m)
     at = 2
-    sc = Scenario(f"{t.alert} ({t.severity}): a single {fleet.fmt_value(spike)} spike of {m.name} does not fire",
+    sc = Scenario(f"{t.alert} ({_severity(spec, m, t)}): a single {fleet.fmt_value(spike)} spike of {m.name} does not fire",
                   at + hold + 4, step)
     gpu, sibling = fleet.gpus(1, 2)
     add_target(sc, spec, gpu.instance)

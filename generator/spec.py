@@ -390,7 +390,7 @@ def load_spec(path: str | Path) -> Spec:
 
 def parse_spec(text: str, name: str = "<spec>") -> Spec:
     """Like :func:`load_spec` on a string; ``name`` is used in error positions."""
-    deep = _flow_too_deep(text)
+    deep = _flow_too_deep(text) or _block_too_deep(text)
     if deep:
         raise SpecError([Problem(name, deep[0], deep[1], "", f"nested more than {MAX_DEPTH} levels deep")])
     yaml = YAML(typ="rt")
@@ -453,6 +453,35 @@ def _flow_too_deep(text: str) -> tuple[int, int] | None:
                 return line, col
         elif ch in "]}":
             depth = max(0, depth - 1)
+    return None
+
+
+#: block-style levels the text scan allows (a multi-line string indents freely, so it is looser
+#: than MAX_DEPTH, which the loaded document is held to with the key's position)
+_BLOCK_SCAN_DEPTH = 4 * MAX_DEPTH
+
+
+def _block_too_deep(text: str) -> tuple[int, int] | None:
+    """(line, column) where block-style YAML (indentation and ``- `` entries) nests past
+    :data:`_BLOCK_SCAN_DEPTH` levels, or None: the parser recurses per level and thousands of
+    them exhaust Python's stack, an error that carries no position. Each line closes the open
+    levels indented at or beyond it and opens one, plus one per leading ``- ``."""
+    stack: list[int] = []
+    for number, line in enumerate(text.split("\n"), 1):
+        body = line.lstrip(" ")
+        if not body or body.startswith("#"):
+            continue
+        col = len(line) - len(body)
+        while stack and stack[-1] >= col:
+            stack.pop()
+        stack.append(col)
+        while len(stack) <= _BLOCK_SCAN_DEPTH and (body.startswith("- ") or body == "-"):
+            rest = body[2:].lstrip(" ")
+            col += len(body) - len(rest)
+            body = rest
+            stack.append(col)
+        if len(stack) > _BLOCK_SCAN_DEPTH:
+            return number, col + 1
     return None
 
 
@@ -850,8 +879,7 @@ def _source_problems(metric: dict, i: int, add, exp: dict) -> None:
         if src["gpu"] is None:
             add(path, f"source {src['name']!r} (job {src['job']!r}) does not say which label holds the GPU UUID: "
                 "add labels: {gpu: <label>} (e.g. uuid); without it no reading can be matched to a GPU")
-        elif src["gpu"] in VOLATILE_LABELS:
-            add(path + ["labels", "gpu"], f"{src['gpu']!r} names a target or pod, not a GPU")
+        specbounds.source_labels(src, raw, path, add, VOLATILE_LABELS)
         if src["node"] is None:
             add(path, f"source {src['name']!r} (job {src['job']!r}) does not say which label holds the node: add "
                 "labels: {node: <label>}, or node: instance for the target's address without the port")

@@ -292,6 +292,11 @@ def labels(plain: dict, add: Add, defaults: dict[str, str | None]) -> None:
         if not _PROM_LABEL.fullmatch(key) or key.startswith("__") or key == "alertname":
             add(["alerts", "labels", key], f"{key!r} is not a label name Prometheus accepts on an alert "
                 "(letters, digits and _, not starting with a digit or __, not alertname)")
+        elif key == "severity":
+            # every alert sets its own severity, which would override this one without a word
+            add(["alerts", "labels", key], "severity is set per alert, not for all of them: give it on each "
+                "threshold (metrics[].thresholds[].severity) or in an XID policy (metrics[].xid); gpumon's "
+                "own alerts carry the severity their runbook explains")
     identity = {lab.get(k) for k in IDENTITY_KEYS if isinstance(lab.get(k), str)}
     for i, metric in enumerate(_l(plain.get("metrics"))):
         for j, name in enumerate(_l(_d(metric).get("alert_labels"))):

@@ -110,7 +110,7 @@ SOURCE = "sources: [{name: smi_temp, job: smi, labels: {node: NODE, gpu: uuid}}]
     ("sources: [{preset: nvidia_gpu_exporter, labels: {node: job}}]", "labels.node", "job is the scrape job's"),
 ])
 def test_source_label_mapping_gets_the_exporter_label_checks(entry, path, what):
-    """node: job and node equal to the GPU label loaded and rendered promtool tests that failed."""
+    """node: job and node equal to the GPU label loaded, and their rendered rule tests failed."""
     errors = _errors(_with(entry))
     assert any(f"metrics[0].sources[0].{path}: " in e and what in e for e in errors), errors
 

@@ -652,6 +652,7 @@ def _semantic_problems(doc: CommentedMap, plain: dict, name: str) -> list[Proble
         _source_problems(metric, i, add, exp)
     _alert_name_problems(metrics, add)
     _legacy_name_problems(metrics, add)
+    _shared_source_problems(metrics, add, exp)
     _flapping_problems(plain, add)
     _runbook_problems(plain.get("alerts") if isinstance(plain.get("alerts"), dict) else {}, add)
     if metrics and all(isinstance(m, dict) and m.get("presence") in ("optional", "sparse") for m in metrics):
@@ -802,6 +803,26 @@ def _legacy_name_problems(metrics: list, add) -> None:
                     f"{'the name' if legacy == metrics[owner[legacy]].get('name') else 'a legacy name'} of "
                     f"metrics[{owner[legacy]}]; a 1.x name belongs to one field")
             owner.setdefault(legacy, i)
+
+
+def _shared_source_problems(metrics: list, add, exp: dict) -> None:
+    """A source series carries one field: listed under two metrics it would be read as both, and
+    the rule tests rendered for them built the same input series twice (found by the spec fuzzer)."""
+    owner: dict[tuple, tuple[int, int]] = {}
+    for i, metric in enumerate(metrics):
+        entries = metric.get("sources") if isinstance(metric, dict) else None
+        for j, raw in enumerate(entries if isinstance(entries, list) else []):
+            preset = raw if isinstance(raw, str) else (raw.get("preset") if isinstance(raw, dict) else None)
+            if isinstance(preset, str) and preset not in sourcepresets.PRESETS:
+                continue  # reported by _source_problems
+            src = _source_fields(raw, metric, exp)
+            if src is None or not isinstance(src["name"], str):
+                continue
+            key = (src["name"], src["job"])
+            if key in owner and owner[key][0] != i:
+                add(["metrics", i, "sources", j], f"{src['name']!r} (job {src['job']!r}) is already "
+                    f"metrics[{owner[key][0]}].sources[{owner[key][1]}]: a source series carries one field")
+            owner.setdefault(key, (i, j))
 
 
 def _source_fields(raw: Any, metric: dict, exp: dict) -> dict | None:

@@ -88,7 +88,7 @@ def metrics(draw, pools: Pools):
     _optional(m, "alert_labels", st.lists(pools.labels, max_size=2, unique=True), draw, 0.2)
     _optional(m, "legacy_names", st.lists(_bad(pools, LEGACY_BAD, ("dcgm_gpu_temp", "dcgm_power_usage")),
                                           max_size=1), draw, 0.1)
-    _optional(m, "sources", st.lists(sources(pools), min_size=1, max_size=2), draw, 0.1)
+    _optional(m, "sources", st.lists(sources(pools), min_size=1, max_size=2 if pools.hostile else 1), draw, 0.1)
     return m
 
 
@@ -102,6 +102,9 @@ SOURCE_LABELS = ("uuid", "host", "instance", "gpu_idx")
 def sources(draw, pools: Pools):
     """A ``sources`` entry: a preset name, or a mapping (preset overrides or a custom series) whose
     label mapping may name job, gpumon's own labels or the GPU label twice."""
+    if not pools.hostile:  # a custom series with its labels said: loads whatever the metric
+        return {"name": "gpu_reading", "job": draw(st.sampled_from(("nvidia-smi", "$1", 'x",y'))),
+                "labels": {"gpu": "uuid", "node": draw(st.sampled_from(SOURCE_LABELS[1:3]))}}
     if draw(st.booleans()):
         return draw(_bad(pools, ("nvidia-gpu-exporter", ""), PRESETS))
     entry: dict = {}

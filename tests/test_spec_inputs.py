@@ -222,3 +222,11 @@ def test_sidecar_takes_a_textfile_folder():
     spec = parse_spec(SIDECAR.replace("DIR", "/var/lib/node_exporter/textfile_collector"), "spec.yaml")
     assert spec.textfile_sidecar.textfile_directory == "/var/lib/node_exporter/textfile_collector"
     assert yaml.safe_load_all(render(spec)["kubernetes/gpumon-nvidia-smi-textfile.yaml"])
+
+
+def test_one_source_series_under_two_metrics_is_refused():
+    """Found by the spec fuzzer: rendering ended in an internal error (a rule-test series twice)."""
+    entry = "sources: [{name: gpu_reading, job: smi, labels: {gpu: uuid, node: instance}}]"
+    text = _with(entry).replace("    range: [0, 1500]\n", f"    range: [0, 1500]\n    {entry}\n")
+    errors = _errors(text)
+    assert any("metrics[1].sources[0]: " in e and "already metrics[0].sources[0]" in e for e in errors), errors

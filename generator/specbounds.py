@@ -324,8 +324,9 @@ def source_labels(src: dict, raw: Any, path: list, add: Add, volatile: tuple[str
             why = (f"labels.{key} {value!r} is already labels.{seen[value]}: the GPU, node and GPU index are "
                    "each a different label")
         if why:
-            add(where, f"source {src.get('name')!r}: {why}")
-        seen.setdefault(value, key)
+            add(where, why)
+        else:  # a refused label is reported once, not again as a duplicate
+            seen.setdefault(value, key)
 
 
 def problems(plain: dict, add: Add, label_defaults: dict[str, str | None]) -> None:

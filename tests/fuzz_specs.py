@@ -88,7 +88,8 @@ def metrics(draw, pools: Pools):
     _optional(m, "alert_labels", st.lists(pools.labels, max_size=2, unique=True), draw, 0.2)
     _optional(m, "legacy_names", st.lists(_bad(pools, LEGACY_BAD, ("dcgm_gpu_temp", "dcgm_power_usage")),
                                           max_size=1), draw, 0.1)
-    _optional(m, "sources", st.lists(sources(pools), min_size=1, max_size=2 if pools.hostile else 1), draw, 0.1)
+    _optional(m, "sources", st.lists(sources(pools), min_size=1, max_size=2 if pools.hostile else 1), draw,
+              0.1 if pools.hostile else 0.03)
     return m
 
 
@@ -147,7 +148,8 @@ def kubernetes(draw, pools: Pools):
         k["kube_state_metrics"] = {"job": draw(_bad(pools, HOSTILE_TEXT, ("kube-state-metrics",)))}
         k["exporter"] = {"namespace": "gpu-operator", "daemonset": "nvidia-dcgm-exporter"}
         _optional(k["exporter"], "pod_regex", pools.regexes, draw)
-        _optional(k["exporter"], "container", st.one_of(st.none(), pools.texts), draw, 0.3)
+        _optional(k["exporter"], "container", st.one_of(st.none(), _bad(pools, HOSTILE_TEXT, (
+            "nvidia-dcgm-exporter", "exporter"))), draw, 0.3)
         _optional(k, "node_join", st.fixed_dictionaries({"regex": pools.regexes,
                                                          "replacement": st.sampled_from(("$1", "x", "${1}-a"))}), draw,
                   0.3)
@@ -197,7 +199,8 @@ def documents(draw, hostile_share: float = 0.5):
         doc["alerts"] = alerts
     _optional(doc, "name", _bad(pools, ("Bad_Name",), ("gpumon", "prod-gpus", "a")), draw, 0.2)
     _optional(doc, "kubernetes", kubernetes(pools), draw, 0.25)
-    _optional(doc, "textfile_sidecar", textfile_sidecar(pools), draw, 0.1)
+    if pools.hostile:  # clean: the section adds nothing to the rules; hostile: its folder and image checks
+        _optional(doc, "textfile_sidecar", textfile_sidecar(pools), draw, 0.1)
     _optional(doc, "prometheus_rule", st.fixed_dictionaries({"labels": st.dictionaries(
         _bad(pools, ("a/b", "x.y/z"), ("release", "team")), _bad(pools, HOSTILE_TEXT, ("gpumon", "x")),
         max_size=2)}), draw, 0.15)

@@ -93,7 +93,7 @@ class Answer:
         return any(not str(w).startswith(ANNOTATION_PREFIXES) for w in self.warnings)
 
 
-def _read_secret(path: str, what: str) -> str:
+def _read_secret(path: str, what: str, ascii_only: bool = True) -> str:
     try:
         raw = Path(path).read_bytes()[:65536]
     except OSError as exc:
@@ -108,21 +108,24 @@ def _read_secret(path: str, what: str) -> str:
     if "\n" in text or "\r" in text:
         raise PromError("config", path, f"{what} file holds more than one line (the value is not shown): keep only "
                         "the secret on its first line")
-    bad = _bad_header_char(text)
+    bad = _bad_header_char(text, ascii_only)
     if bad:
         raise PromError("config", path, f"{what} file holds {bad} (the value is not shown)")
     return text
 
 
-def _bad_header_char(value: str) -> str | None:
-    """What makes ``value`` unusable in an HTTP header (said without quoting it), or None."""
+def _bad_header_char(value: str, ascii_only: bool = True) -> str | None:
+    """What makes ``value`` unusable in an HTTP header (said without quoting it), or None. The
+    HTTP client (httpx) encodes header values as ASCII, so any other character is refused here
+    rather than failing inside a request; ``ascii_only=False`` for text that is base64-encoded
+    before it is sent (basic auth)."""
     for ch in value:
         if ch in "\r\n":
             return "a line break (CR/LF)"
         if ord(ch) < 0x20 and ch != "\t" or ord(ch) == 0x7F:
             return "a control character"
-        if ord(ch) > 0xFF:
-            return "a character outside Latin-1"
+        if ascii_only and ord(ch) > 0x7E:
+            return "a non-ASCII character (HTTP header values are ASCII; percent-encode it or use the ASCII form)"
     return None
 
 
@@ -194,6 +197,9 @@ class PromClient:
         self.origin = (parts.scheme, parts.hostname, parts.port)
         self.public_headers: dict[str, str] = {"Accept": "application/json"}
         if tenant:
+            bad = _bad_header_char(tenant)
+            if bad:
+                raise PromError("config", "--tenant", f"the tenant id holds {bad}")
             self.public_headers["X-Scope-OrgID"] = tenant
         for key, value in (headers or {}).items():
             check_header(key, value)
@@ -205,7 +211,7 @@ class PromClient:
             if _bad_header_char(token):
                 raise PromError("config", "$GPUMON_BEARER_TOKEN", f"the token holds {_bad_header_char(token)} "
                                 "(the value is not shown)")
-        userpass = _read_secret(basic_auth_file, "basic auth") if basic_auth_file else \
+        userpass = _read_secret(basic_auth_file, "basic auth", ascii_only=False) if basic_auth_file else \
             (f"{parts.username}:{parts.password or ''}" if parts.username else None)
         if userpass is not None and ":" not in userpass:
             raise PromError("config", basic_auth_file or "", "basic auth file must hold user:password")

@@ -1,12 +1,14 @@
 """The one way gpumon writes a value into PromQL text: :func:`quote` (issue #15, finding 2).
 
 Every PromQL builder (rules, dashboards, rule tests, validate queries) puts label values, the
-exporter job and regexes into selectors through this module, so a value holding ``"``, ``\\`` or
+exporter job, regexes and metric names into selectors through this module, so a value holding ``"``, ``\\`` or
 a newline can never end the string and add matchers (``job: 'x",job=~".+'`` stays one value).
 PromQL string literals use Go's escapes (Prometheus ``promql/parser/lex.go``).
 """
 
 from __future__ import annotations
+
+import re
 
 _ESCAPES = {"\\": "\\\\", '"': '\\"', "\n": "\\n", "\r": "\\r", "\t": "\\t"}
 #: str.translate table: the escapes above, other control characters as ``\xNN``
@@ -33,3 +35,18 @@ def matcher(label: str, value: str, op: str = "=") -> str:
 def matchers(labels: dict[str, str], op: str = "=") -> str:
     """``k1="v1",k2="v2"`` in the given order."""
     return ",".join(matcher(k, v, op) for k, v in labels.items())
+
+
+#: a Prometheus metric name (``model.IsValidLegacyMetricName``): the only names written bare
+METRIC_NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
+
+
+def series(metric: str, inner: str = "", *, bare: bool = False) -> str:
+    """A selector ``metric{inner}`` (``inner``: matchers already written with :func:`matchers`).
+    The spec schema admits only legal metric names; a name that is not one still cannot add
+    operators: it is written as a quoted ``__name__`` matcher (``{__name__="a b",...}``).
+    ``bare``: a legal name without matchers is written without braces; an empty name writes
+    the matchers alone (``{inner}``, a label set in rule tests' expected alerts)."""
+    if not metric or METRIC_NAME.fullmatch(metric):
+        return metric if bare and not inner else f"{metric}{{{inner}}}"
+    return "{" + ",".join([matcher("__name__", metric)] + ([inner] if inner else [])) + "}"

@@ -27,12 +27,19 @@ _NOT_RE2 = [
     (re.compile(r"\(\?\("), "conditionals ((?(1)...))"),
 ]
 MAX_LENGTH = 4096
+#: ``(?<name>...)``: RE2 and Go 1.22+ take it, but Prometheus builds on older Go (Debian's 2.42:
+#: "invalid or unsupported Perl syntax: `(?<`") and Python's ``re`` refuse it; ``(?P<name>`` works
+#: everywhere. Lookbehinds ``(?<=``/``(?<!`` are not RE2 at all.
+_ANGLE_GROUP = re.compile(r"(?<!\\)\(\?<(?![=!])")
 
 
 def problem(regex: str) -> str | None:
     """Why ``regex`` is not valid RE2 (a message), or None when Prometheus would accept it."""
     if len(regex) > MAX_LENGTH:
         return f"regex longer than {MAX_LENGTH} characters"
+    if _ANGLE_GROUP.search(regex):
+        return ("named groups written (?<name>...) are refused by Prometheus builds on Go before 1.22 "
+                "(e.g. 2.42); write (?P<name>...)")
     if _re2 is not None:
         try:
             options = _re2.Options()
@@ -52,3 +59,14 @@ def problem(regex: str) -> str | None:
     except re.error as exc:
         return f"not a valid regex: {exc}"
     return None
+
+
+def fullmatch(regex: str, text: str) -> bool:
+    """Does ``regex`` match all of ``text``, as Prometheus' anchored ``=~`` would? With the engine
+    the spec check uses (RE2 when installed), so a regex the check accepted never meets another
+    engine's syntax. ``regex`` must have passed :func:`problem`."""
+    if _re2 is not None:
+        options = _re2.Options()
+        options.log_errors = False
+        return _re2.compile(regex, options=options).fullmatch(text) is not None
+    return re.fullmatch(regex, text) is not None

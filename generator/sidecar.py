@@ -22,6 +22,7 @@ set their node label, so ``Hostname`` values agree. This module does not import 
 from __future__ import annotations
 
 import hashlib
+import posixpath
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable
 
@@ -101,7 +102,8 @@ def from_plain(raw: dict | None) -> TextfileSidecar | None:
 def problems(plain: dict, add: Callable[[list, str], None]) -> None:
     """Report what the schema cannot check in ``plain["textfile_sidecar"]`` via ``add(path, message)``:
     interval and timeout are whole seconds (``sleep`` and ``timeout`` take seconds), at least 1 s,
-    and the timeout is below the interval (a run must end before the next one is due); a
+    and the timeout is below the interval (a run must end before the next one is due); the
+    textfile folder is not the host's root or a system folder (:data:`SYSTEM_FOLDERS`); a
     toleration's ``value`` needs operator ``Equal``."""
     raw = plain.get("textfile_sidecar")
     if not isinstance(raw, dict):
@@ -128,6 +130,13 @@ def problems(plain: dict, add: Callable[[list, str], None]) -> None:
         add(base + ["timeout" if "timeout" in raw else "interval"],
             f"timeout ({format_duration(timeout)}) must be below interval ({format_duration(interval)}): a hung "
             "nvidia-smi must be given up before the next run is due")
+    folder = raw.get("textfile_directory")
+    if isinstance(folder, str):
+        why = _system_folder(folder)
+        if why:
+            add(base + ["textfile_directory"], f"{folder!r} {why}: the DaemonSet mounts textfile_directory read-write "
+                "into a container running as root; give node_exporter's own textfile folder (default "
+                f"{d.textfile_directory})")
     tolerations = raw.get("tolerations")
     for i, t in enumerate(tolerations if isinstance(tolerations, list) else []):
         if isinstance(t, dict) and "value" in t and t.get("operator", "Exists") != "Equal":
@@ -135,6 +144,27 @@ def problems(plain: dict, add: Callable[[list, str], None]) -> None:
                 "(Exists matches any value; Kubernetes rejects a value with Exists)")
         if isinstance(t, dict) and not t.get("key") and t.get("operator", "Exists") == "Equal":
             add(base + ["tolerations", i], "operator Equal needs a key")
+
+
+#: host folders the sidecar must never mount read-write (as root): the root and the system trees
+SYSTEM_FOLDERS = frozenset(("/", "/bin", "/boot", "/dev", "/etc", "/home", "/lib", "/lib32", "/lib64", "/opt",
+                            "/proc", "/root", "/run", "/sbin", "/srv", "/sys", "/tmp", "/usr", "/var",
+                            "/var/lib", "/var/run", "/usr/local"))
+#: pseudo file systems: nothing below them is a textfile folder
+_PSEUDO = ("/proc/", "/sys/", "/dev/")
+
+
+def _system_folder(folder: str) -> str | None:
+    """Why ``folder`` is not a folder to mount read-write into the sidecar, or None."""
+    if ".." in folder.split("/"):
+        return "holds '..'"
+    norm = posixpath.normpath(folder)
+    norm = "/" if norm == "//" else norm
+    if norm in SYSTEM_FOLDERS:
+        return "is a system folder"
+    if (norm + "/").startswith(_PSEUDO):
+        return "is inside a kernel pseudo file system"
+    return None
 
 
 def stale_after(spec: "Spec") -> float:

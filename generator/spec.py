@@ -393,7 +393,7 @@ def load_spec(path: str | Path) -> Spec:
 
 def parse_spec(text: str, name: str = "<spec>") -> Spec:
     """Like :func:`load_spec` on a string; ``name`` is used in error positions."""
-    deep = _flow_too_deep(text)
+    deep = _flow_too_deep(text) or _block_too_deep(text)
     if deep:
         raise SpecError([Problem(name, deep[0], deep[1], "", f"nested more than {MAX_DEPTH} levels deep")])
     yaml = YAML(typ="rt")
@@ -463,6 +463,35 @@ def _flow_too_deep(text: str) -> tuple[int, int] | None:
                 return line, col
         elif ch in "]}":
             depth = max(0, depth - 1)
+    return None
+
+
+#: block-style levels the text scan allows (a multi-line string indents freely, so it is looser
+#: than MAX_DEPTH, which the loaded document is held to with the key's position)
+_BLOCK_SCAN_DEPTH = 4 * MAX_DEPTH
+
+
+def _block_too_deep(text: str) -> tuple[int, int] | None:
+    """(line, column) where block-style YAML (indentation and ``- `` entries) nests past
+    :data:`_BLOCK_SCAN_DEPTH` levels, or None: the parser recurses per level and thousands of
+    them exhaust Python's stack, an error that carries no position. Each line closes the open
+    levels indented at or beyond it and opens one, plus one per leading ``- ``."""
+    stack: list[int] = []
+    for number, line in enumerate(text.split("\n"), 1):
+        body = line.lstrip(" ")
+        if not body or body.startswith("#"):
+            continue
+        col = len(line) - len(body)
+        while stack and stack[-1] >= col:
+            stack.pop()
+        stack.append(col)
+        while len(stack) <= _BLOCK_SCAN_DEPTH and (body.startswith("- ") or body == "-"):
+            rest = body[2:].lstrip(" ")
+            col += len(body) - len(rest)
+            body = rest
+            stack.append(col)
+        if len(stack) > _BLOCK_SCAN_DEPTH:
+            return number, col + 1
     return None
 
 
@@ -633,6 +662,7 @@ def _semantic_problems(doc: CommentedMap, plain: dict, name: str) -> list[Proble
         _source_problems(metric, i, add, exp)
     _alert_name_problems(metrics, add)
     _legacy_name_problems(metrics, add)
+    _shared_source_problems(metrics, add, exp)
     _flapping_problems(plain, add)
     _runbook_problems(plain.get("alerts") if isinstance(plain.get("alerts"), dict) else {}, add)
     if metrics and all(isinstance(m, dict) and m.get("presence") in ("optional", "sparse") for m in metrics):
@@ -785,6 +815,26 @@ def _legacy_name_problems(metrics: list, add) -> None:
             owner.setdefault(legacy, i)
 
 
+def _shared_source_problems(metrics: list, add, exp: dict) -> None:
+    """A source series carries one field: listed under two metrics it would be read as both, and
+    the rule tests rendered for them built the same input series twice (found by the spec fuzzer)."""
+    owner: dict[tuple, tuple[int, int]] = {}
+    for i, metric in enumerate(metrics):
+        entries = metric.get("sources") if isinstance(metric, dict) else None
+        for j, raw in enumerate(entries if isinstance(entries, list) else []):
+            preset = raw if isinstance(raw, str) else (raw.get("preset") if isinstance(raw, dict) else None)
+            if isinstance(preset, str) and preset not in sourcepresets.PRESETS:
+                continue  # reported by _source_problems
+            src = _source_fields(raw, metric, exp)
+            if src is None or not isinstance(src["name"], str):
+                continue
+            key = (src["name"], src["job"])
+            if key in owner and owner[key][0] != i:
+                add(["metrics", i, "sources", j], f"{src['name']!r} (job {src['job']!r}) is already "
+                    f"metrics[{owner[key][0]}].sources[{owner[key][1]}]: a source series carries one field")
+            owner.setdefault(key, (i, j))
+
+
 def _source_fields(raw: Any, metric: dict, exp: dict) -> dict | None:
     """A source entry (preset name or mapping) with its preset applied: keys ``name``, ``job``,
     ``unit``, ``label``, ``gpu_prefix``, ``gpu``, ``node``, ``gpu_index``, ``preset`` (None where
@@ -860,8 +910,7 @@ def _source_problems(metric: dict, i: int, add, exp: dict) -> None:
         if src["gpu"] is None:
             add(path, f"source {src['name']!r} (job {src['job']!r}) does not say which label holds the GPU UUID: "
                 "add labels: {gpu: <label>} (e.g. uuid); without it no reading can be matched to a GPU")
-        elif src["gpu"] in VOLATILE_LABELS:
-            add(path + ["labels", "gpu"], f"{src['gpu']!r} names a target or pod, not a GPU")
+        specbounds.source_labels(src, raw, path, add, VOLATILE_LABELS)
         if src["node"] is None:
             add(path, f"source {src['name']!r} (job {src['job']!r}) does not say which label holds the node: add "
                 "labels: {node: <label>}, or node: instance for the target's address without the port")

@@ -259,6 +259,23 @@ def thresholds(plain: dict, add: Add) -> None:
 
 #: the exporter.labels keys that identify a GPU (kept on every alert)
 IDENTITY_KEYS = ("cluster", "node", "gpu", "gpu_index", "mig_instance")
+#: labels gpumon's rules write on their own series (``rules.names``: FIELD_LABEL, SOURCE_LABEL, and
+#: the implausible/kubernetes ``reason``): an identity label of that name would be overwritten
+GPUMON_LABELS = ("dcgm_field", "source", "reason")
+#: ``sources[].labels.node`` value meaning the target's instance without its port
+#: (``sourcepresets.NODE_FROM_INSTANCE``)
+NODE_FROM_INSTANCE = "instance"
+
+
+def label_problem(value: str) -> str | None:
+    """Why ``value`` cannot name a GPU identity label (node, GPU, index), or None."""
+    if value == "job":
+        return f"{value!r} cannot be a GPU label: job is the scrape job's"
+    if value.startswith("__"):
+        return f"{value!r} cannot be a GPU label: names starting with __ are Prometheus' own"
+    if value in GPUMON_LABELS:
+        return f"{value!r} cannot be a GPU label: gpumon's rules write it on their own series"
+    return None
 
 
 def labels(plain: dict, add: Add, defaults: dict[str, str | None]) -> None:
@@ -270,9 +287,8 @@ def labels(plain: dict, add: Add, defaults: dict[str, str | None]) -> None:
     for key, value in lab.items():
         if not isinstance(value, str):
             continue
-        if value == "job" or value.startswith("__"):
-            add(["exporter", "labels", key] if key in given else ["exporter", "labels"], f"{value!r} cannot be a GPU label: "
-                + ("job is the scrape job's" if value == "job" else "names starting with __ are Prometheus' own"))
+        if label_problem(value):
+            add(["exporter", "labels", key] if key in given else ["exporter", "labels"], label_problem(value))
         elif value in seen:
             add(["exporter", "labels", key] if key in given else ["exporter", "labels"], f"{value!r} is already exporter.labels.{seen[value]}: each label "
                 "names a different thing")
@@ -281,12 +297,41 @@ def labels(plain: dict, add: Add, defaults: dict[str, str | None]) -> None:
         if not _PROM_LABEL.fullmatch(key) or key.startswith("__") or key == "alertname":
             add(["alerts", "labels", key], f"{key!r} is not a label name Prometheus accepts on an alert "
                 "(letters, digits and _, not starting with a digit or __, not alertname)")
-    identity = {lab.get(k) for k in IDENTITY_KEYS} - {None}
+        elif key == "severity":
+            # every alert sets its own severity, which would override this one without a word
+            add(["alerts", "labels", key], "severity is set per alert, not for all of them: give it on each "
+                "threshold (metrics[].thresholds[].severity) or in an XID policy (metrics[].xid); gpumon's "
+                "own alerts carry the severity their runbook explains")
+    identity = {lab.get(k) for k in IDENTITY_KEYS if isinstance(lab.get(k), str)}
     for i, metric in enumerate(_l(plain.get("metrics"))):
         for j, name in enumerate(_l(_d(metric).get("alert_labels"))):
             if name == "job" or name in identity or (isinstance(name, str) and name.startswith("__")):
                 add(["metrics", i, "alert_labels", j], f"{name!r} is already kept on every alert (job and the "
                     "identity labels) or reserved; list only extra labels")
+
+
+def source_labels(src: dict, raw: Any, path: list, add: Add, volatile: tuple[str, ...]) -> None:
+    """A source's GPU, node and GPU-index labels (``src``: resolved, preset and exporter defaults
+    applied; ``raw``: the entry as written) get the checks exporter.labels gets: not job, reserved
+    or gpumon's own labels, not a target/pod label (the node may be ``instance``: the target's
+    address without its port), and each a different label."""
+    given = _d(_d(raw).get("labels"))
+    seen: dict[str, str] = {}
+    for key in ("gpu", "node", "gpu_index"):
+        value = src.get(key)
+        if not isinstance(value, str):
+            continue
+        where = path + (["labels", key] if key in given else [])
+        why = label_problem(value)
+        if why is None and value in volatile and not (key == "node" and value == NODE_FROM_INSTANCE):
+            why = f"{value!r} names a target or pod, not a {'GPU' if key != 'node' else 'node'}"
+        if why is None and value in seen:
+            why = (f"labels.{key} {value!r} is already labels.{seen[value]}: the GPU, node and GPU index are "
+                   "each a different label")
+        if why:
+            add(where, why)
+        else:  # a refused label is reported once, not again as a duplicate
+            seen.setdefault(value, key)
 
 
 def problems(plain: dict, add: Add, label_defaults: dict[str, str | None]) -> None:

@@ -78,13 +78,24 @@ def is_own_path(rel: str) -> bool:
     return bool(OWN_PATH.fullmatch(rel)) and ".." not in PurePosixPath(rel).parts
 
 
+def _resolve(path: Path) -> Path:
+    """``path`` with every symlink resolved; a symlink loop is an :class:`OutputError` naming it
+    (Python 3.11 raises RuntimeError for one, 3.13 OSError ELOOP)."""
+    try:
+        return path.resolve()
+    except (RuntimeError, OSError) as exc:
+        raise OutputError(f"{path}: a symlink loop (or a path that cannot be resolved: "
+                          f"{getattr(exc, 'strerror', None) or 'too many levels of symbolic links'}); "
+                          "remove or fix that symlink") from None
+
+
 def _inside(out: Path, rel: str) -> bool:
     """``out/rel`` stays inside ``out`` once every symlink on the way is resolved."""
-    root = out.resolve()
+    root = _resolve(out)
     try:
-        (out / rel).resolve().relative_to(root)
+        _resolve(out / rel).relative_to(root)
         # the parent too: a symlinked folder (rules -> /etc) leads out even if the file is absent
-        (out / rel).parent.resolve().relative_to(root)
+        _resolve((out / rel).parent).relative_to(root)
     except ValueError:
         return False
     return True

@@ -1,7 +1,8 @@
 """Hypothesis strategies for gpumon specs (issue #15): documents shaped by the schema with values
 drawn from both plausible and hostile pools (durations out of bounds, NaN/inf, huge integers,
 quotes/backslashes/newlines/Go-template braces in label values and texts, RE2-incompatible
-regexes, reserved and clashing label names), then YAML-level mutations of the text (control
+regexes, reserved and clashing label names, legacy names that are not metric names, source label
+mappings and sidecar folders), then YAML-level mutations of the text (control
 characters, invalid UTF-8, truncation, deep nesting, alias bombs, duplicated lines).
 
 Used by tests/test_fuzz_spec.py; ``make fuzz`` runs it longer.
@@ -85,8 +86,59 @@ def metrics(draw, pools: Pools):
     _optional(m, "title", pools.texts, draw, 0.4)
     _optional(m, "description", pools.texts, draw, 0.2)
     _optional(m, "alert_labels", st.lists(pools.labels, max_size=2, unique=True), draw, 0.2)
-    _optional(m, "legacy_names", st.lists(_bad(pools, ("x y",), ("dcgm_gpu_temp",)), max_size=1), draw, 0.1)
+    _optional(m, "legacy_names", st.lists(_bad(pools, LEGACY_BAD, ("dcgm_gpu_temp", "dcgm_power_usage")),
+                                          max_size=1), draw, 0.1)
+    _optional(m, "sources", st.lists(sources(pools), min_size=1, max_size=2 if pools.hostile else 1), draw,
+              0.1 if pools.hostile else 0.03)
     return m
+
+
+#: legacy names that are not metric names (one used to inject PromQL: it alerted on every target)
+LEGACY_BAD = ("x y", "up or on() vector(1) + up", 'a{job="x"}', "1abc", "a\nb")
+PRESETS = ("dcgm-exporter-1.x", "nvidia_gpu_exporter", "nvidia-smi-textfile", "openshift-ai-renames", "dcgm-renames")
+SOURCE_LABELS = ("uuid", "host", "instance", "gpu_idx")
+
+
+@st.composite
+def sources(draw, pools: Pools):
+    """A ``sources`` entry: a preset name, or a mapping (preset overrides or a custom series) whose
+    label mapping may name job, gpumon's own labels or the GPU label twice."""
+    if not pools.hostile:  # a custom series with its labels said: loads whatever the metric
+        return {"name": "gpu_reading", "job": draw(st.sampled_from(("nvidia-smi", "$1", 'x",y'))),
+                "labels": {"gpu": "uuid", "node": draw(st.sampled_from(SOURCE_LABELS[1:3]))}}
+    if draw(st.booleans()):
+        return draw(_bad(pools, ("nvidia-gpu-exporter", ""), PRESETS))
+    entry: dict = {}
+    if draw(st.booleans()):
+        entry["preset"] = draw(st.sampled_from(PRESETS))
+    else:
+        entry["name"] = draw(_bad(pools, ("a b", "x{y}"), ("nvidia_smi_temperature_gpu", "gpu_reading")))
+        entry["job"] = draw(_bad(pools, HOSTILE_TEXT, ("nvidia-smi", "node-exporter")))
+    labels: dict = {}
+    _optional(labels, "gpu", _bad(pools, LABEL_NAMES + ("dcgm_field", "source"), SOURCE_LABELS[:1]), draw, 0.7)
+    _optional(labels, "node", _bad(pools, LABEL_NAMES + ("dcgm_field", "uuid"), SOURCE_LABELS[1:3]), draw, 0.7)
+    _optional(labels, "gpu_index", _bad(pools, ("uuid", "job"), SOURCE_LABELS[3:]), draw, 0.3)
+    if labels:
+        entry["labels"] = labels
+    _optional(entry, "job", _bad(pools, HOSTILE_TEXT, ("nvidia-smi", "$1")), draw, 0.2)
+    _optional(entry, "gpu_prefix", st.sampled_from(("keep", "add", "strip")), draw, 0.2)
+    _optional(entry, "label", _bad(pools, ("dcgm-exporter", "a b"), ("smi", "fallback")), draw, 0.2)
+    return entry
+
+
+@st.composite
+def textfile_sidecar(draw, pools: Pools):
+    """A ``textfile_sidecar`` section; hostile draws name system folders and shell-ish images."""
+    sc: dict = {}
+    _optional(sc, "textfile_directory", _bad(pools, ("/", "/etc", "/var", "/proc/x", "/var/lib/..", "rel", "/a b"),
+                                             ("/var/lib/node_exporter/textfile_collector", "/run/textfile")), draw)
+    _optional(sc, "interval", _bad(pools, BAD_DURATIONS, ("15s", "30s")), draw, 0.3)
+    _optional(sc, "timeout", _bad(pools, BAD_DURATIONS, ("5s", "10s")), draw, 0.3)
+    _optional(sc, "image", _bad(pools, ("a;rm -rf /", "$(id)", "x\ny"), ("ubuntu:24.04", "busybox:1.36")), draw, 0.2)
+    _optional(sc, "namespace", _bad(pools, ("Mon", "a_b"), ("monitoring",)), draw, 0.2)
+    _optional(sc, "node_selector", st.dictionaries(_bad(pools, ("a b",), ("nvidia.com/gpu.present",)),
+                                                   _bad(pools, HOSTILE_TEXT, ("true",)), max_size=1), draw, 0.2)
+    return sc
 
 
 @st.composite
@@ -96,7 +148,8 @@ def kubernetes(draw, pools: Pools):
         k["kube_state_metrics"] = {"job": draw(_bad(pools, HOSTILE_TEXT, ("kube-state-metrics",)))}
         k["exporter"] = {"namespace": "gpu-operator", "daemonset": "nvidia-dcgm-exporter"}
         _optional(k["exporter"], "pod_regex", pools.regexes, draw)
-        _optional(k["exporter"], "container", st.one_of(st.none(), pools.texts), draw, 0.3)
+        _optional(k["exporter"], "container", st.one_of(st.none(), _bad(pools, HOSTILE_TEXT, (
+            "nvidia-dcgm-exporter", "exporter"))), draw, 0.3)
         _optional(k, "node_join", st.fixed_dictionaries({"regex": pools.regexes,
                                                          "replacement": st.sampled_from(("$1", "x", "${1}-a"))}), draw,
                   0.3)
@@ -146,6 +199,8 @@ def documents(draw, hostile_share: float = 0.5):
         doc["alerts"] = alerts
     _optional(doc, "name", _bad(pools, ("Bad_Name",), ("gpumon", "prod-gpus", "a")), draw, 0.2)
     _optional(doc, "kubernetes", kubernetes(pools), draw, 0.25)
+    if pools.hostile:  # clean: the section adds nothing to the rules; hostile: its folder and image checks
+        _optional(doc, "textfile_sidecar", textfile_sidecar(pools), draw, 0.1)
     _optional(doc, "prometheus_rule", st.fixed_dictionaries({"labels": st.dictionaries(
         _bad(pools, ("a/b", "x.y/z"), ("release", "team")), _bad(pools, HOSTILE_TEXT, ("gpumon", "x")),
         max_size=2)}), draw, 0.15)

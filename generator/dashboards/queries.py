@@ -7,7 +7,7 @@ Queries only read the spec's metrics, gpumon's recording rules (``generator.rule
 
 from __future__ import annotations
 
-from ..promqltext import matcher, quote
+from ..promqltext import matcher, quote, series
 from dataclasses import dataclass
 
 from ..rules import RuleGroup, names
@@ -51,7 +51,7 @@ def sel(spec: Spec, metric: str, scope: Scope, *more: str, **equal: str) -> str:
     """``metric{<scope matchers>,<more matchers>,k="v"...}``; ``more`` are matcher strings such
     as ``'dcgm_field=~"A|B"'``, ``equal`` label values (quoted here)."""
     extra = "".join(f",{m}" for m in more) + "".join(f",{matcher(k, v)}" for k, v in equal.items())
-    return f"{metric}{{{matchers(spec, scope)}{extra}}}"
+    return series(metric, f"{matchers(spec, scope)}{extra}")
 
 
 def target_sel(spec: Spec) -> str:

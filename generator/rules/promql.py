@@ -12,7 +12,7 @@ from ..spec import DCGM_BLANK_MIN, Metric, Spec
 def selector(metric: str, **matchers: str) -> str:
     """``metric{k="v",...}`` with equality matchers in the given order; values are escaped."""
     inner = promqltext.matchers(matchers)
-    return f"{metric}{{{inner}}}" if inner else metric
+    return promqltext.series(metric, inner, bare=True)
 
 
 def by(labels: tuple[str, ...] | list[str]) -> str:
@@ -38,7 +38,7 @@ def fields_sel(spec: Spec, metrics, *more: str) -> str:
     strings such as ``'Hostname=""'``."""
     extra = "".join(f",{x}" for x in more)
     job = promqltext.matcher("job", spec.exporter.job)
-    return "(" + " or ".join(f"{m.name}{{{job}{extra}}}" for m in metrics) + ")"
+    return "(" + " or ".join(promqltext.series(m.name, f"{job}{extra}") for m in metrics) + ")"
 
 
 def job_sel(spec: Spec, metric: str) -> str:

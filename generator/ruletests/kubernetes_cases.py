@@ -13,8 +13,8 @@ a pod name the spec's ``pod_regex`` accepts; the static expectation's explicit n
 from __future__ import annotations
 
 import math
-import re
 
+from .. import re2check
 from ..kube import Kubernetes
 from ..rules import kubernetes as krules
 from ..spec import Spec
@@ -30,7 +30,7 @@ CONTAINER = "nvidia-dcgm-exporter"
 
 def _modelable(k: Kubernetes) -> bool:
     identity = k.join.regex in ("(.*)", "(.+)") and k.join.replacement == "$1"
-    return identity and k.exporter is not None and re.fullmatch(k.exporter.pod_regex, _pod(k, 1)) is not None
+    return identity and k.exporter is not None and re2check.fullmatch(k.exporter.pod_regex, _pod(k, 1))
 
 
 def _pod(k: Kubernetes, n: int) -> str:

@@ -10,7 +10,7 @@ the trap of prometheus/prometheus#7887 (a sample exactly at the window edge) out
 
 from __future__ import annotations
 
-from ..promqltext import matchers
+from ..promqltext import matchers, series
 import math
 from dataclasses import dataclass, field
 
@@ -64,8 +64,7 @@ def test_step(spec) -> float:
 
 def selector(metric: str, labels: dict[str, str]) -> str:
     """``metric{a="1",b="2"}`` with labels in the given order (values escaped)."""
-    inner = matchers(labels)
-    return f"{metric}{{{inner}}}"
+    return series(metric, matchers(labels))
 
 
 @dataclass(frozen=True)

@@ -161,7 +161,7 @@ class Context:
         """``metric{job="<job>",...}``: equality ``matchers`` (escaped here), then ``more``,
         matchers already formatted (e.g. a regex built with ``promqltext.matcher``)."""
         inner = ",".join((promqltext.matchers({"job": self.job, **matchers}),) + more)
-        return f"{metric}{{{inner}}}"
+        return promqltext.series(metric, inner)
 
     # ------------------------------------------------------------------ queries
     def _tick(self) -> None:

@@ -308,6 +308,8 @@ class Spec:
     dashboards: DashboardSettings = field(default_factory=DashboardSettings)
     kubernetes: Kubernetes | None = None
     textfile_sidecar: TextfileSidecar | None = None
+    #: non-fatal findings of the loader (a field outside the catalogue), in file order
+    warnings: tuple[Problem, ...] = field(default=(), compare=False)
 
     @property
     def required_metrics(self) -> tuple[Metric, ...]:
@@ -415,7 +417,26 @@ def parse_spec(text: str, name: str = "<spec>") -> Spec:
     problems = _schema_problems(doc, plain, name) + _semantic_problems(doc, plain, name)
     if problems:
         raise SpecError(_dedupe(problems))
-    return _build(plain, name)
+    return dataclasses.replace(_build(plain, name), warnings=tuple(_field_warnings(doc, plain, name)))
+
+
+def _field_warnings(doc: CommentedMap, plain: dict, name: str) -> list[Problem]:
+    """A ``DCGM_*`` metric outside gpumon's field catalogue (:mod:`generator.fields`) is rendered
+    with the spec's own ``kind:`` and ``unit:`` (both required), but may be a typo: warn, naming
+    the closest catalogued field."""
+    out = []
+    known = known_fields()
+    for i, metric in enumerate(plain.get("metrics") or []):
+        mname = metric.get("name") if isinstance(metric, dict) else None
+        if not isinstance(mname, str) or not mname.startswith("DCGM_") or mname in known:
+            continue
+        hint = difflib.get_close_matches(mname, list(known), n=1, cutoff=0.8)
+        line, col = _position(doc, ["metrics", i, "name"])
+        out.append(Problem(name, line, col, f"metrics[{i}].name",
+                           f"warning: {mname!r} is not in gpumon's DCGM field catalogue (DCGM 2.4.7 to 4.6.0, "
+                           f"dcgm-exporter 2.4.7 to 4.8.2); its kind: {metric.get('kind')} and unit: "
+                           f"{metric.get('unit')} are taken as written" + (f"; did you mean {hint[0]!r}?" if hint else "")))
+    return out
 
 
 class _TooBig(Exception):
@@ -611,10 +632,6 @@ def _semantic_problems(doc: CommentedMap, plain: dict, name: str) -> list[Proble
             # would read as implausible, on every GPU of the node at once (found by the fuzzer)
             add(["metrics", i, "range", 0], f"a counter's range cannot start above 0 ({rng[0]}): counters restart "
                 "from 0 with the exporter, and every restart would read as implausible")
-        if isinstance(mname, str) and mname.startswith("DCGM_") and mname not in known_fields():
-            hint = difflib.get_close_matches(mname, list(known_fields()), n=1, cutoff=0.8)
-            if hint:
-                add(["metrics", i, "name"], f"{mname!r} is not a DCGM field dcgm-exporter knows; did you mean {hint[0]!r}?")
         if metric.get("frozen_check") and metric.get("kind") != "counter":
             add(["metrics", i, "frozen_check"], "frozen_check needs kind: counter (it checks that the counter increases)")
         _rate_problems(metric, i, add, interval, _duration_or_none(exp.get("collect_interval", format_duration(Exporter.collect_interval))))

@@ -55,9 +55,12 @@ def load_or_exit(path: str | None):
         click.echo(f"gpumon: no spec found at {path}: pass SPEC or run `gpumon init`", err=True)
         sys.exit(EXIT_ERROR)
     try:
-        return load_spec(path)
+        spec = load_spec(path)
     except SpecError as exc:
         for problem in exc.problems:
             click.echo(str(problem), err=True)
         click.echo(f"gpumon: {len(exc.problems)} problem(s) in the spec", err=True)
         sys.exit(EXIT_ERROR)
+    for warning in spec.warnings:
+        click.echo(str(warning), err=True)
+    return spec

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from .common import EXIT_ERROR, load_or_exit
+from .common import DEFAULT_SPEC, EXIT_ERROR, load_or_exit, pick_spec
 
 VALIDATE_EPILOG = """\b
 Exit codes:
@@ -22,6 +22,8 @@ _BACKEND_PREFIX = {"prometheus": "", "thanos": "", "victoriametrics": "", "mimir
 
 @click.command(epilog=VALIDATE_EPILOG)
 @click.argument("args", nargs=-1, type=click.Path(), metavar="[SPEC] [DASHBOARD...]")
+@click.option("--spec", "spec_option", type=click.Path(dir_okay=False), metavar="SPEC",
+              help="The spec, as the SPEC argument (`default`: gpumon's bundled example spec).")
 @click.option("--prom", "url", required=True, metavar="URL", help="Prometheus-compatible API base URL.")
 @click.option("--backend", type=click.Choice(sorted(_BACKEND_PREFIX)), default="prometheus", show_default=True,
               help="Server kind; mimir implies --path-prefix /prometheus.")
@@ -57,7 +59,7 @@ _BACKEND_PREFIX = {"prometheus": "", "thanos": "", "victoriametrics": "", "mimir
 @click.option("-o", "--output", "out_file", type=click.Path(dir_okay=False), help="Write the report here too.")
 def validate(args, url, backend, path_prefix, tenant, headers, bearer_token_file, basic_auth_file, ca_file,
              insecure_skip_verify, timeout, deadline, max_response_mib, lookback, concurrency, checks, label_limit, dashboards,
-             dashboard_max_queries, fmt, out_file) -> None:
+             dashboard_max_queries, fmt, out_file, spec_option) -> None:
     """Check a live Prometheus against SPEC: targets, every spec'd series on every GPU, values,
     gaps, loaded rules, driver versions. Says what is missing, where, since when and why.
 
@@ -71,6 +73,7 @@ def validate(args, url, backend, path_prefix, tenant, headers, bearer_token_file
     from ..validate import validate as run_validate
 
     spec, more = _split_args(args)
+    spec = pick_spec(spec, spec_option)
     if more and not dashboards:
         raise click.BadParameter(f"{more[0]} is not a spec; pass dashboards with --dashboards", param_hint="SPEC")
     dashboards = tuple(dashboards) + more
@@ -131,7 +134,7 @@ def _split_args(args: tuple[str, ...]) -> tuple[str | None, tuple[str, ...]]:
     and no ``kind:`` (a ConfigMap of a dashboard has one); every other path is a dashboard."""
     spec, rest = None, []
     for path in args:
-        if spec is None and _is_spec(Path(path)):
+        if spec is None and (path == DEFAULT_SPEC or _is_spec(Path(path))):
             spec = path
         else:
             rest.append(path)

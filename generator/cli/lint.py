@@ -20,7 +20,7 @@ def _split(values: tuple[str, ...]) -> list[str]:
 @click.command("lint")
 @click.argument("paths", nargs=-1, type=click.Path())
 @click.option("--spec", "spec_path", type=click.Path(dir_okay=False),
-              help="Spec giving metric kinds, labels, intervals, rule selector labels (default: gpumon.yaml).")
+              help="Spec giving metric kinds, labels, intervals, rule selector labels (default: the nearest gpumon.yaml upwards; `default`: the bundled example).")
 @click.option("-f", "--format", "fmt", type=click.Choice(FORMATS), default="text", show_default=True,
               help="Report format: SARIF 2.1.0 for code scanning, JUnit XML, GitHub workflow annotations.")
 @click.option("--fail-on", type=click.Choice(FAIL_ON), default="error", show_default=True,

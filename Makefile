@@ -3,7 +3,8 @@
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
-SPEC   ?= gpumon.yaml   # default: gpumon's bundled example spec by name
+# SPEC=default: gpumon's bundled example spec by name
+SPEC   ?= gpumon.yaml
 OUT    ?= output
 
 .PHONY: render check test test-fast fuzz docs lint fields demo clean tools

@@ -27,7 +27,10 @@ def _split(values: tuple[str, ...]) -> list[str]:
               help="Exit 1 when a finding has this severity or a higher one.")
 @click.option("--disable", multiple=True, metavar="CHECK[,CHECK]", help="Skip these checks (repeatable).")
 @click.option("--list-checks", is_flag=True, help="Describe every check and exit.")
-def lint_command(paths, spec_path, fmt, fail_on, disable, list_checks) -> None:
+@click.option("--skip-other-files", is_flag=True,
+              help="Skip named files that hold no rules or dashboards (specs, promtool tests, other objects) "
+                   "instead of reporting them unreadable, as in a walked folder (the pre-commit hook sets it).")
+def lint_command(paths, spec_path, fmt, fail_on, disable, list_checks, skip_other_files) -> None:
     """Check rule files, PrometheusRule objects and Grafana dashboards (JSON files, ConfigMaps)
     under PATHS (files or directories; default: output/).
 
@@ -62,7 +65,7 @@ def lint_command(paths, spec_path, fmt, fail_on, disable, list_checks) -> None:
                    f"known: {', '.join(check_ids())}", err=True)
         sys.exit(EXIT_ERROR)
     spec = load_or_exit(spec_path)
-    report = lint(list(paths) or ["output"], spec, disabled)  # a bug ends in the internal-error exit (4)
+    report = lint(list(paths) or ["output"], spec, disabled, skip_other_files)  # a bug ends in the internal-error exit (4)
     click.echo(reporters.render(report, fmt), nl=False)
     if any(f.check == loader.UNREADABLE for f in report.findings):
         click.echo("gpumon: some input could not be read (see input-unreadable findings)", err=True)

@@ -52,13 +52,14 @@ def sections(doc: str) -> dict[str, str]:
     return joined
 
 
-def lint(paths: Iterable[str | Path], spec: Spec, disable: Iterable[str] = ()) -> Report:
+def lint(paths: Iterable[str | Path], spec: Spec, disable: Iterable[str] = (), skip_other: bool = False) -> Report:
     """Lint every rule file, PrometheusRule and dashboard under ``paths``.
 
     Args:
         paths: files and directories (walked recursively).
         spec: the loaded spec (metric kinds, labels, intervals, rule selector labels).
         disable: check ids to skip.
+        skip_other: named files holding no rules or dashboards are skipped, not unreadable.
     Returns:
         a Report (tool ``gpumon lint``); unreadable input appears as ``input-unreadable`` findings.
     Raises:
@@ -68,7 +69,7 @@ def lint(paths: Iterable[str | Path], spec: Spec, disable: Iterable[str] = ()) -
     unknown = disabled - set(check_ids()) - {loader.UNREADABLE}
     if unknown:
         raise ValueError(f"unknown check id(s): {', '.join(sorted(unknown))}; see `gpumon lint --list-checks`")
-    inputs = loader.load(paths)
+    inputs = loader.load(paths, skip_other)
     ctx = context.build(spec, inputs)
     report = Report(tool="gpumon lint")
     report.findings.extend(p for p in inputs.problems if loader.UNREADABLE not in disabled)
@@ -86,8 +87,10 @@ def lint(paths: Iterable[str | Path], spec: Spec, disable: Iterable[str] = ()) -
         "spec": spec.path,
     }
     report.docs = {m.ID: (_help_text(m), page_uri(LINT_DIR, m.ID)) for m in CHECKS}
-    if inputs.templates:
-        report.summary["skipped"] = f"{len(inputs.templates)} Helm/Go template files (render them to lint them)"
+    skipped = ([f"{len(inputs.templates)} Helm/Go template files (render them to lint them)"] if inputs.templates else []) \
+        + ([f"{len(inputs.others)} files with no rules or dashboards"] if inputs.others else [])
+    if skipped:
+        report.summary["skipped"] = "; ".join(skipped)
     return report
 
 

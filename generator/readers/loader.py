@@ -69,8 +69,11 @@ def collect(paths: Iterable[str | Path]) -> tuple[list[Path], list[str]]:
     return files, missing
 
 
-def load(paths: Iterable[str | Path]) -> Inputs:
-    """Read every input under ``paths`` into an :class:`Inputs`. Never raises for bad content."""
+def load(paths: Iterable[str | Path], skip_other: bool = False) -> Inputs:
+    """Read every input under ``paths`` into an :class:`Inputs`. Never raises for bad content.
+    A file named in ``paths`` that holds nothing lintable is an ``input-unreadable`` problem (a
+    wrong path), or with ``skip_other`` (pre-commit passes every changed YAML/JSON file: specs,
+    promtool tests, other objects) a skipped file, as it is when found by walking a folder."""
     paths = list(paths)
     files, missing = collect(paths)
     named = {Path(p) for p in paths if Path(p).is_file()}
@@ -83,6 +86,9 @@ def load(paths: Iterable[str | Path]) -> Inputs:
         # a file named on the command line that holds nothing lintable is a mistake (a wrong path, an
         # export in another format), not a clean result; files found by walking a folder may be anything
         if path in named and _sizes(inputs) == before and str(path) not in inputs.rule_files:
+            if skip_other:
+                inputs.others.append(str(path))
+                continue
             inputs.problems.append(_unreadable(
                 str(path), 1, 1, "no Prometheus rule groups, PrometheusRule, Grafana dashboard (JSON with panels, "
                 "ConfigMap or GrafanaDashboard) in this file"))

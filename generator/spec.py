@@ -91,7 +91,7 @@ class Threshold:
     rate: float | None = None
 
 
-#: default XID policy (sources: NVIDIA/DCGM#227, NVIDIA/DCGM#263, go-dcgm PR #115): codes that
+#: default XID policy (sources: NVIDIA/DCGM#227, NVIDIA/DCGM#263, NVIDIA/go-dcgm#115): codes that
 #: mean the GPU needs attention page critical; 13, 31, 43 are usually the application's fault
 XID_CRITICAL = (48, 63, 64, 74, 79, 92, 94, 95, 119, 120)
 XID_INFO = (13, 31, 43)
@@ -186,7 +186,7 @@ class Metric:
 @dataclass(frozen=True)
 class Labels:
     """Label names dcgm-exporter puts on every GPU series (source: dcgm-exporter
-    ``internal/pkg/rendermetrics``; ``Hostname`` became ``hostname`` in PR #655)."""
+    ``internal/pkg/rendermetrics``; ``Hostname`` became ``hostname`` in NVIDIA/dcgm-exporter#655)."""
 
     node: str = "Hostname"
     gpu: str = "UUID"
@@ -889,7 +889,7 @@ def _source_problems(metric: dict, i: int, add, exp: dict) -> None:
 
 def _runbook_problems(alerts: dict, add) -> None:
     """A relative runbook base is a broken link in every notification; it is accepted only when
-    the spec says so (``runbook_url_relative: true``), issue 11, item 12."""
+    the spec says so (``runbook_url_relative: true``)."""
     url = alerts.get("runbook_url")
     if not isinstance(url, str) or not url:
         return

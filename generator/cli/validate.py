@@ -50,7 +50,8 @@ _BACKEND_PREFIX = {"prometheus": "", "thanos": "", "victoriametrics": "", "mimir
               help="Warn about series with more label names than this [default: 30 with --backend mimir, else off].")
 @click.option("--dashboards", "dashboards", multiple=True, type=click.Path(exists=True), metavar="PATH",
               help="Grafana dashboards to run panel by panel (JSON files, ConfigMaps, folders; repeatable). "
-                   "Without SPEC only the dashboards are checked.")
+                   "Without SPEC only the dashboards are checked, with the label names of the nearest gpumon.yaml "
+                   "(or `--spec default`).")
 @click.option("--dashboard-max-queries", type=click.IntRange(1), default=600, show_default=True,
               help="Cap on the queries --dashboards sends (variables, panel targets, selector probes).")
 @click.option("--format", "fmt", type=click.Choice(["text", "json", "sarif", "junit", "github", "html"]),

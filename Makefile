@@ -51,7 +51,7 @@ test: $(BIN)/gpumon prometheus-installed tools   ## run the whole test suite (Pr
 	$(BIN)/python -m tests.engines
 	$(BIN)/python -m pytest -q
 
-test-fast: $(BIN)/gpumon         ## the fast tier: no servers, no promtool, on every core (about a minute on 2 busy cores)
+test-fast: $(BIN)/gpumon         ## the fast tier: no servers, no promtool, on every core (about 2.5 min of CPU: over a minute on 2 free cores)
 	$(BIN)/python -m pytest -q -m "not slow" -n auto
 
 fuzz: $(BIN)/gpumon prometheus-installed   ## a long spec-fuzzing run (CI runs a bounded slice); FUZZ_SEED=N to reproduce

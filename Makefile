@@ -3,10 +3,11 @@
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
+# SPEC=default: gpumon's bundled example spec by name
 SPEC   ?= gpumon.yaml
 OUT    ?= output
 
-.PHONY: render check test test-fast fuzz docs lint demo clean tools
+.PHONY: render check test test-fast fuzz docs lint fields demo clean tools
 
 $(BIN)/gpumon: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -21,6 +22,13 @@ render: $(BIN)/gpumon            ## render rules, dashboards, rule tests and run
 check: $(BIN)/gpumon             ## fail when output/ (or a golden example) is stale (the PR drift check)
 	$(BIN)/gpumon render $(SPEC) -o $(OUT) --check
 	for example in examples/*.yaml; do $(BIN)/gpumon render $$example -o tests/golden/$$(basename $$example .yaml) --check || exit; done
+
+lint: $(BIN)/gpumon              ## lint output/ with the spec (SPEC=default: gpumon's bundled example spec)
+	$(BIN)/gpumon lint --spec $(SPEC) $(OUT)
+
+fields:                          ## regenerate generator/data/dcgm_fields.json: DCGM_GIT=<NVIDIA/DCGM clone> EXPORTER_REF=<dcgm-exporter list copies>
+	$(PYTHON) scripts/field_catalogue.py --dcgm-git $(DCGM_GIT) --exporter-ref $(EXPORTER_REF) > generator/data/dcgm_fields.json.tmp
+	mv generator/data/dcgm_fields.json.tmp generator/data/dcgm_fields.json
 
 docs: $(BIN)/gpumon              ## regenerate docs/checks/ (one page per lint and validate check)
 	$(BIN)/python -m generator.checkdocs
@@ -48,7 +56,7 @@ test: $(BIN)/gpumon prometheus-installed tools   ## run the whole test suite (Pr
 	$(BIN)/python -m pytest -q -m "not slow" -n auto --durations=30
 	$(BIN)/python -m pytest -q -m slow -n $(SLOW_WORKERS) --dist loadfile --durations=30
 
-test-fast: $(BIN)/gpumon         ## the fast tier: no servers, no promtool, on every core (86 s of CPU time)
+test-fast: $(BIN)/gpumon         ## the fast tier: no servers, no promtool, on every core (about 90 s of CPU time)
 	$(BIN)/python -m pytest -q -m "not slow" -n auto
 
 fuzz: $(BIN)/gpumon prometheus-installed   ## a long spec-fuzzing run (CI runs a bounded slice); FUZZ_SEED=N to reproduce

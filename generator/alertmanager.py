@@ -104,7 +104,7 @@ def group_by(spec: Spec) -> list[str]:
     return ([lab.cluster] if lab.cluster else []) + [lab.node, "alertname"]
 
 
-#: severities that page; ``info`` alerts (e.g. GpuUtilizationSaturated on a busy GPU) stay on the root route
+#: severities that page; ``info`` alerts (e.g. GpuXidInformational) stay on the root route
 PAGING = "critical|warning"
 
 

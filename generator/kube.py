@@ -12,7 +12,7 @@ imports it). Two sources of the expected GPU count:
   sanitised, ``nvidia.com/gpu`` -> ``nvidia_com_gpu``), divided by ``units_per_gpu``;
 * static (bare metal, Slurm): explicit nodes, node-name patterns, a default.
 
-kube-state-metrics says ``node``; dcgm-exporter says ``Hostname`` (``hostname`` after PR #655), set
+kube-state-metrics says ``node``; dcgm-exporter says ``Hostname`` (``hostname`` after NVIDIA/dcgm-exporter#655), set
 from the ``NODE_NAME`` env var (fieldRef ``spec.nodeName``) in both the Helm chart and the GPU Operator
 DaemonSet, so the values are equal unless ``node_join`` maps them.
 """

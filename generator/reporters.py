@@ -56,7 +56,8 @@ def text(report: Report, *, color: bool = False, width: int = 120) -> str:
     """Human-readable report. Findings with a file position (lint) come first as compiler-style
     lines ``FILE:LINE:COL: severity check: subject: message`` (editors and terminals link them),
     sorted by file and line; the others (validate) as a table per check, failures first, each with
-    its hint. Ends with a one-line tally."""
+    its hint, in sections by what they ask of the reader: errors, warnings, could-not-tell, notes.
+    Ends with a one-line tally."""
     buf = io.StringIO()
     console = Console(file=buf, force_terminal=color, no_color=not color, width=width, highlight=False,
                       soft_wrap=True)
@@ -68,22 +69,36 @@ def text(report: Report, *, color: bool = False, width: int = 120) -> str:
         console.print(f"{f.location}: {f.severity} {f.check}: {f.subject}: {f.message}", markup=False)
         if f.hint:
             console.print(f"    hint: {f.hint}", markup=False)
-    by_check: dict[str, list[Finding]] = defaultdict(list)
-    for f in report.sorted_findings():
-        if not f.location:
-            by_check[f.check].append(f)
-    for check, items in by_check.items():
-        table = Table(title=f"{check} ({len(items)})", title_justify="left", show_lines=False, expand=False)
-        table.add_column("severity", no_wrap=True)
-        table.add_column("subject", overflow="fold")
-        table.add_column("finding", overflow="fold")
-        for f in items:
-            body = f.message + (f"\nhint: {f.hint}" if f.hint else "")
-            table.add_row(f.severity, f.subject, body)
-        console.print(table)
+    unlocated = [f for f in report.sorted_findings() if not f.location]
+    for severity, heading in _SECTIONS:
+        by_check: dict[str, list[Finding]] = defaultdict(list)
+        for f in unlocated:
+            if f.severity == severity:
+                by_check[f.check].append(f)
+        if by_check:
+            console.print(f"\n{heading} ({sum(map(len, by_check.values()))})", markup=False)
+        for check, items in by_check.items():
+            _check_table(console, check, items)
     tally = ", ".join(f"{report.count(s)} {s}" for s in ("error", "warning", "info", "inconclusive"))
     console.print(f"{report.tool}: {len(report.checks) or 'no'} checks run; {tally}", markup=False)
     return buf.getvalue()
+
+
+#: the text report's sections, by what a finding asks of the reader
+_SECTIONS = (("error", "== errors: fix these"), ("warning", "== warnings: look into these"),
+             ("inconclusive", "== could not tell: fix access or rerun"), ("info", "== notes: nothing to do"))
+
+
+def _check_table(console: Console, check: str, items: list[Finding]) -> None:
+    """One table of one check's findings, each with its hint."""
+    table = Table(title=f"{check} ({len(items)})", title_justify="left", show_lines=False, expand=False)
+    table.add_column("severity", no_wrap=True)
+    table.add_column("subject", overflow="fold")
+    table.add_column("finding", overflow="fold")
+    for f in items:
+        body = f.message + (f"\nhint: {f.hint}" if f.hint else "")
+        table.add_row(f.severity, f.subject, body)
+    console.print(table)
 
 
 def as_json(report: Report) -> str:

@@ -63,7 +63,7 @@ FAULT_KINDS = {
     "zero": "serve 0 (telemetry not really collected)",
     "value": "serve a fixed `value`",
     "frozen": "serve the value of the node's first scrape forever (hung collection)",
-    "hostname-rename": "label the node `hostname` instead of `Hostname` (dcgm-exporter PR #655)",
+    "hostname-rename": "label the node `hostname` instead of `Hostname` (NVIDIA/dcgm-exporter#655)",
     "legacy-names": "serve 1.x names (dcgm_gpu_temp, label uuid) instead of DCGM_FI_* (use-old-namespace)",
     "mig": "partition the GPU into `instances` MIG instances (default 2)",
     "driver-version": "report driver `value` instead of the fleet's",

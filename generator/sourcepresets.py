@@ -22,20 +22,20 @@ Facts behind the presets:
   carry node_exporter's job (default ``node-exporter``; a source entry's ``job:`` overrides) and
   dcgm-exporter's own label names.
 * ``openshift-ai-renames``: OpenShift AI's accelerator-metrics scrape job renames eight DCGM fields
-  to ``nvidia_gpu_*`` families (opendatahub-operator PR #2236; the eight rules as in
+  to ``nvidia_gpu_*`` families (opendatahub-operator#2236; the eight rules as in
   opendatahub-io/odh-observability's ``internal/controller/resources/opentelemetry-collector.tmpl.yaml``,
   ported there in its PR #36) and relabels the job ``rhoai-accelerator-metrics``, keeping
   dcgm-exporter's labels (``UUID``, ``gpu``, ``Hostname``; it adds ``node``). The percent fields
   become ``*_ratio`` names marked for scaling to 0-1 ("Convert DCGM percentage metrics to ratios
   (0-1 scale)"), so the preset converts x100; the memory fields are renamed ``*_bytes`` but
-  relabeling cannot scale a value, so they stay MiB; clocks stay MHz. odh-observability PR #51
+  relabeling cannot scale a value, so they stay MiB; clocks stay MHz. odh-observability#51
   reverted to the DCGM names ("continue to be converted to ratios"), so fleets on either side of
   it mix both names. The template only tags the ratio series (``__tmp_scale_needed``), and a
   collector that did not scale them leaves percent under a ``_ratio`` name: a source entry's
   ``unit: percent`` says so (a x100 too many shows as implausible readings, never as silence).
 * ``dcgm-renames``: fields DCGM renamed: ``DCGM_FI_DEV_CLOCK_THROTTLE_REASONS`` ->
   ``DCGM_FI_DEV_CLOCKS_EVENT_REASONS`` and the exporter's ``DCGM_FI_EXP_CLOCK_THROTTLE_REASONS_COUNT``
-  -> ``DCGM_EXP_CLOCK_EVENTS_COUNT`` (NVIDIA/dcgm-exporter PR #261); either name serves the other.
+  -> ``DCGM_EXP_CLOCK_EVENTS_COUNT`` (NVIDIA/dcgm-exporter#261); either name serves the other.
 """
 
 from __future__ import annotations

@@ -92,7 +92,7 @@ class Threshold:
     rate: float | None = None
 
 
-#: default XID policy (sources: NVIDIA/DCGM#227, NVIDIA/DCGM#263, go-dcgm PR #115): codes that
+#: default XID policy (sources: NVIDIA/DCGM#227, NVIDIA/DCGM#263, NVIDIA/go-dcgm#115): codes that
 #: mean the GPU needs attention page critical; 13, 31, 43 are usually the application's fault
 XID_CRITICAL = (48, 63, 64, 74, 79, 92, 94, 95, 119, 120)
 XID_INFO = (13, 31, 43)
@@ -187,7 +187,7 @@ class Metric:
 @dataclass(frozen=True)
 class Labels:
     """Label names dcgm-exporter puts on every GPU series (source: dcgm-exporter
-    ``internal/pkg/rendermetrics``; ``Hostname`` became ``hostname`` in PR #655)."""
+    ``internal/pkg/rendermetrics``; ``Hostname`` became ``hostname`` in NVIDIA/dcgm-exporter#655)."""
 
     node: str = "Hostname"
     gpu: str = "UUID"
@@ -311,6 +311,8 @@ class Spec:
     textfile_sidecar: TextfileSidecar | None = None
     #: the ``overrides`` section (:mod:`generator.overrides`), in spec order
     overrides: tuple[alert_overrides.AlertOverride, ...] = ()
+    #: non-fatal findings of the loader (a field outside the catalogue), in file order
+    warnings: tuple[Problem, ...] = field(default=(), compare=False)
 
     @property
     def required_metrics(self) -> tuple[Metric, ...]:
@@ -425,7 +427,26 @@ def parse_spec(text: str, name: str = "<spec>") -> Spec:
     if late:
         raise SpecError(late)
     # override names are checked when the rules are built (generator.rules.build_groups)
-    return spec
+    return dataclasses.replace(spec, warnings=tuple(_field_warnings(doc, plain, name)))
+
+
+def _field_warnings(doc: CommentedMap, plain: dict, name: str) -> list[Problem]:
+    """A ``DCGM_*`` metric outside gpumon's field catalogue (:mod:`generator.fields`) is rendered
+    with the spec's own ``kind:`` and ``unit:`` (both required), but may be a typo: warn, naming
+    the closest catalogued field."""
+    out = []
+    known = known_fields()
+    for i, metric in enumerate(plain.get("metrics") or []):
+        mname = metric.get("name") if isinstance(metric, dict) else None
+        if not isinstance(mname, str) or not mname.startswith("DCGM_") or mname in known:
+            continue
+        hint = difflib.get_close_matches(mname, list(known), n=1, cutoff=0.8)
+        line, col = _position(doc, ["metrics", i, "name"])
+        out.append(Problem(name, line, col, f"metrics[{i}].name",
+                           f"warning: {mname!r} is not in gpumon's DCGM field catalogue (DCGM 2.4.7 to 4.6.0, "
+                           f"dcgm-exporter 2.4.7 to 4.8.2); its kind: {metric.get('kind')} and unit: "
+                           f"{metric.get('unit')} are taken as written" + (f"; did you mean {hint[0]!r}?" if hint else "")))
+    return out
 
 
 class _TooBig(Exception):
@@ -650,10 +671,6 @@ def _semantic_problems(doc: CommentedMap, plain: dict, name: str) -> list[Proble
             # would read as implausible, on every GPU of the node at once (found by the fuzzer)
             add(["metrics", i, "range", 0], f"a counter's range cannot start above 0 ({rng[0]}): counters restart "
                 "from 0 with the exporter, and every restart would read as implausible")
-        if isinstance(mname, str) and mname.startswith("DCGM_") and mname not in known_fields():
-            hint = difflib.get_close_matches(mname, list(known_fields()), n=1, cutoff=0.8)
-            if hint:
-                add(["metrics", i, "name"], f"{mname!r} is not a DCGM field dcgm-exporter knows; did you mean {hint[0]!r}?")
         if metric.get("frozen_check") and metric.get("kind") != "counter":
             add(["metrics", i, "frozen_check"], "frozen_check needs kind: counter (it checks that the counter increases)")
         _rate_problems(metric, i, add, interval, _duration_or_none(exp.get("collect_interval", format_duration(Exporter.collect_interval))))
@@ -931,7 +948,7 @@ def _source_problems(metric: dict, i: int, add, exp: dict) -> None:
 
 def _runbook_problems(alerts: dict, add) -> None:
     """A relative runbook base is a broken link in every notification; it is accepted only when
-    the spec says so (``runbook_url_relative: true``), issue 11, item 12."""
+    the spec says so (``runbook_url_relative: true``)."""
     url = alerts.get("runbook_url")
     if not isinstance(url, str) or not url:
         return

@@ -59,16 +59,22 @@ def test_the_installed_package_is_the_wheel_not_the_checkout(installed, empty):
 
 def test_render_lint_validate_from_an_empty_folder(installed, empty):
     gpumon = str(installed / "gpumon")
-    # no ./gpumon.yaml: the bundled default spec, rendering exactly what the checkout renders
-    _run([gpumon, "render"], cwd=empty)
+    # no gpumon.yaml here or above: nothing is guessed, every command says how to get a spec
+    for command in (["render"], ["lint", "output"], ["validate", "--prom", "http://127.0.0.1:9"]):
+        proc = _run([gpumon, *command], cwd=empty, check=False)
+        assert proc.returncode == 2 and "no spec found: pass SPEC or run `gpumon init`" in proc.stderr, proc.stderr
+    assert not (empty / "output").exists()
+    # `default` asks for the bundled example spec: it renders exactly what the checkout renders
+    _run([gpumon, "render", "default"], cwd=empty)
     cmp = filecmp.dircmp(empty / "output", ROOT / "output")
     files = sorted(p.relative_to(empty / "output") for p in (empty / "output").rglob("*") if p.is_file())
     assert files == sorted(p.relative_to(ROOT / "output") for p in (ROOT / "output").rglob("*") if p.is_file())
     assert all(filecmp.cmp(empty / "output" / f, ROOT / "output" / f, shallow=False) for f in files), cmp.report()
-    _run([gpumon, "render", "--check"], cwd=empty)
-    _run([gpumon, "lint", "output"], cwd=empty)
+    _run([gpumon, "render", "--spec", "default", "--check"], cwd=empty)
+    _run([gpumon, "lint", "--spec", "default", "output"], cwd=empty)
     # validate loads the spec and reaches for the server: a closed port is a connection error (2)
-    proc = _run([gpumon, "validate", "--prom", "http://127.0.0.1:9", "--timeout", "2"], cwd=empty, check=False)
+    proc = _run([gpumon, "validate", "default", "--prom", "http://127.0.0.1:9", "--timeout", "2"], cwd=empty,
+                check=False)
     assert proc.returncode == 2 and "127.0.0.1:9" in proc.stdout + proc.stderr, proc.stdout + proc.stderr
 
 

@@ -94,9 +94,7 @@ def test_missing_required_key_and_typo_in_field_name(tmp_path):
     text = BASE.replace("DCGM_FI_DEV_GPU_TEMP", "DCGM_FI_DEV_GPU_TMP").replace("    presence: required\n", "")
     assert errors_of(tmp_path, text) == [
         "spec.yaml:5:5: metrics[0]: 'presence' is a required property",
-        "spec.yaml:5:11: metrics[0].name: 'DCGM_FI_DEV_GPU_TMP' is not a DCGM field dcgm-exporter knows; "
-        "did you mean 'DCGM_FI_DEV_GPU_TEMP'?",
-    ]
+    ]  # the typo is a warning (tests/test_fields.py), shown once the spec loads
 
 
 def test_semantic_rules_on_kinds(tmp_path):

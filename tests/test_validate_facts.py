@@ -77,3 +77,12 @@ def test_detail_requests_stay_short():
         assert sum(m.count("DCGM_FI_DEV_GPU_TEMP") for m in out.metrics.values()) == 1
     finally:
         ctx.close()
+
+
+def test_values_are_shown_as_the_server_wrote_them_with_the_dcgm_code_named():
+    from generator.validate.values import shown_value
+    assert shown_value("9223372036854775808") == "9223372036854775808 (DCGM_INT64_BLANK..NO_PERMISSION, 2^63 as a float)"
+    assert shown_value("9.223372036854776e+18").startswith("9.223372036854776e+18 (DCGM_INT64_BLANK")
+    assert shown_value("140737488355330") == "140737488355330 (DCGM_FP64_NOT_SUPPORTED)"
+    assert shown_value("2147483632") == "2147483632 (DCGM_INT32_BLANK)"
+    assert shown_value("183.5") == "183.5" and shown_value("NaN") == "NaN" and shown_value("1e+21") == "1e+21"

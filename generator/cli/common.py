@@ -62,14 +62,43 @@ def internal_error(exc: BaseException, command: str | None = None) -> None:
     sys.exit(EXIT_INTERNAL)
 
 
+#: the SPEC value that picks gpumon's bundled example spec (never chosen without being asked for)
+DEFAULT_SPEC = "default"
+
+
+def find_spec(start: Path | None = None) -> Path | None:
+    """The ``gpumon.yaml`` in ``start`` (default: the working directory) or the nearest folder
+    above it, as ``git`` finds its repository; None when no folder up to the root has one."""
+    here = (start or Path.cwd()).resolve()
+    for folder in (here, *here.parents):
+        if (folder / "gpumon.yaml").is_file():
+            return folder / "gpumon.yaml"
+    return None
+
+
+def pick_spec(argument: str | None, option: str | None) -> str | None:
+    """The spec given as the SPEC argument or as ``--spec`` (a usage error when both differ)."""
+    if argument and option and argument != option:
+        raise click.UsageError(f"two specs given: {argument} and --spec {option}")
+    return argument or option
+
+
 def load_or_exit(path: str | None):
-    """Load the spec at ``path`` (default: ``./gpumon.yaml``, else the bundled default spec), or
-    print every problem as ``FILE:LINE:COL: path: message`` on stderr and exit 2. A spec file that
-    does not exist is not a problem in a spec: it says how to get one."""
+    """Load the spec at ``path``, or print every problem as ``FILE:LINE:COL: path: message`` on
+    stderr and exit 2. ``None`` means the nearest ``gpumon.yaml`` (:func:`find_spec`), ``default``
+    the bundled spec; when there is no spec, say how to get one and exit 2 (never guess: the
+    bundled spec's labels and runbook links are not the user's). Warnings go to stderr."""
     from ..spec import SpecError, default_spec_path, load_spec
 
-    if path is None:
-        path = "gpumon.yaml" if Path("gpumon.yaml").is_file() else str(default_spec_path())
+    if path == DEFAULT_SPEC:
+        path = str(default_spec_path())
+    elif path is None:
+        found = find_spec()
+        if found is None:
+            click.echo("gpumon: no spec found: pass SPEC or run `gpumon init` (no gpumon.yaml in "
+                       f"{Path.cwd()} or a folder above it; `{DEFAULT_SPEC}` uses gpumon's bundled example spec)", err=True)
+            sys.exit(EXIT_ERROR)
+        path = os.path.relpath(found)
     if not Path(path).is_file():
         click.echo(f"gpumon: no spec found at {path}: pass SPEC or run `gpumon init`", err=True)
         sys.exit(EXIT_ERROR)
@@ -78,9 +107,11 @@ def load_or_exit(path: str | None):
     try:
         spec = load_spec(path)
         build_groups(spec)      # checks the override names against the alerts it builds (kept, cached)
-        return spec
     except SpecError as exc:
         for problem in exc.problems:
             click.echo(str(problem), err=True)
         click.echo(f"gpumon: {len(exc.problems)} problem(s) in the spec", err=True)
         sys.exit(EXIT_ERROR)
+    for warning in spec.warnings:
+        click.echo(str(warning), err=True)
+    return spec

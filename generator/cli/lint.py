@@ -20,7 +20,7 @@ def _split(values: tuple[str, ...]) -> list[str]:
 @click.command("lint")
 @click.argument("paths", nargs=-1, type=click.Path())
 @click.option("--spec", "spec_path", type=click.Path(dir_okay=False),
-              help="Spec giving metric kinds, labels, intervals, rule selector labels (default: gpumon.yaml).")
+              help="Spec giving metric kinds, labels, intervals, rule selector labels (default: the nearest gpumon.yaml upwards; `default`: the bundled example).")
 @click.option("-f", "--format", "fmt", type=click.Choice(FORMATS), default="text", show_default=True,
               help="Report format: SARIF 2.1.0 for code scanning, JUnit XML, GitHub workflow annotations.")
 @click.option("--fail-on", type=click.Choice(FAIL_ON), default="error", show_default=True,
@@ -30,9 +30,12 @@ def _split(values: tuple[str, ...]) -> list[str]:
               help="object-too-large-to-apply: the most bytes an object's kubectl last-applied annotation "
                    "may take (default 235929, 90 % of the API server's 262144).")
 @click.option("--list-checks", is_flag=True, help="Describe every check and exit.")
+@click.option("--skip-other-files", is_flag=True,
+              help="Skip named files that hold no rules or dashboards (specs, promtool tests, other objects) "
+                   "instead of reporting them unreadable, as in a walked folder (the pre-commit hook sets it).")
 @input_options
-def lint_command(paths, spec_path, fmt, fail_on, disable, max_object_bytes, list_checks, follow_symlinks,
-                 max_input_mib) -> None:
+def lint_command(paths, spec_path, fmt, fail_on, disable, max_object_bytes, list_checks, skip_other_files,
+                 follow_symlinks, max_input_mib) -> None:
     """Check rule files, PrometheusRule objects and Grafana dashboards (JSON files, ConfigMaps)
     under PATHS (files or directories; default: output/).
 
@@ -71,7 +74,7 @@ def lint_command(paths, spec_path, fmt, fail_on, disable, max_object_bytes, list
     spec = load_or_exit(spec_path)
     sizes = {"max_object_bytes": max_object_bytes} if max_object_bytes else {}
     report = lint(list(paths) or ["output"], spec, disabled, read_limits(follow_symlinks, max_input_mib),
-                  **sizes)  # a bug ends in the internal-error exit (4)
+                  skip_other=skip_other_files, **sizes)  # a bug ends in the internal-error exit (4)
     click.echo(reporters.render(report, fmt), nl=False)
     if any(f.check == loader.UNREADABLE for f in report.findings):
         click.echo("gpumon: some input could not be read (see input-unreadable findings)", err=True)

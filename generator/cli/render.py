@@ -8,16 +8,19 @@ from pathlib import Path
 
 import click
 
-from .common import EPILOG, EXIT_ERROR, EXIT_FINDINGS, load_or_exit
+from .common import EPILOG, EXIT_ERROR, EXIT_FINDINGS, load_or_exit, pick_spec
 
 
 @click.command(epilog=EPILOG)
 @click.argument("spec", required=False, type=click.Path(dir_okay=False))
+@click.option("--spec", "spec_option", type=click.Path(dir_okay=False), metavar="SPEC",
+              help="The spec, as the SPEC argument (`default`: gpumon's bundled example spec).")
 @click.option("-o", "--output", "out", default="output", show_default=True, type=click.Path(file_okay=False),
               help="Folder to write into.")
 @click.option("--check", is_flag=True, help="Write nothing; list what differs and exit 1 if anything does.")
-def render(spec: str | None, out: str, check: bool) -> None:
-    """Render rules, dashboards, rule tests and runbooks from SPEC (default: ./gpumon.yaml).
+def render(spec: str | None, spec_option: str | None, out: str, check: bool) -> None:
+    """Render rules, dashboards, rule tests and runbooks from SPEC (default: the gpumon.yaml in
+    this folder or the nearest one above it; `default` is gpumon's bundled example spec).
 
     Output is byte-identical for the same spec on any machine. Files gpumon wrote earlier and no
     longer renders are removed; other files in the folder are never touched. A manifest line
@@ -29,6 +32,7 @@ def render(spec: str | None, out: str, check: bool) -> None:
 
     from ..runbooks import TemplateProblem
 
+    spec = pick_spec(spec, spec_option)
     model = load_or_exit(spec)
     try:
         files = render_mod.render(model)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from .common import EXIT_ERROR, input_options, load_or_exit, read_limits
+from .common import DEFAULT_SPEC, EXIT_ERROR, input_options, load_or_exit, pick_spec, read_limits
 
 VALIDATE_EPILOG = """\b
 Exit codes:
@@ -24,6 +24,8 @@ _BACKEND_PREFIX = {"prometheus": "", "thanos": "", "victoriametrics": "", "mimir
 
 @click.command(epilog=VALIDATE_EPILOG)
 @click.argument("args", nargs=-1, type=click.Path(), metavar="[SPEC] [DASHBOARD...]")
+@click.option("--spec", "spec_option", type=click.Path(dir_okay=False), metavar="SPEC",
+              help="The spec, as the SPEC argument (`default`: gpumon's bundled example spec).")
 @click.option("--prom", "url", required=True, metavar="URL", help="Prometheus-compatible API base URL.")
 @click.option("--backend", type=click.Choice(sorted(_BACKEND_PREFIX)), default="prometheus", show_default=True,
               help="Server kind; mimir implies --path-prefix /prometheus.")
@@ -52,9 +54,9 @@ _BACKEND_PREFIX = {"prometheus": "", "thanos": "", "victoriametrics": "", "mimir
               help="Warn about series with more label names than this [default: 30 with --backend mimir, else off].")
 @click.option("--dashboards", "dashboards", multiple=True, type=click.Path(exists=True), metavar="PATH",
               help="Grafana dashboards to run panel by panel (JSON files, ConfigMaps, folders; repeatable). "
-                   "Without SPEC only the dashboards are checked. Queries over 16 KiB, 200 operators or 64 "
-                   "nested brackets, variables over 1000 values and panels past 1000 per dashboard are not "
-                   "evaluated (inconclusive).")
+                   "Without SPEC only the dashboards are checked, with the label names of the nearest gpumon.yaml "
+                   "(or `--spec default`). Queries over 16 KiB, 200 operators or 64 nested brackets, variables "
+                   "over 1000 values and panels past 1000 per dashboard are not evaluated (inconclusive).")
 @click.option("--dashboard-max-queries", type=click.IntRange(1), default=600, show_default=True,
               help="Cap on the queries --dashboards sends (variables, panel targets, selector probes).")
 @click.option("--format", "fmt", type=click.Choice(["text", "json", "sarif", "junit", "github", "html"]),
@@ -64,7 +66,7 @@ _BACKEND_PREFIX = {"prometheus": "", "thanos": "", "victoriametrics": "", "mimir
 @input_options
 def validate(args, url, backend, path_prefix, tenant, headers, bearer_token_file, basic_auth_file, ca_file,
              insecure_skip_verify, timeout, deadline, max_response_mib, lookback, concurrency, checks, label_limit, dashboards,
-             dashboard_max_queries, fmt, out_file, follow_symlinks, max_input_mib) -> None:
+             dashboard_max_queries, fmt, out_file, follow_symlinks, max_input_mib, spec_option) -> None:
     """Check a live Prometheus against SPEC: targets, every spec'd series on every GPU, values,
     gaps, loaded rules, driver versions. Says what is missing, where, since when and why.
 
@@ -78,6 +80,7 @@ def validate(args, url, backend, path_prefix, tenant, headers, bearer_token_file
     from ..validate import validate as run_validate
 
     spec, more = _split_args(args)
+    spec = pick_spec(spec, spec_option)
     if more and not dashboards:
         raise click.BadParameter(f"{more[0]} is not a spec; pass dashboards with --dashboards", param_hint="SPEC")
     dashboards = tuple(dashboards) + more
@@ -139,7 +142,7 @@ def _split_args(args: tuple[str, ...]) -> tuple[str | None, tuple[str, ...]]:
     and no ``kind:`` (a ConfigMap of a dashboard has one); every other path is a dashboard."""
     spec, rest = None, []
     for path in args:
-        if spec is None and _is_spec(Path(path)):
+        if spec is None and (path == DEFAULT_SPEC or _is_spec(Path(path))):
             spec = path
         else:
             rest.append(path)

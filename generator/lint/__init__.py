@@ -54,7 +54,8 @@ def sections(doc: str) -> dict[str, str]:
 
 
 def lint(paths: Iterable[str | Path], spec: Spec, disable: Iterable[str] = (),
-         limits: loader.inputfiles.Limits = loader.inputfiles.DEFAULT, max_object_bytes: int = BUDGET) -> Report:
+         limits: loader.inputfiles.Limits = loader.inputfiles.DEFAULT, max_object_bytes: int = BUDGET,
+         skip_other: bool = False) -> Report:
     """Lint every rule file, PrometheusRule and dashboard under ``paths``.
 
     Args:
@@ -64,6 +65,7 @@ def lint(paths: Iterable[str | Path], spec: Spec, disable: Iterable[str] = (),
         limits: how files are read (symlinks, size and nesting caps; :mod:`generator.readers.files`).
         max_object_bytes: the most bytes a Kubernetes object's last-applied annotation may take
             (``object-too-large-to-apply``; default 90 % of the API server's limit).
+        skip_other: named files holding no rules or dashboards are skipped, not unreadable.
     Returns:
         a Report (tool ``gpumon lint``); unreadable input appears as ``input-unreadable`` findings.
     Raises:
@@ -73,7 +75,7 @@ def lint(paths: Iterable[str | Path], spec: Spec, disable: Iterable[str] = (),
     unknown = disabled - set(check_ids()) - {loader.UNREADABLE}
     if unknown:
         raise ValueError(f"unknown check id(s): {', '.join(sorted(unknown))}; see `gpumon lint --list-checks`")
-    inputs = loader.load(paths, limits)
+    inputs = loader.load(paths, limits, skip_other)
     ctx = context.build(spec, inputs)
     ctx.max_object_bytes = max_object_bytes
     report = Report(tool="gpumon lint")
@@ -92,8 +94,10 @@ def lint(paths: Iterable[str | Path], spec: Spec, disable: Iterable[str] = (),
         "spec": spec.path,
     }
     report.docs = {m.ID: (_help_text(m), page_uri(LINT_DIR, m.ID)) for m in CHECKS}
-    if inputs.templates:
-        report.summary["skipped"] = f"{len(inputs.templates)} Helm/Go template files (render them to lint them)"
+    skipped = ([f"{len(inputs.templates)} Helm/Go template files (render them to lint them)"] if inputs.templates else []) \
+        + ([f"{len(inputs.others)} files with no rules or dashboards"] if inputs.others else [])
+    if skipped:
+        report.summary["skipped"] = "; ".join(skipped)
     return report
 
 

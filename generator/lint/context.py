@@ -14,7 +14,7 @@ from ..readers import promql
 from ..readers.model import Inputs
 
 #: Label-name spellings dcgm-exporter used in different versions/modes, by what they mean.
-#: Sources: dcgm-exporter PR #655 (``Hostname`` -> ``hostname``), ``1.x-compatibility`` mode /
+#: Sources: NVIDIA/dcgm-exporter#655 (``Hostname`` -> ``hostname``), ``1.x-compatibility`` mode /
 #: ``--use-old-namespace`` (``UUID`` -> ``uuid``).
 LABEL_SPELLINGS = {"node": ("Hostname", "hostname"), "gpu": ("UUID", "uuid")}
 

@@ -73,10 +73,14 @@ def collect(paths: Iterable[str | Path]) -> tuple[list[Path], list[str]]:
     return files, missing
 
 
-def load(paths: Iterable[str | Path], limits: inputfiles.Limits = inputfiles.DEFAULT) -> Inputs:
+def load(paths: Iterable[str | Path], limits: inputfiles.Limits = inputfiles.DEFAULT,
+         skip_other: bool = False) -> Inputs:
     """Read every input under ``paths`` into an :class:`Inputs`, each file within ``limits``
     (:mod:`.files`: regular files inside the tree, size and nesting caps). Never raises for bad
-    content: a refused or unreadable file is an ``input-unreadable`` finding naming it."""
+    content: a refused or unreadable file is an ``input-unreadable`` finding naming it.
+    A file named in ``paths`` that holds nothing lintable is an ``input-unreadable`` problem (a
+    wrong path), or with ``skip_other`` (pre-commit passes every changed YAML/JSON file: specs,
+    promtool tests, other objects) a skipped file, as it is when found by walking a folder."""
     paths = list(paths)
     limits = limits.for_paths(paths)
     files, missing = collect(paths)
@@ -90,6 +94,9 @@ def load(paths: Iterable[str | Path], limits: inputfiles.Limits = inputfiles.DEF
         # a file named on the command line that holds nothing lintable is a mistake (a wrong path, an
         # export in another format), not a clean result; files found by walking a folder may be anything
         if path in named and _sizes(inputs) == before and str(path) not in inputs.rule_files:
+            if skip_other:
+                inputs.others.append(str(path))
+                continue
             inputs.problems.append(_unreadable(
                 str(path), 1, 1, "no Prometheus rule groups, PrometheusRule, Grafana dashboard (JSON with panels, "
                 "ConfigMap or GrafanaDashboard) in this file"))

@@ -226,6 +226,8 @@ class Inputs:
     problems: list = field(default_factory=list)
     #: files skipped as Helm/Go templates (YAML only after rendering)
     templates: list = field(default_factory=list)
+    #: named files holding nothing lintable, skipped on request (``skip_other``: pre-commit names every file)
+    others: list = field(default_factory=list)
     #: files holding a plain rule file's ``groups`` key (a lintable input even when the groups are empty)
     rule_files: set = field(default_factory=set)
     #: {file: [(first line, last line, {check ids})]} from ``# gpumon-lint: ignore`` comments

@@ -142,7 +142,7 @@ XID_ALERTS = {"critical": "GpuXidCritical", "warning": "GpuXidWarning", "info": 
 
 def _xid_selected(spec: Spec, m: Metric, codes: tuple[int, ...], others: tuple[int, ...] | None = None) -> str:
     """Series of ``m`` whose code is one of ``codes``; with ``others``, any code > 0 but those.
-    By the ``err_code`` label when the spec keeps it (dcgm-exporter PR #309/#326), else by value."""
+    By the ``err_code`` label when the spec keeps it (NVIDIA/dcgm-exporter#309 and #326), else by value."""
     s = job_sel(spec, m.name)
     if "err_code" in m.alert_labels:
         listed = "|".join(str(c) for c in (others if others is not None else codes))

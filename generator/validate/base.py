@@ -59,7 +59,7 @@ class Gpu:
 
 def other_spelling(label: str) -> str:
     """The label name an exporter version may use instead (``Hostname`` <-> ``hostname``,
-    ``UUID`` <-> ``uuid``; dcgm-exporter PR #655 and the 1.x ``use-old-namespace`` option)."""
+    ``UUID`` <-> ``uuid``; NVIDIA/dcgm-exporter#655 and the 1.x ``use-old-namespace`` option)."""
     return label.lower() if label != label.lower() else label.capitalize() if label == "hostname" else label.upper()
 
 

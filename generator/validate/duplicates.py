@@ -44,7 +44,7 @@ def query(ctx: Context, metric: str) -> str:
     # under a global view two clusters may reuse one target address: the cluster is part of it
     target = ", ".join((ctx.labels.cluster,) * bool(ctx.labels.cluster) + ("job", "instance"))
     now = f"(last_over_time({metric}[{recent}]) and on ({target}) up == 1)"
-    # both spellings of the node label (Hostname / hostname, dcgm-exporter PR #655)
+    # both spellings of the node label (Hostname / hostname, NVIDIA/dcgm-exporter#655)
     return (f"group by ({uuid}, job, instance, {node}, {other_spelling(node)}) ({now})\n"
             f"and on ({uuid}) (count by ({uuid}) (group by ({uuid}, job, instance) ({now})) > 1)\n"
             f"and on ({uuid}) last_over_time({ctx.sel(metric)}[{recent}])")

@@ -26,7 +26,7 @@ DISAPPEARED = "it was reported earlier in the window: look for an exporter upgra
 LEGACY = ("the exporter runs in 1.x compatibility mode (use-old-namespace / -o with 1.x-compatibility-metrics.csv), "
           "which exports dcgm_* names and a lowercase uuid label: switch it off (gpumon's rules do not read the "
           "1.x names; the spec's legacy_names only make GpuExporterLegacyNames page for such a node)")
-RENAMED = ("dcgm-exporter renamed the Hostname label to hostname after 4.8.2 (PR #655): set "
+RENAMED = ("dcgm-exporter renamed the Hostname label to hostname after 4.8.2 (NVIDIA/dcgm-exporter#655): set "
            "exporter.labels.node in the spec to the label your exporter uses and re-render, or pin the exporter version")
 MIG = ("DCGM does not report this field per MIG instance: mark it `mig: unsupported` in the spec and use "
        "DCGM_FI_PROF_GR_ENGINE_ACTIVE (per instance) for utilisation")

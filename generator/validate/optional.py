@@ -1,8 +1,9 @@
 """Check: optional fields that no GPU reports at all — e.g. every DCGM_FI_PROF_* field missing
-because the DCGM profiling module is not loaded (dcgm-exporter#571), or a field the collectors CSV
-does not list. Never an error (optional fields may be unsupported): ``info`` when no GPU reported
-them within the lookback, ``warning`` when they were reported earlier and are gone now (an
-upgrade or config change dropped them). Reuses the presence check's queries: no extra query.
+because the DCGM profiling module is not loaded (NVIDIA/dcgm-exporter#571), or a field the collectors
+CSV does not list. Always a note (``info``): the spec allows these fields to be absent, so their
+absence asks nothing of the reader; the message still says when they were reported earlier and are
+gone now (an upgrade or config change dropped them; make the field required to be paged for that).
+Reuses the presence check's queries: no extra query.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ PROFILING_PREFIX = "DCGM_FI_PROF_"
 
 
 def run(ctx: Context) -> CheckResult:
-    """Finding ``optional-absent`` (info / warning): one for the DCGM_FI_PROF_* fields, one for the
+    """Finding ``optional-absent`` (info): one for the DCGM_FI_PROF_* fields, one for the
     others, listing the fields no GPU reports now."""
     optional = [m for m in ctx.spec.tracked_metrics if not m.required]
     cases = [f"{CHECK}/profiling", f"{CHECK}/fields"]
@@ -54,7 +55,7 @@ def run(ctx: Context) -> CheckResult:
         else:
             msg += f"; none seen in the last {window}"
         labels = ((FIELD_LABEL, names[0]), ("job", ctx.job)) if len(names) == 1 else (("job", ctx.job),)
-        findings.append(Finding("optional-absent", "warning" if gone else "info", ctx.job if len(names) > 1 else names[0],
+        findings.append(Finding("optional-absent", "info", ctx.job if len(names) > 1 else names[0],
                                 msg, hint, labels=tuple(sorted(labels)), case=case))
     if unsure:
         findings.append(Finding("optional-absent", "inconclusive", ctx.job,

@@ -36,7 +36,7 @@ def _key(rule: dict) -> tuple[str, str]:
 
 
 def run(ctx: Context) -> CheckResult:
-    """Findings: rules-not-loaded (group absent), rule-missing (some rules absent),
+    """Findings: rules-not-loaded (one for every absent group: they share a cause), rule-missing (some rules absent),
     rule-unhealthy (``health: err`` with its lastError)."""
     expected = build_groups(ctx.spec)
     cases = [f"{CHECK}/{g.name}" for g in expected]
@@ -45,33 +45,40 @@ def run(ctx: Context) -> CheckResult:
         return CheckResult([query_failed(ans, CHECK, g.name, f"{CHECK}/{g.name}") for g in expected], cases)
     loaded = loaded_groups(ans)
     findings: list[Finding] = []
+    absent = [g for g in expected if g.name not in loaded]
+    if absent:
+        # one cause (the file is not loaded, or the server evaluates no rules) for every absent
+        # group: one finding with one hint, not the same hint once per group
+        hint = _selector_hint(ctx) if loaded else (
+            "this server has no rule groups at all: it may not evaluate rules itself (VictoriaMetrics "
+            "single-node: rules run in vmalert, visible here only with -vmalert.proxyURL; Thanos Query: "
+            "from Thanos Ruler or sidecars); otherwise " + _selector_hint(ctx))
+        what = (f"rule group {absent[0].name} is not loaded" if len(absent) == 1 else
+                f"{len(absent)} of {len(expected)} rule groups are not loaded ({', '.join(g.name for g in absent)})")
+        findings.append(Finding("rules-not-loaded", "error", absent[0].name if len(absent) == 1 else ctx.spec.name,
+                                f"{what}: expected {sum(len(g.rules) for g in absent)} rules, found 0 "
+                                f"({len(loaded)} other groups are loaded)", hint, case=f"{CHECK}/not-loaded"))
+        cases = [c for c in cases if c.split("/", 1)[1] not in {g.name for g in absent}] + [f"{CHECK}/not-loaded"]
     for g in expected:
         case = f"{CHECK}/{g.name}"
         want = Counter(("alerting" if r.alert else "recording", r.name) for r in g.rules)
         out: list[Finding] = []
         if g.name not in loaded:
-            hint = _selector_hint(ctx) if loaded else (
-                "this server has no rule groups at all: it may not evaluate rules itself (VictoriaMetrics "
-                "single-node: rules run in vmalert, visible here only with -vmalert.proxyURL; Thanos Query: "
-                "from Thanos Ruler or sidecars); otherwise " + _selector_hint(ctx))
-            out.append(Finding("rules-not-loaded", "error", g.name,
-                               f"rule group {g.name} is not loaded: expected {len(g.rules)} rules, found 0 "
-                               f"({len(loaded)} other groups are loaded)", hint, case=case))
-        else:
-            have = Counter(_key(r) for r in loaded[g.name])
-            missing = want - have
-            if missing:
-                names = sorted({name for _, name in missing})
-                out.append(Finding("rule-missing", "error", g.name,
-                                   f"rule group {g.name} has {sum(have.values())} of {len(g.rules)} rules; missing: "
-                                   f"{', '.join(names)} ({sum(missing.values())} rules)",
-                                   "the loaded file is older or was edited: re-render and re-apply it "
-                                   "(`gpumon render --check` catches a stale output/)", case=case))
-            for r in loaded[g.name]:
-                if r.get("health") == "err":
-                    out.append(Finding("rule-unhealthy", "error", f"{g.name}/{r.get('name')}",
-                                       f"rule {r.get('name')} fails to evaluate: {r.get('lastError', '')}",
-                                       "check that the server supports every function the rule uses and that "
-                                       "recording-rule inputs exist", case=case))
+            continue
+        have = Counter(_key(r) for r in loaded[g.name])
+        missing = want - have
+        if missing:
+            names = sorted({name for _, name in missing})
+            out.append(Finding("rule-missing", "error", g.name,
+                               f"rule group {g.name} has {sum(have.values())} of {len(g.rules)} rules; missing: "
+                               f"{', '.join(names)} ({sum(missing.values())} rules)",
+                               "the loaded file is older or was edited: re-render and re-apply it "
+                               "(`gpumon render --check` catches a stale output/)", case=case))
+        for r in loaded[g.name]:
+            if r.get("health") == "err":
+                out.append(Finding("rule-unhealthy", "error", f"{g.name}/{r.get('name')}",
+                                   f"rule {r.get('name')} fails to evaluate: {r.get('lastError', '')}",
+                                   "check that the server supports every function the rule uses and that "
+                                   "recording-rule inputs exist", case=case))
         findings += partial(out, ans, case, CHECK, g.name)
     return CheckResult(findings, cases)

@@ -1,4 +1,4 @@
-"""Check: for every metric with ``sources`` (issue 13), which source serves each node's GPUs.
+"""Check: for every metric with ``sources``, which source serves each node's GPUs.
 
 One query per such metric: the normalized expression gpumon's rules record
 (``job_gpu:dcgm_field_value:normalized``, :mod:`generator.rules.sources`), grouped by node, GPU
@@ -6,8 +6,8 @@ and ``source``. GPUs read from a fallback are a ``fallback-serving`` warning per
 presence check leaves them out of ``series-missing``: their alerts and panels still work); a
 fleet whose nodes are read under different names for one quantity is one ``alias-split``
 warning (a node wholly on dcgm-exporter 1.x names, or on a field's old DCGM name:
-``DCGM_FI_DEV_CLOCK_THROTTLE_REASONS`` -> ``DCGM_FI_DEV_CLOCKS_EVENT_REASONS``, dcgm-exporter
-PR #261); ``sources-served`` (info) lists per field which source serves which nodes.
+``DCGM_FI_DEV_CLOCK_THROTTLE_REASONS`` -> ``DCGM_FI_DEV_CLOCKS_EVENT_REASONS``,
+NVIDIA/dcgm-exporter#261); ``sources-served`` (info) lists per field which source serves which nodes.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ FINDINGS = ("fallback-serving", "alias-split", "sources-served", CHECK)
 #: why the check exists and how to silence it (docs/checks/validate/)
 WHY = ("A field read from a fallback (nvidia-smi exporter, 1.x names, a renamed field) keeps its alerts and "
        "panels, but the primary exporter is degraded there; nodes on different names for one quantity are "
-       "a half-done upgrade that rules written for one name miss (dcgm-exporter PR #261).")
+       "a half-done upgrade that rules written for one name miss (NVIDIA/dcgm-exporter#261).")
 SILENCE = ("Remove the source from the metric's `sources` in the spec (its GPUs are then series-missing), or "
            "leave the check out with --checks (it never fails a run).")
 

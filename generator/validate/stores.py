@@ -5,7 +5,7 @@ Thanos Query answers a query whose store (sidecar, store gateway, ruler, receive
 from the set it fans out to, and answers *without warnings and without that store's series*
 (measured with Thanos 0.42.4: two stopped sidecars of cluster ``b`` gave partial-response warnings
 for ~8 s, then plain answers holding only cluster ``a``). A whole cluster can so vanish from the
-global view while every query looks complete (thanos-io/thanos PR #3562, #6621), and every GPU
+global view while every query looks complete (thanos-io/thanos#3562, #6621), and every GPU
 there looks "never seen". The store
 list keeps such stores with their ``lastError`` and external label sets, so validate asks it once
 and says which part of the fleet it could not see.

@@ -32,6 +32,27 @@ _REASONS = {  # reason -> (check id, what, hint)
 }
 
 
+#: DCGM's blank codes (NVIDIA/DCGM dcgmlib/dcgm_structs.h): base value and the names of base + 0, 1, 2, 3
+_BLANKS = ((0x7FFFFFF0, "INT32"), (0x7FFFFFFFFFFFFFF0, "INT64"), (140737488355328, "FP64"))
+_BLANK_KINDS = ("BLANK", "NOT_FOUND", "NOT_SUPPORTED", "NO_PERMISSION")
+
+
+def shown_value(raw: str) -> str:
+    """A sample as the server's API returned it (never re-formatted: ``9223372036854775808`` stays
+    itself, not ``9223372036854776000`` or ``9.2e+18``), with the DCGM blank code it is, if any.
+    The int64 codes all read as 2^63 once stored as a float64, so they are named together."""
+    try:
+        value = float(raw)
+    except ValueError:
+        return raw
+    for base, kind in _BLANKS:
+        if kind == "INT64" and value == float(base):
+            return f"{raw} (DCGM_INT64_BLANK..NO_PERMISSION, 2^63 as a float)"
+        if kind != "INT64" and base <= value <= base + 3 and value.is_integer():
+            return f"{raw} (DCGM_{kind}_{_BLANK_KINDS[int(value) - base]})"
+    return raw
+
+
 def _num(value: float) -> str:
     return str(int(value)) if float(value).is_integer() else repr(float(value))
 
@@ -76,7 +97,7 @@ def run(ctx: Context) -> CheckResult:
             check, what, hint = _REASONS.get(reason, ("value-out-of-range", reason, ""))
             lo = "-inf" if m.range_min is None else _num(m.range_min)
             hi = "+inf" if m.range_max is None else _num(m.range_max)
-            shown = ", ".join(f"{g} = {v}" for g, v in sorted(items, key=lambda x: x[0].key)[:8])
+            shown = ", ".join(f"{g} = {shown_value(v)}" for g, v in sorted(items, key=lambda x: x[0].key)[:8])
             rng = f" (plausible {lo}..{hi} {m.unit})" if check == "value-out-of-range" else ""
             labels = [(FIELD_LABEL, m.name), ("job", ctx.job), ("reason", reason), *items[0][0].node_labels(ctx.labels)]
             if len(items) == 1:

@@ -1,7 +1,7 @@
 """``label-name-mismatch``: a label spelled the way another dcgm-exporter version spells it.
 
-What: ``hostname`` where the spec's exporter writes ``Hostname`` (or the reverse: dcgm-exporter
-PR #655 renamed it after 4.8.2), ``uuid`` where it writes ``UUID`` (1.x-compatibility /
+What: ``hostname`` where the spec's exporter writes ``Hostname`` (or the reverse:
+NVIDIA/dcgm-exporter#655 renamed it after 4.8.2), ``uuid`` where it writes ``UUID`` (1.x-compatibility /
 ``--use-old-namespace`` mode) — in PromQL matchers and ``by``/``on``/``without``/``group_left``
 clauses, dashboard legends and template variables, and alert templates (``$labels.hostname``).
 Why: label names are case-sensitive: the matcher selects nothing, the legend is empty, the
@@ -43,7 +43,7 @@ def _labels_used(ast) -> list[str]:
 
 def _msg(used: str, right: str, where: str) -> str:
     return (f"{where} uses label {used}, but the configured exporter writes {right} "
-            "(label names are case-sensitive; dcgm-exporter PR #655 renamed Hostname to hostname)")
+            "(label names are case-sensitive; NVIDIA/dcgm-exporter#655 renamed Hostname to hostname)")
 
 
 def check(inputs, ctx) -> Iterator[Finding]:

@@ -6,7 +6,7 @@ host, or is a placeholder (``example.com``/``.org``/``.net``, ``*.example``/``*.
 starts with the spec's own base is accepted when the spec says so (``alerts.runbook_url_relative:
 true``): it resolves in a git forge's file view of ``output/rules/``, the only place it works.
 Why: Alertmanager, chat and pager notifications carry the annotation verbatim, so a relative or
-placeholder link is broken in every page (issue 11, item 12).
+placeholder link is broken in every page.
 Silence: set ``alerts.runbook_url`` to an absolute base (``https://…/output/runbooks``), set
 ``alerts.runbook_url_relative: true`` in the spec for gpumon's own relative links,
 ``# gpumon-lint: ignore runbook-url-not-absolute`` on the rule, or ``--disable runbook-url-not-absolute``.

@@ -36,7 +36,7 @@ WHY = ('People start from a Grafana panel that says "No data" or shows one GPU t
        "are missing does not say which panels of which dashboards are empty, and a linter cannot see it: the "
        "query is valid, the series just are not there, or a picker anchored on one field hides the GPUs that "
        "lack it (NVIDIA/dcgm-exporter#236), or `or vector(0)` turns the absence into a healthy-looking 0. "
-       "Running every panel on the server it will run against answers it (issue #14).")
+       "Running every panel on the server it will run against answers it.")
 SILENCE = ("Fix the cause the finding links to (a `series-missing` finding, a rule group not loaded). For a "
            "panel that is empty by design, make its emptiness explicit: read only sparse fields, or filter "
            "(`< 1`, `unless`), and it is `panel-expected-empty`. Leave a dashboard out of `--dashboards` to "

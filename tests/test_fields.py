@@ -1,0 +1,103 @@
+"""The DCGM field catalogue (generator/data/dcgm_fields.json): what it holds, where it comes from,
+and that a spec naming any catalogued field renders while an unknown one only warns."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from generator import fields
+from generator.render import render as render_files
+from generator.spec import parse_spec
+
+ROOT = Path(__file__).resolve().parent.parent
+#: local copies of the upstream sources the catalogue is generated from (absent on most machines)
+DCGM_GIT = os.environ.get("GPUMON_DCGM_GIT", "/work/.mirror/NVIDIA+DCGM/repo")
+EXPORTER_REF = os.environ.get("GPUMON_EXPORTER_REF", "/work/shared/reference/dcgm-exporter")
+
+SPEC = """\
+version: 1
+exporter:
+  job: dcgm-exporter
+metrics:
+  - name: DCGM_FI_DEV_GPU_TEMP
+    kind: gauge
+    unit: celsius
+    presence: required
+  - name: DCGM_FI_PROF_NVLINK_TX_BYTES
+    kind: gauge
+    unit: bytes_per_second
+    presence: optional
+  - name: DCGM_FI_DEV_POWER_USAGE_INSTANT
+    kind: gauge
+    unit: watts
+    presence: optional
+    range: [1, 2000]
+"""
+
+
+def test_catalogue_has_dcgm_ids_types_units_and_releases():
+    cat = fields.catalogue()
+    assert len(cat) > 1000
+    nvlink, instant = cat["DCGM_FI_PROF_NVLINK_TX_BYTES"], cat["DCGM_FI_DEV_POWER_USAGE_INSTANT"]
+    assert (nvlink.field_id, nvlink.type) == (1011, "int64")
+    assert (instant.field_id, instant.type, instant.unit) == (157, "double", "W")
+    assert "4.6.0" in instant.dcgm and "2.4.7" not in instant.dcgm      # added in DCGM 3.x
+    temp = cat["DCGM_FI_DEV_GPU_TEMP"]
+    assert (temp.field_id, temp.unit, temp.kind) == (150, "C", "gauge")
+    assert temp.exporter == ("2.4.7-2.6.11", "3.3.9-3.6.1", "4.0.0-4.0.1", "4.5.3-4.8.2")
+    # dcgm-exporter's own fields are there too, without a DCGM id
+    assert cat["DCGM_EXP_XID_ERRORS_COUNT"].field_id is None and cat["DCGM_EXP_XID_ERRORS_COUNT"].kind == "counter"
+
+
+def test_catalogue_names_its_sources():
+    src = fields.catalogue_document()["sources"]
+    assert src["dcgm"]["repository"] == "https://github.com/NVIDIA/DCGM"
+    assert set(src["dcgm"]["commits"]) == set(src["dcgm"]["tags"])
+    assert src["dcgm_exporter"]["repository"] == "https://github.com/NVIDIA/dcgm-exporter"
+    assert set(src["dcgm_exporter"]["commits"]) == set(src["dcgm_exporter"]["tags"])
+
+
+def test_every_field_of_the_bundled_csvs_is_catalogued():
+    for csv in ("default-counters.csv", "dcp-metrics-included.csv"):
+        missing = set(fields.read_csv(csv)) - set(fields.catalogue())
+        assert not missing, (csv, missing)
+
+
+def test_spec_with_catalogued_fields_renders_without_warnings():
+    spec = parse_spec(SPEC, "spec.yaml")
+    assert spec.warnings == ()
+    rules = render_files(spec)["rules/gpumon.rules.yaml"]
+    assert "DCGM_FI_PROF_NVLINK_TX_BYTES" in rules and "DCGM_FI_DEV_POWER_USAGE_INSTANT" in rules
+
+
+def test_field_outside_the_catalogue_is_a_warning_with_a_hint():
+    spec = parse_spec(SPEC.replace("POWER_USAGE_INSTANT", "POWER_USAGE_INSTNT"), "spec.yaml")
+    assert [str(w) for w in spec.warnings] == [
+        "spec.yaml:13:11: metrics[2].name: warning: 'DCGM_FI_DEV_POWER_USAGE_INSTNT' is not in gpumon's DCGM field "
+        "catalogue (DCGM 2.4.7 to 4.6.0, dcgm-exporter 2.4.7 to 4.8.2); its kind: gauge and unit: watts are taken "
+        "as written; did you mean 'DCGM_FI_DEV_POWER_USAGE_INSTANT'?"]
+    assert "DCGM_FI_DEV_POWER_USAGE_INSTNT" in render_files(spec)["rules/gpumon.rules.yaml"]
+
+
+def test_cli_renders_an_uncatalogued_field_with_a_warning(tmp_path):
+    spec = tmp_path / "gpumon.yaml"
+    spec.write_text(SPEC.replace("DCGM_FI_PROF_NVLINK_TX_BYTES", "DCGM_FI_PROF_MY_CUSTOM_FIELD"))
+    proc = subprocess.run([str(Path(sys.executable).parent / "gpumon"), "render", str(spec), "-o", str(tmp_path / "out")],
+                          capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert "metrics[1].name: warning: 'DCGM_FI_PROF_MY_CUSTOM_FIELD' is not in gpumon's DCGM field catalogue" in proc.stderr
+    assert (tmp_path / "out" / "rules" / "gpumon.rules.yaml").is_file()
+
+
+@pytest.mark.skipif(not (Path(DCGM_GIT).is_dir() and Path(EXPORTER_REF, "history").is_dir()
+                         and shutil.which("git")), reason="needs a NVIDIA/DCGM clone and dcgm-exporter list copies")
+def test_script_regenerates_the_shipped_catalogue():
+    proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "field_catalogue.py"), "--dcgm-git", DCGM_GIT,
+                           "--exporter-ref", EXPORTER_REF], capture_output=True, text=True, timeout=300, check=True)
+    assert proc.stdout == (ROOT / "generator" / "data" / "dcgm_fields.json").read_text("utf-8")

@@ -78,6 +78,8 @@ def metrics(draw, pools: Pools):
     _optional(m, "range", st.lists(st.one_of(pools.numbers, st.none()), min_size=2, max_size=2), draw)
     if not pools.hostile and isinstance(m.get("range"), list) and None not in m["range"]:
         m["range"] = sorted(m["range"])
+    if not pools.hostile and m["kind"] == "counter" and isinstance(m.get("range"), list):
+        m["range"][0] = 0       # counters restart from 0 with the exporter: a clean range starts there
     if pools.hostile or m["kind"] == "gauge":
         _optional(m, "thresholds", st.lists(thresholds(pools), max_size=2), draw, 0.6)
     _optional(m, "mig", st.sampled_from(("device", "instance", "unsupported")), draw, 0.3)
@@ -181,14 +183,19 @@ def documents(draw, hostile_share: float = 0.5):
                                                   _bad(pools, LABEL_NAMES, ("cluster_x", "host_x", "dev_x")),
                                                   max_size=3 if pools.hostile else 1))
     alerts: dict = {}
+    # a clean draw keeps to the windows' documented relations (for: two samples up to a fraction of the
+    # inventory lookback), so clean specs reach rendering; hostile draws test the relations
+    clean_for = st.sampled_from(("1m", "2m", "5m"))
     for key in ("for", "implausible_for"):
-        _optional(alerts, key, pools.durations, draw, 0.25)
+        _optional(alerts, key, pools.durations if pools.hostile else clean_for, draw, 0.25)
     for key in ("inventory_lookback", "gap_window", "flapping_window", "frozen_window", "slow_group_interval"):
-        _optional(alerts, key, pools.windows, draw, 0.25)
+        clean = {"inventory_lookback": ("1h", "2h"), "gap_window": ("10m", "30m")}.get(key)
+        windows = st.sampled_from(clean) if clean and not pools.hostile else pools.windows
+        _optional(alerts, key, windows, draw, 0.25)
     for key in ("gap_min_ratio", "flapping_min_up_ratio", "scrape_slow_ratio"):
         _optional(alerts, key, st.one_of(st.floats(0.01, 1) if pools.hostile else st.floats(0.7, 0.99),
                                          _bad(pools, NUMBERS, (0.75, 0.9))), draw, 0.15)
-    _optional(alerts, "runbook_url", pools.texts, draw, 0.3)
+    _optional(alerts, "runbook_url", pools.texts if pools.hostile else st.just("https://runbooks.example/gpu"), draw, 0.3)
     _optional(alerts, "labels", st.dictionaries(pools.labels, pools.texts, max_size=2), draw, 0.3)
     doc = {"version": draw(_bad(pools, (2, "1"), (1,))), "exporter": exporter,
            "metrics": draw(st.lists(metrics(pools), min_size=1, max_size=3,

@@ -6,7 +6,7 @@ the expected alerts, each once, within its bound, and nothing else; Prometheus' 
 from __future__ import annotations
 
 from generator.simulate import FAULT_KINDS
-from tests import matrix
+from tests import matrix, matrix_timeline
 from tests.matrix_cases import CASES
 
 
@@ -31,5 +31,41 @@ def test_a_wrong_expectation_fails(promtool):
                          (Fault("drop", node="gpu-node-2", gpu=1),), bound=10)]
     outcomes, _, _ = matrix.run(cases, promtool)
     assert [o.ok for o in outcomes] == [False, False]
-    assert outcomes[0].seen[matrix.AT + 6] == ['{Hostname="gpu-node-2", alertname="GpuExporterDown"}']
-    assert outcomes[1].seen[matrix.AT + 10] == ['{Hostname="gpu-node-2", alertname="GpuLost", gpu="1"}']
+    assert outcomes[0].seen[matrix.AT + 6] == ["GpuExporterDown (gpu-node-2)"]
+    assert outcomes[1].seen[matrix.AT + 10] == ["GpuLost (gpu-node-2 gpu 1)"]
+    assert "GpuLost (gpu-node-2 gpu 0) never fired" in outcomes[1].problems
+
+
+P, Q = matrix.Page("GpuLost", "n", 0), matrix.Page("GpuXidCritical", "n", 0, "X")
+
+
+def _judge(timeline, **kw):
+    case = matrix.Case("c", (P,), bound=4, at=2, length=12, **kw)
+    return matrix_timeline.judge(case, {s: frozenset(p) for s, p in timeline.items()}, matrix.STEP).problems
+
+
+def test_the_timeline_is_judged_at_every_step():
+    """Between the checks of the old matrix (before, at the bound, at the end) a page that flips,
+    an extra page, or one that starts too late is still found."""
+    ok = {s: {P} for s in range(4, 12)}
+    assert _judge(ok) == []
+    assert _judge({**ok, 8: set()}) == ["GpuLost (n gpu 0) fired 2 times (40-70s, 90-110s)"]
+    assert _judge({**ok, 3: {Q}}) == ["GpuXidCritical (n gpu 0 X) fired, not expected (30-30s)"]
+    assert _judge({s: {P} for s in range(7, 12)}) == ["GpuLost (n gpu 0) started at t=70s, later than t=60s"]
+    assert _judge({**ok, 1: {P}}) == ["GpuLost (n gpu 0) fired 2 times (10-10s, 40-110s)",
+                                      "GpuLost (n gpu 0) fired before the fault (t=10s)",
+                                      "just before the fault: GpuLost (n gpu 0), expected nothing"]
+    assert _judge({s: {P} for s in range(4, 10)}, clear=8, resolve=1) == [
+        "GpuLost (n gpu 0) still fired at t=90s, 10s after the fault cleared at t=80s",
+        "at the end (t=110s): nothing, expected GpuLost (n gpu 0)"]
+
+
+def test_promtools_report_is_read_as_a_timeline():
+    report = '''  FAILED:
+    expr: "count by (alertname) (ALERTS{alertname!=\\"case-3\\"})", time: 2m5s,
+        exp: nil
+        got: {Hostname="n", alertname="GpuLost", gpu="0"} 1E+00
+             {alertname="GpuMetricAbsent", cluster="a", dcgm_field="X"} 1E+00
+'''
+    assert matrix_timeline.parse_report(report, matrix.STEP, matrix.Page) == {
+        3: {12: frozenset({P, matrix.Page("GpuMetricAbsent", field="X", cluster="a")})}}

@@ -5,7 +5,7 @@ time; faults start at step 12 unless said otherwise; ``bound`` is in steps after
 from __future__ import annotations
 
 from generator.simulate import Fault
-from tests.matrix import AT, Case, Page
+from tests.matrix import AT, RETIRED, Case, Page
 
 N2 = "gpu-node-2"
 TEMP, POWER, ENERGY = "DCGM_FI_DEV_GPU_TEMP", "DCGM_FI_DEV_POWER_USAGE", "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION"
@@ -86,6 +86,35 @@ CASES = [
          (Fault("ecc-storm", node=N2, gpu=1),), bound=6, covers="ecc-storm; item 9, NVIDIA/DCGM#313"),
     Case("a GPU lost on a flapping node", (Page("GpuExporterFlapping", N2), Page("GpuLost", N2, 1)),
          (Fault("http500", node=N2, every=2), Fault("drop", node=N2, gpu=1)), bound=12, covers="item 5"),
+    # lifecycles: long enough to cross every window (inventory lookback 5 min = 30 steps, gap window 3 min,
+    # XID policy window 2 min, for 30 s)
+    Case("bus-off: XID 79, the GPU's series vanish, still one page after twice the inventory lookback",
+         (Page("GpuXidCritical", N2, 0, XID),), (Fault("xid", node=N2, gpu=0, value="79"),),
+         later=((AT + 3, (Fault("drop", node=N2, gpu=0),)),), bound=2, length=AT + 70, covers="lifecycle: bus-off"),
+    Case("bus-off, then the GPU is reset and reports again", (Page("GpuXidCritical", N2, 0, XID),),
+         (Fault("xid", node=N2, gpu=0, value="79"),), later=((AT + 3, (Fault("drop", node=N2, gpu=0),)),),
+         bound=2, clear=AT + 40, resolve=8, length=AT + 60, end=(), covers="lifecycle: bus-off, reset"),
+    Case("a GPU gone for twice the inventory lookback still pages", (Page("GpuLost", N2, 1),),
+         (Fault("drop", node=N2, gpu=1),), bound=10, length=AT + 70, covers="lifecycle: lost > lookback"),
+    Case("a GPU lost, then back", (Page("GpuLost", N2, 1),), (Fault("drop", node=N2, gpu=1),), bound=10,
+         clear=AT + 20, resolve=6, end=(), length=AT + 40, covers="lifecycle: lost, back"),
+    Case("a healthy fleet across a Prometheus restart", (), restarts=(AT,), length=AT + 40,
+         covers="lifecycle: restart"),
+    Case("a field missing on one GPU, a restart mid-fault: still one page", (Page("GpuMetricMissing", N2, 1, TEMP),),
+         (Fault("drop", metric=TEMP, node=N2, gpu=1),), bound=6, restarts=(AT + 12,), length=AT + 40,
+         covers="lifecycle: restart mid-fault"),
+    Case("a GPU lost, a restart mid-fault: still one page", (Page("GpuLost", N2, 1),),
+         (Fault("drop", node=N2, gpu=1),), bound=10, restarts=(AT + 16,), length=AT + 50,
+         covers="lifecycle: restart mid-fault"),
+    Case("a node replaced by new hardware under the same name: its old GPUs page until retired",
+         (Page("GpuLost", N2, 0), Page("GpuLost", N2, 1)), replace={N2: AT}, bound=10, length=AT + 50,
+         covers="lifecycle: node replaced"),
+    Case("a planned decommission: a node listed under alerts.retired leaves, nothing pages", (), nodes=5,
+         leave={RETIRED: AT}, bound=12, length=AT + 50, covers="lifecycle: planned decommission"),
+    Case("exporter upgrade 1.x -> 4.x names on a node while one of its GPUs is lost", (Page("GpuLost", N2, 1),),
+         (Fault("drop", node=N2, gpu=1),), initial=(Fault("legacy-names", node=N2), Fault("drop", node=N2, gpu=1)),
+         before=(Page("GpuExporterLegacyNames", N2),), bound=10, length=AT + 50,
+         covers="lifecycle: exporter upgrade mid-fault"),
     # two clusters behind one (global) ruler: gpu-node-1/2 in cluster a, gpu-node-3/4 in cluster b
     Case("two healthy clusters", (), nodes=4, clusters=True, bound=12, covers="cluster label"),
     Case("every exporter target of cluster b vanishes", (Page("GpuExporterTargetMissing", cluster="b"),), nodes=4,

@@ -81,6 +81,6 @@ def _report(text: str) -> dict[tuple[int, int], list[tuple[dict, float]]]:
         elif stripped.startswith("exp:") or not stripped:
             in_got = False
         if in_got and key is not None:
-            for labels, value in re.findall(r"(\{[^}]*\})\s+(\S+)", stripped):
+            for labels, value in re.findall(r"(\{[^}]*\})\s+([^\s,]+)", stripped):
                 out[key].append((dict(_LABEL.findall(labels)), float(value)))
     return out

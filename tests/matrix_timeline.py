@@ -53,7 +53,9 @@ def parse_report(text: str, step: int, page_type) -> dict[int, Timeline]:
         elif stripped.startswith("exp:") or not stripped:
             in_got = False
         if in_got and case is not None:
-            pages[case][at] |= {page_of(s, page_type) for s in re.findall(r"\{[^}]*\}", stripped)}
+            # a sample without alertname is not a page (promtool quoting a rule's error)
+            pages[case][at] |= {page_of(s, page_type) for s in re.findall(r"\{[^}]*\}", stripped)
+                                if "alertname=" in s}
     return {c: {s: frozenset(p) for s, p in steps.items() if p} for c, steps in pages.items()}
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from functools import lru_cache
 
 from ..spec import Spec
-from . import exporter, gaps, inventory, kubernetes, presence, sources, values
+from . import exporter, gaps, inventory, kubernetes, lost, presence, sources, values
 from .model import Rule, RuleGroup
 
 __all__ = ["Rule", "RuleGroup", "build_groups", "all_rules"]
@@ -37,7 +37,7 @@ def _build_groups(spec: Spec) -> tuple[RuleGroup, ...]:
     slow = spec.alerts.slow_group_interval
     groups = [
         # the normalized readings (issue 13; none without sources) before the inventory that reads them
-        RuleGroup(f"{p}.inventory", tuple(sources.recording(spec) + inventory.inventory(spec)
+        RuleGroup(f"{p}.inventory", tuple(sources.recording(spec) + inventory.inventory(spec) + lost.rules(spec)
                                           + inventory.field_missing(spec, spec.required_metrics)
                                           + inventory.target_node(spec) + inventory.unlabelled(spec)
                                           + inventory.aggregates(spec))),

@@ -70,7 +70,7 @@ def xid_lost(spec: Spec) -> list[Rule]:
     """:data:`names.XID_LOST`: a GPU gone while its last XID was critical (XID 79, fallen off the
     bus), valued the code, until it reports again. From the first evaluation it is not in the
     inventory (not after the lost window, which left the XID page off for that long: it paged
-    twice). One cause, one page: GpuXidCritical holds while
+    twice), and only for a known GPU (a retired one leaves it with :data:`names.KNOWN`). One cause, one page: GpuXidCritical holds while
     the GPU is gone, and GpuLost leaves it out (the XID alert alone would resolve after the policy
     window, GpuLost alone paged a second time for the same fault)."""
     m = xid_metric(spec)
@@ -86,7 +86,7 @@ def xid_lost(spec: Spec) -> list[Rule]:
         last = "(" + " or ".join(f"{last} == {c}" for c in codes) + ")"
     dev = by(device_ids(spec))
     expr = (f"(\n  max by ({by(xid_keep(spec, m))}) ({last})\n  or\n  {_self(spec, names.XID_LOST)}\n)\n"
-            f"unless on ({dev})\n{names.INVENTORY}")
+            f"and on ({dev})\n{names.KNOWN}\nunless on ({dev})\n{names.INVENTORY}")
     return [record(names.XID_LOST, expr)]
 
 

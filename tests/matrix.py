@@ -332,6 +332,9 @@ def _promtool(promtool: str, folder: Path, spec: Spec, groups: list[dict]) -> st
     (folder / "matrix.test.yaml").write_text(yaml.safe_dump(doc, sort_keys=False, width=1 << 20))
     proc = subprocess.run([promtool, "test", "rules", "matrix.test.yaml"], cwd=folder, capture_output=True, text=True)
     text = proc.stdout + proc.stderr
+    if re.search(r"^\s*rule: .*, err: ", text, re.M):
+        # a rule that failed to evaluate ends its test group: no timeline to read
+        raise RuntimeError(f"a rule failed to evaluate:\n{text[:3000]}")
     if proc.returncode != 0 and "FAILED" not in text:
         raise RuntimeError(f"promtool failed without a test failure:\n{text}")
     return text

@@ -6,7 +6,9 @@ evaluation before the restart and is not any more stays visible to every instant
 5 minute lookback. promtool's rule engine cannot restart in the middle of a test group, so the
 matrix models the leftover: a first promtool run reads every recorded series (``a:b`` names) at
 the last step before each restart; the scenario's group then gets each of them as an input series
-with one sample at that step and nothing after it (no marker), under an extra label
+with one sample at that step and nothing after it (no marker), unless the rules write the same
+series again at the first evaluation after the restart (then it gets new samples and lingers not),
+under an extra label
 ``restarted="before"`` that the live rule engine never writes (its own copy, with a marker when
 it ends, would otherwise hide it). A rule reading that recorded series sees the leftover exactly
 as it would after a real restart.
@@ -46,16 +48,24 @@ def lingering(promtool: str, folder: Path, spec: Spec, cases: dict) -> dict[int,
     groups = []
     for i, c in chosen.items():
         group = promtool_group(c, spec, i)
-        group["promql_expr_test"] = [{"expr": _query(i, r), "eval_time": f"{(r - 1) * STEP + STEP // 2}s",
-                                      "exp_samples": []} for r in c.restarts]
+        # the last evaluation before the restart, and the first after it (encoded as -r)
+        group["promql_expr_test"] = [{"expr": _query(i, k), "eval_time": f"{s * STEP + STEP // 2}s", "exp_samples": []}
+                                     for r in c.restarts for k, s in ((r, r - 1), (-r, r + c.down))]
         groups.append(group)
     sub = folder / "restarts"
     sub.mkdir(exist_ok=True)
     report = _promtool(promtool, sub, spec, groups)
     out: dict[int, list[dict]] = {}
-    for (i, restart), samples in _report(report).items():
+    found = _report(report)
+    for (i, restart), samples in found.items():
+        if restart < 0:
+            continue
         steps = chosen[i].steps
+        # a series the rules write again after the restart gets new samples: only the others linger
+        again = {tuple(sorted(labels.items())) for labels, _ in found.get((i, -restart), [])}
         for labels, value in samples:
+            if tuple(sorted(labels.items())) in again:
+                continue
             row = [MISSING] * steps
             row[restart - 1] = value
             name = labels.pop("__name__")
@@ -70,7 +80,7 @@ def _report(text: str) -> dict[tuple[int, int], list[tuple[dict, float]]]:
     key = None
     in_got = False
     for line in text.splitlines():
-        m = re.search(r'gpumon_case!=\\?"(\d+)-(\d+)\\?"', line)
+        m = re.search(r'gpumon_case!=\\?"(\d+)-(-?\d+)\\?"', line)
         if m:
             key, in_got = (int(m.group(1)), int(m.group(2))), False
             out.setdefault(key, [])

@@ -26,7 +26,6 @@ from pathlib import Path
 
 import yaml
 
-from generator.durations import parse_duration
 from generator.render import render
 from generator.ruletests.series import MISSING, STALE, compress
 from generator.simulate import Fault, Fleet

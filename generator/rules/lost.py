@@ -85,8 +85,11 @@ def xid_lost(spec: Spec) -> list[Rule]:
     else:
         last = "(" + " or ".join(f"{last} == {c}" for c in codes) + ")"
     dev = by(device_ids(spec))
-    expr = (f"(\n  max by ({by(xid_keep(spec, m))}) ({last})\n  or\n  {_self(spec, names.XID_LOST)}\n)\n"
-            f"and on ({dev})\n{names.KNOWN}\nunless on ({dev})\n{names.INVENTORY}")
+    keep = by(xid_keep(spec, m))
+    # one max by over both sides: the record keeps the alert's labels only (pod, driver version
+    # and the like would split it)
+    expr = (f"max by ({keep}) (\n  (\n    {last}\n    or\n    {_self(spec, names.XID_LOST)}\n  )\n"
+            f"  and on ({dev})\n  {names.KNOWN}\n  unless on ({dev})\n  {names.INVENTORY}\n)")
     return [record(names.XID_LOST, expr)]
 
 

@@ -451,6 +451,33 @@ serves other GPU UUIDs under the same name at a new address; a **planned decommi
 under `alerts.retired` in the spec (the matrix spec retires `gpu-node-5`, which only that scenario has).
 """
 
+#: docs/matrix.md after the table: what the per-step timelines showed, and the open scenarios
+FINDINGS = """
+## What the timelines show
+
+* **A GPU off the bus pages once.** XID 79 pages `GpuXidCritical`; when the GPU's series then vanish,
+  `job_gpu:gpumon_xid_lost:max` holds that page (same labels) from the first evaluation the GPU is out of the
+  inventory until it reports again, and `GpuLost` leaves the GPU out. Checked only before the fault, at the bound
+  and at the end, the same scenario had looked right while it paged twice: `GpuXidCritical` for 30 s, then
+  `GpuLost` 80 s later. Holding the XID page from the lost window on (instead of from the first evaluation)
+  still left a 40 s hole, which the per-step timeline showed as two runs of the same page.
+* **A lost GPU stays paged.** `GpuLost` used to resolve when the inventory lookback passed, the GPU still gone.
+  It now reads `job_gpu:gpumon_known:group`, the GPUs that ever reported, which holds its own last value, so
+  the page ends only when the GPU reports again (scenario "a GPU lost, then back") or the spec lists it or its
+  node under `alerts.retired` (scenario "a planned decommission"). A node replaced by new hardware under the same
+  name pages `GpuLost` for each old GPU until their UUIDs are retired.
+* **Restarts.** A restart in the middle of a fault keeps one page on promtool (whose rule engine keeps the `for`
+  state; a real Prometheus re-evaluates `for` after a restart).
+
+Open (tests/matrix_cases.py `OPEN`, expected to fail until fixed):
+
+* A field back just before a restart: the missing set recorded at the last evaluation before it has no
+  staleness marker and keeps `GpuMetricMissing` pending and then firing again for up to the 5 min lookback.
+* A node removed from service discovery while its GPUs reported: no rule pages (only validate's `node-lost`).
+* A GPU lost while its node serves dcgm-exporter 1.x names, then the exporter upgraded to 4.x: the bundled
+  spec has no 1.x sources, so the GPU was never in the inventory and nothing pages for it.
+"""
+
 
 def main(argv: list[str] | None = None) -> int:
     """Run the matrix (promtool, and vmalert unless ``--promtool-only``) and write docs/matrix.md
@@ -472,7 +499,7 @@ def main(argv: list[str] | None = None) -> int:
                  f"(one VictoriaMetrics, two replays).")
     else:
         head += " vmalert + VictoriaMetrics was not run for this table (`python -m tests.matrix --promtool-only`)."
-    out.write_text(f"{INTRO}\n{head}\n\n{text}\n{tail}")
+    out.write_text(f"{INTRO}\n{head}\n\n{text}\n{FINDINGS}{tail}")
     print(text)
     print(f"{head} wrote {out.relative_to(ROOT)}")
     return 0 if passed == len(outcomes) and (vm is None or all(o.ok for o in vm)) else 1

@@ -252,6 +252,10 @@ class AlertSettings:
     implausible_for: float = 0.0
     scrape_slow_ratio: float = 0.8
     slow_group_interval: float = 60.0
+    #: nodes (``Hostname``) and GPUs (UUID) gone on purpose (drained, decommissioned, replaced):
+    #: the only way a GPU that stopped reporting stops paging without coming back
+    retired_nodes: tuple[str, ...] = ()
+    retired_gpus: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -991,6 +995,8 @@ def _build(plain: dict, path: str, where=None) -> Spec:
         implausible_for=_dur(al, "implausible_for", defaults.implausible_for),
         scrape_slow_ratio=float(al.get("scrape_slow_ratio", defaults.scrape_slow_ratio)),
         slow_group_interval=_dur(al, "slow_group_interval", defaults.slow_group_interval),
+        retired_nodes=tuple(sorted(set((al.get("retired") or {}).get("nodes") or ()))),
+        retired_gpus=tuple(sorted(set((al.get("retired") or {}).get("gpus") or ()))),
     )
     pr = plain.get("prometheus_rule", {})
     prdef = PrometheusRuleMeta()

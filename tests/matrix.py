@@ -26,7 +26,6 @@ from pathlib import Path
 
 import yaml
 
-from generator.durations import parse_duration
 from generator.render import render
 from generator.ruletests.series import MISSING, STALE, compress
 from generator.simulate import Fault, Fleet
@@ -50,6 +49,8 @@ COMPRESS = {
 #: identity labels a page is told apart by (with the cluster label in cluster scenarios)
 IDENTITY = ("alertname", "Hostname", "gpu", "dcgm_field")
 PAGES = 'ALERTS{alertstate="firing",severity=~"critical|warning"}'
+#: the node the matrix spec declares gone on purpose (alerts.retired)
+RETIRED = "gpu-node-5"
 
 
 def matrix_spec(cluster: bool = False) -> Spec:
@@ -60,6 +61,8 @@ def matrix_spec(cluster: bool = False) -> Spec:
         text = text.replace(old, new)
     if cluster:
         text = text.replace("cluster: null ", "cluster: cluster ")
+    # a node decommissioned on purpose (the planned-drain scenario: 5 nodes, only there)
+    text = text.replace("  inventory_lookback: 5m", f"  retired: {{nodes: [{RETIRED}]}}\n  inventory_lookback: 5m")
     return parse_spec(text, "matrix.yaml")
 
 
@@ -108,6 +111,12 @@ class Case:
         timeouts: node -> its own scrape timeout (seconds); with any, every target also gets the
             ``scrape_timeout_seconds`` series (Prometheus ``--enable-feature=extra-scrape-metrics``).
         length: steps in total.
+        clear: step from which every fault is gone (default: never); every page must have ended
+            within ``resolve`` steps after it.
+        restarts: steps at which Prometheus restarts (:class:`Scrape`: no scrape for ``down``
+            steps, no staleness markers for anything it wrote before).
+        replace: node -> step from which new hardware of the same name serves it (other GPU
+            UUIDs, a new address).
         vm_pages: the pages expected on vmalert + VictoriaMetrics where they differ from
             ``pages`` (and ``end``), within ``vm_bound`` steps (default ``bound``), with
             ``vm_why`` saying why (docs/matrix.md).
@@ -135,6 +144,11 @@ class Case:
     vm_pages: tuple[Page, ...] | None = None
     vm_bound: int | None = None
     vm_why: str = ""
+    clear: int | None = None
+    resolve: int = 12
+    restarts: tuple[int, ...] = ()
+    down: int = 1
+    replace: dict = field(default_factory=dict)
 
     @property
     def steps(self) -> int:
@@ -180,7 +194,16 @@ class Scrape:
         self.case, self.spec = case, spec
         self.now = 0.0
         self.fleet = Fleet(case.nodes, case.gpus, clock=lambda: self.now)
+        # a node replaced by new hardware under the same name: other GPU UUIDs, a new address
+        self.new = Fleet(case.nodes, case.gpus, clock=lambda: self.now, uuid_salt="replaced")
         self.series: dict[tuple, list] = {}
+
+    def down(self, step: int) -> bool:
+        """Prometheus is restarting at ``step``: no scrape and no rule evaluation it keeps."""
+        return any(r <= step < r + self.case.down for r in self.case.restarts)
+
+    def replaced(self, node: str, step: int) -> bool:
+        return self.case.replace.get(node, 1 << 30) <= step
 
     def targets(self, step: int) -> list[tuple[str, str, dict[str, str]]]:
         """(node, instance, target labels) scraped at ``step``."""
@@ -190,6 +213,7 @@ class Scrape:
             if self.case.join.get(name, 0) > step or self.case.leave.get(name, 1 << 30) <= step:
                 continue
             port = 9400 if self.case.move.get(name, 1 << 30) > step else 9401
+            port = 9402 if self.replaced(name, step) else port
             labels = {"job": JOB}
             if self.case.clusters:
                 labels["cluster"] = "a" if i < (self.case.nodes + 1) // 2 else "b"
@@ -199,6 +223,8 @@ class Scrape:
         return out
 
     def faults_at(self, step: int) -> list[Fault]:
+        if self.case.clear is not None and step >= self.case.clear:
+            return []
         out = list(self.case.faults) if step >= self.case.at else list(self.case.initial)
         for start, more in self.case.later:
             if step >= start:
@@ -212,9 +238,13 @@ class Scrape:
     def run(self) -> None:
         for step in range(self.case.steps):
             self.now = step * STEP
-            self.fleet.static_faults = self.faults_at(step)
+            self.fleet.static_faults = self.new.static_faults = self.faults_at(step)
+            if self.down(step):
+                # nothing scraped, and no staleness marker after the restart for what was there
+                # before it: Prometheus writes none at shutdown and forgets the last scrape
+                continue
             for node, instance, tlabels in self.targets(step):
-                status, body, delay = self.fleet.respond(node)
+                status, body, delay = (self.new if self.replaced(node, step) else self.fleet).respond(node)
                 timeout = self.case.timeouts.get(node, self.spec.exporter.scrape_timeout)
                 target = {**tlabels, "instance": instance}
                 ok = status == 200 and delay < timeout
@@ -271,16 +301,17 @@ def _expr(case: Case, index: int) -> str:
     return f"count by ({', '.join(ids)}) ({pages})"
 
 
-def promtool_group(case: Case, spec: Spec, index: int) -> dict:
-    """The promtool test group of ``case``."""
+def promtool_group(case: Case, spec: Spec, index: int, lingering: list[dict] = ()) -> dict:
+    """The promtool test group of ``case``: its scraped series (and ``lingering``, the recorded
+    series a restart leaves behind, :mod:`tests.matrix_restart`) and, at every step, a check that
+    no page fires: promtool's report of the failed checks is then the scenario's whole timeline
+    (:func:`tests.matrix_timeline.parse_report`)."""
     scrape = Scrape(case, spec)
     scrape.run()
     expr = _expr(case, index)
-    tests = []
-    for step, pages in case.checks():
-        tests.append({"expr": expr, "eval_time": f"{step * STEP + STEP // 2}s",
-                      "exp_samples": [{"labels": _selector(p.labels(case.clusters)), "value": 1} for p in pages]})
-    return {"name": case.name, "interval": f"{STEP}s", "input_series": scrape.input_series(),
+    tests = [{"expr": expr, "eval_time": f"{step * STEP + STEP // 2}s", "exp_samples": []}
+             for step in range(case.steps)]
+    return {"name": case.name, "interval": f"{STEP}s", "input_series": scrape.input_series() + list(lingering),
             "promql_expr_test": tests}
 
 
@@ -288,15 +319,34 @@ def promtool_group(case: Case, spec: Spec, index: int) -> dict:
 class Outcome:
     case: Case
     ok: bool
-    seen: dict[int, list[str]]      # check step -> pages seen (only filled from promtool's report on failure)
+    seen: dict[int, list[str]]      # check step -> pages seen (vmalert: at its checks; promtool: every step)
+    problems: list[str] = field(default_factory=list)
+    timeline: dict = field(default_factory=dict)    # step -> frozenset of Page (promtool)
+
+
+def _promtool(promtool: str, folder: Path, spec: Spec, groups: list[dict]) -> str:
+    """Run one promtool test file of ``groups`` on ``spec``'s rules; its report."""
+    (folder / "rules.yaml").write_text(render(spec)["rules/gpumon.rules.yaml"])
+    doc = {"rule_files": ["rules.yaml"], "evaluation_interval": f"{STEP // 2}s", "tests": groups}
+    (folder / "matrix.test.yaml").write_text(yaml.safe_dump(doc, sort_keys=False, width=1 << 20))
+    proc = subprocess.run([promtool, "test", "rules", "matrix.test.yaml"], cwd=folder, capture_output=True, text=True)
+    text = proc.stdout + proc.stderr
+    if re.search(r"^\s*rule: .*, err: ", text, re.M):
+        # a rule that failed to evaluate ends its test group: no timeline to read
+        raise RuntimeError(f"a rule failed to evaluate:\n{text[:3000]}")
+    if proc.returncode != 0 and "FAILED" not in text:
+        raise RuntimeError(f"promtool failed without a test failure:\n{text}")
+    return text
 
 
 def run(cases: list[Case], promtool: str = "promtool") -> tuple[list[Outcome], float, str]:
-    """Run every case with promtool, grouped by spec (with / without a cluster label).
+    """Run every case with promtool, grouped by spec (with / without a cluster label), and judge
+    each scenario's whole timeline (:func:`tests.matrix_timeline.judge`).
 
     Returns:
         (outcomes, seconds, promtool's output).
     """
+    from tests import matrix_restart, matrix_timeline
     t0 = time.monotonic()
     outcomes: dict[str, Outcome] = {}
     logs = []
@@ -308,71 +358,58 @@ def run(cases: list[Case], promtool: str = "promtool") -> tuple[list[Outcome], f
             spec = matrix_spec(clusters)
             folder = Path(tmp) / ("cluster" if clusters else "plain")
             folder.mkdir()
-            (folder / "rules.yaml").write_text(render(spec)["rules/gpumon.rules.yaml"])
-            doc = {"rule_files": ["rules.yaml"], "evaluation_interval": f"{STEP // 2}s",
-                   "tests": [promtool_group(c, spec, cases.index(c)) for c in chosen]}
-            (folder / "matrix.test.yaml").write_text(yaml.safe_dump(doc, sort_keys=False, width=1 << 20))
-            proc = subprocess.run([promtool, "test", "rules", "matrix.test.yaml"], cwd=folder,
-                                  capture_output=True, text=True)
-            logs.append(proc.stdout + proc.stderr)
-            failed = _failures(proc.stdout + proc.stderr)
-            if proc.returncode != 0 and not failed:
-                raise RuntimeError(f"promtool failed without a test failure:\n{proc.stdout}{proc.stderr}")
+            lingering = matrix_restart.lingering(promtool, folder, spec, {cases.index(c): c for c in chosen})
+            groups = [promtool_group(c, spec, cases.index(c), lingering.get(cases.index(c), ())) for c in chosen]
+            report = _promtool(promtool, folder, spec, groups)
+            logs.append(report)
+            timelines = matrix_timeline.parse_report(report, STEP, Page)
             for c in chosen:
-                i = cases.index(c)
-                outcomes[c.name] = Outcome(c, i not in failed, failed.get(i, {}))
+                timeline = timelines.get(cases.index(c), {})
+                verdict = matrix_timeline.judge(c, timeline, STEP)
+                seen = {s: sorted(p.text() for p in ps) for s, ps in timeline.items()}
+                outcomes[c.name] = Outcome(c, verdict.ok, seen, verdict.problems, timeline)
     return [outcomes[c.name] for c in cases], time.monotonic() - t0, "\n".join(logs)
 
 
-def _failures(text: str) -> dict[int, dict[int, list[str]]]:
-    """Failed checks of promtool's report: case index -> {check step: pages it got}."""
-    out: dict[int, dict[int, list[str]]] = {}
-    case = step = None
-    in_got = False
-    for line in text.splitlines():
-        m = re.search(r'alertname!=\\?"case-(\d+)\\?".*time: ([0-9hms]+),', line)
-        if m:
-            case, step, in_got = int(m.group(1)), int(parse_duration(m.group(2)) // STEP), False
-            out.setdefault(case, {})[step] = []
-            continue
-        stripped = line.strip()
-        if stripped.startswith("got:"):
-            in_got, stripped = True, stripped[4:]
-        elif stripped.startswith("exp:") or not stripped:
-            in_got = False
-        if in_got and case is not None:
-            out[case][step] += re.findall(r"\{[^}]*\}", stripped)
+def _seen(o: Outcome, engine_pages: tuple | None) -> str:
+    """One engine's cell: the timeline (promtool) or the checks (vmalert), and what failed."""
+    from tests import matrix_timeline
+    c = o.case
+    if o.timeline or not o.seen:
+        text = matrix_timeline.describe(o.timeline, STEP, c.steps - 1)
+    else:
+        text = "; ".join(f"t={s * STEP}s: {', '.join(g) or 'nothing'}" for s, g in sorted(o.seen.items()))
+        text = "as expected at each check" if o.ok else text
+    return text if o.ok else "FAILED: " + "; ".join(o.problems) + ("<br>" if o.problems else "") + text
+
+
+def _expected(c: Case) -> str:
+    pages = ", ".join(p.text() for p in c.pages) or "nothing"
+    out = f"{pages} (≤ {c.bound * STEP}s after the fault at {c.at * STEP}s)"
+    if c.before:
+        out = f"before: {', '.join(p.text() for p in c.before)}; then {out}"
+    if c.end is not None:
+        out += f"; at the end ({(c.steps - 1) * STEP}s): {', '.join(p.text() for p in c.end) or 'nothing'}"
+    if c.clear is not None:
+        out += f"; cleared at {c.clear * STEP}s, all ended ≤ {c.resolve * STEP}s later"
     return out
 
 
-def _seen(o: Outcome, engine_pages: tuple | None) -> str:
-    c = o.case
-    if o.ok:
-        end = c.end if engine_pages is None else None
-        return "same, nothing else" + ("" if end is None else f"; at the end: {', '.join(p.text() for p in end) or 'nothing'}")
-    return "FAILED: " + "; ".join(f"t={s * STEP}s: {', '.join(g) or 'nothing'}" for s, g in sorted(o.seen.items()))
-
-
 def table(outcomes: list[Outcome], vm: list[Outcome] | None = None) -> str:
-    """Markdown: scenario -> expected pages (bound) -> pages seen by promtool (and by vmalert,
-    with ``vm``: where a case expects other pages there, they are spelled out)."""
-    head = "| # | scenario | covers | expected pages (within) | pages seen (promtool) |"
-    rows = [head + (" pages seen (vmalert + VictoriaMetrics) |" if vm else ""),
-            "|---|---|---|---|---|" + ("---|" if vm else "")]
+    """Markdown: scenario -> expected pages -> each page's firing runs at every 10 s step
+    (promtool), and with ``vm`` the vmalert + VictoriaMetrics result at its checks."""
+    head = "| # | scenario | covers | expected | pages seen, start-end (promtool, every step) |"
+    rows = [head + (" vmalert + VictoriaMetrics |" if vm else ""), "|---|---|---|---|---|" + ("---|" if vm else "")]
     for i, o in enumerate(outcomes, 1):
         c = o.case
-        expected = "<br>".join(p.text() for p in c.pages) or "nothing"
-        if c.before:
-            expected = f"before: {', '.join(p.text() for p in c.before)}; after: {expected}"
-        row = f"| {i} | {c.name} | {c.covers} | {expected} (≤ {c.bound * STEP}s) | {_seen(o, None)} |"
+        row = f"| {i} | {c.name} | {c.covers} | {_expected(c)} | {_seen(o, None)} |"
         if vm:
             v = vm[i - 1]
             text = _seen(v, c.vm_pages)
             if c.vm_pages is not None:
                 pages = ", ".join(p.text() for p in c.vm_pages) or "nothing"
                 text = f"{'expected there' if v.ok else 'FAILED, expected there'}: {pages} " \
-                       f"(≤ {(c.vm_bound or c.bound) * STEP}s; " \
-                       f"see below){'' if v.ok else ' ' + text}"
+                       f"(≤ {(c.vm_bound or c.bound) * STEP}s; see below){'' if v.ok else ' ' + text}"
             row += f" {text} |"
         rows.append(row)
     return "\n".join(rows)
@@ -385,42 +422,93 @@ Written by `python -m tests.matrix` (tests/test_matrix.py and tests/test_matrix_
 scenarios in `make test`). Each scenario is a simulated fleet (`gpumon simulate`'s fault kinds) scraped
 every 10 s of virtual time by a virtual scraper (tests/matrix.py: `up`, scrape metrics and staleness
 markers as Prometheus writes them), on the rules rendered from the bundled spec with time compressed
-(10 s scrapes, `for` of 30 s, 3 min gap window, 5 min inventory lookback), on two engines:
+(10 s scrapes, `for` of 30 s, 3 min gap window, 2 min XID policy window, 5 min inventory lookback), on
+two engines:
 
-* **promtool** (`promtool test rules`, Prometheus 2.42's rule engine): one test group per scenario;
+* **promtool** (`promtool test rules`, Prometheus' rule engine): one test group per scenario, and at
+  *every* 10 s step a check that no page fires; promtool's report of the failed checks is the exact
+  set of pages at each step, so each page's whole life (start and end) is known;
 * **vmalert + VictoriaMetrics** (Debian's `victoria-metrics` 1.79): every scenario's samples go into one
   VictoriaMetrics by remote write (the one import path that keeps staleness markers), each scenario in a
   slice of time of its own, 20 minutes apart; one `vmalert -replay.timeFrom/-replay.timeTo` run per rule
   file (plain spec, cluster spec) evaluates every rule over the whole range and writes recording results
-  and `ALERTS` back; the firing pages at each check time are read back raw (`/api/v1/export`).
+  and `ALERTS` back; the firing pages are read back raw (`/api/v1/export`) at three checks per scenario
+  (before the fault, at the bound, at the end).
 
 A page is a firing alert at severity critical or warning, told apart by alert name, cluster, node
-(`Hostname`), GPU index and `dcgm_field`; at each check exactly the expected pages fire, each once:
-nothing before the fault, the expected pages within the bound, and the same (or the stated) at the end.
-Alertmanager inhibitions come on top (tests/test_alertmanager.py).
+(`Hostname`), GPU index and `dcgm_field`. On promtool the whole timeline is judged: no page before the
+fault (but the stated ones), each expected page starts within its bound and fires in one run (a page
+that goes off and on again counts twice), no other page at any step, the stated pages at the end, and,
+where the fault clears, every page ends within the stated time after it. Alertmanager inhibitions come on
+top (tests/test_alertmanager.py).
+
+Lifecycles: the lifecycle scenarios run for up to 80 steps (13 min), past the inventory lookback twice.
+A **restart** of Prometheus is modelled as it happens: no scrape for one step, no staleness marker for
+anything scraped or recorded before it; each recorded series that existed at the last evaluation before
+the restart is left behind as one sample without a marker (tests/matrix_restart.py). promtool's rule
+engine itself does not restart (the `for` state of the alerts is kept across it). A **replaced node**
+serves other GPU UUIDs under the same name at a new address; a **planned decommission** lists the node
+under `alerts.retired` in the spec (the matrix spec retires `gpu-node-5`, which only that scenario has).
+"""
+
+#: docs/matrix.md after the table: what the per-step timelines showed, and the open scenarios
+FINDINGS = """
+## What the timelines show
+
+* **A GPU off the bus pages once.** XID 79 pages `GpuXidCritical`; when the GPU's series then vanish,
+  `job_gpu:gpumon_xid_lost:max` holds that page (same labels) from the first evaluation the GPU is out of the
+  inventory until it reports again, and `GpuLost` leaves the GPU out. Checked only before the fault, at the bound
+  and at the end, the same scenario had looked right while it paged twice: `GpuXidCritical` for 30 s, then
+  `GpuLost` 80 s later. Holding the XID page from the lost window on (instead of from the first evaluation)
+  still left a 40 s hole, which the per-step timeline showed as two runs of the same page.
+* **A lost GPU stays paged.** `GpuLost` used to resolve when the inventory lookback passed, the GPU still gone.
+  It now reads `job_gpu:gpumon_known:group`, the GPUs that ever reported, which holds its own last value, so
+  the page ends only when the GPU reports again (scenario "a GPU lost, then back") or the spec lists it or its
+  node under `alerts.retired` (scenario "a planned decommission"). A node replaced by new hardware under the same
+  name pages `GpuLost` for each old GPU until their UUIDs are retired.
+* **Restarts.** A restart in the middle of a fault keeps one page on promtool (whose rule engine keeps the `for`
+  state; a real Prometheus re-evaluates `for` after a restart).
+
+Open (tests/matrix_cases.py `OPEN`, expected to fail until fixed):
+
+* A field back just before a restart: the missing set recorded at the last evaluation before it has no
+  staleness marker and keeps `GpuMetricMissing` pending and then firing again for up to the 5 min lookback.
+* A node removed from service discovery while its GPUs reported: no rule pages (only validate's `node-lost`).
+* A GPU lost while its node serves dcgm-exporter 1.x names, then the exporter upgraded to 4.x: the bundled
+  spec has no 1.x sources, so the GPU was never in the inventory and nothing pages for it.
 """
 
 
-def main() -> int:
-    """Run the matrix on both engines and write docs/matrix.md (the differences section is kept)."""
+def main(argv: list[str] | None = None) -> int:
+    """Run the matrix (promtool, and vmalert unless ``--promtool-only``) and write docs/matrix.md
+    (the differences section is kept)."""
     from tests import matrix_vm
     from tests.matrix_cases import CASES
+    only = "--promtool-only" in (sys.argv[1:] if argv is None else argv)
     outcomes, seconds, _ = run(CASES)
-    vm, vm_seconds, _ = matrix_vm.run(CASES)
+    vm, vm_seconds = (None, 0.0) if only else matrix_vm.run(CASES)[:2]
     text = table(outcomes, vm)
-    passed, vm_passed = sum(o.ok for o in outcomes), sum(o.ok for o in vm)
+    passed = sum(o.ok for o in outcomes)
     out = ROOT / "docs" / "matrix.md"
     old = out.read_text() if out.exists() else ""
     marker = "\n## Where vmalert + VictoriaMetrics differ"
     tail = old[old.index(marker):] if marker in old else ""
-    out.write_text(
-        f"{INTRO}\npromtool: {passed} of {len(outcomes)} scenarios passed in {seconds:.1f} s. "
-        f"vmalert + VictoriaMetrics: {vm_passed} of {len(vm)} passed in {vm_seconds:.1f} s "
-        f"(one VictoriaMetrics, two replays).\n\n{text}\n{tail}")
+    head = f"{promtool_version()}: {passed} of {len(outcomes)} scenarios passed in {seconds:.1f} s."
+    if vm is not None:
+        head += (f" vmalert + VictoriaMetrics: {sum(o.ok for o in vm)} of {len(vm)} passed in {vm_seconds:.1f} s "
+                 f"(one VictoriaMetrics, two replays).")
+    else:
+        head += " vmalert + VictoriaMetrics was not run for this table (`python -m tests.matrix --promtool-only`)."
+    out.write_text(f"{INTRO}\n{head}\n\n{text}\n{FINDINGS}{tail}")
     print(text)
-    print(f"promtool {passed}/{len(outcomes)} in {seconds:.1f}s; vmalert {vm_passed}/{len(vm)} in {vm_seconds:.1f}s; "
-          f"wrote {out.relative_to(ROOT)}")
-    return 0 if passed == len(outcomes) and vm_passed == len(vm) else 1
+    print(f"{head} wrote {out.relative_to(ROOT)}")
+    return 0 if passed == len(outcomes) and (vm is None or all(o.ok for o in vm)) else 1
+
+
+def promtool_version(promtool: str = "promtool") -> str:
+    """promtool's version line, e.g. ``promtool, version 2.42.0``."""
+    proc = subprocess.run([promtool, "--version"], capture_output=True, text=True)
+    return (proc.stdout or proc.stderr).splitlines()[0].split(" (")[0]
 
 
 if __name__ == "__main__":

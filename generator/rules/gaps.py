@@ -66,7 +66,7 @@ def explained_by(spec: Spec) -> tuple[tuple[str, tuple[str, ...]], ...]:
     lab = spec.exporter.labels
     device = tuple(x for x in gpu_ids(spec) if x != lab.mig_instance)
     out = (("GpuMetricMissing", gpu_ids(spec) + field), ("GpuNodeMetricMissing", node_ids(spec) + field),
-           ("GpuMetricAbsent", fleet_ids(spec) + field), ("GpuLost", device))
+           ("GpuMetricAbsent", fleet_ids(spec) + field), ("GpuLost", device), ("GpuXidCritical", device))
     if any(m.sources for m in spec.required_metrics):
         # a primary gone while a fallback served it paged GpuMetricFallbackServing (rules/sources.py)
         out += (("GpuMetricFallbackServing", node_ids(spec) + field),)

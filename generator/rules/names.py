@@ -21,6 +21,11 @@ TARGET_NODE = "job_instance:gpumon_target_node:group"
 UNLABELLED = "job_instance:gpumon_unlabelled_series:group"
 #: 1 per GPU reporting at least one required field now: the GPU inventory
 INVENTORY = "job_gpu:gpumon_inventory:group"
+#: 1 per GPU (device) that ever reported and is not retired (alerts.retired): the inventory, or this
+#: series' own last value; a lost GPU stays here until it reports again or is declared gone
+KNOWN = "job_gpu:gpumon_known:group"
+#: per GPU gone while its last XID was critical (a GPU off the bus), the XID code, until it reports again
+XID_LOST = "job_gpu:gpumon_xid_lost:max"
 #: inventory series (GPUs and MIG instances) per node; ``..._non_mig`` only those not in MIG mode
 #: (the denominators of coverage, for fields DCGM reports per MIG instance or not)
 NODE_INVENTORY = "job_node:gpumon_inventory:count"

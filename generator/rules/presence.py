@@ -12,7 +12,7 @@ from __future__ import annotations
 from ..promqltext import matcher
 from ..durations import format_duration
 from ..spec import Metric, Spec
-from . import names, sources
+from . import lost, names, sources
 from .common import alert
 from .model import Rule
 from .inventory import _inventory
@@ -105,18 +105,20 @@ def lost_window(spec: Spec) -> float:
 
 
 def gpu_lost(spec: Spec) -> Rule:
-    """A GPU seen within the inventory lookback that reports nothing now, on a node that still
-    reports other GPUs (a GPU off the bus; an exporter that no longer sees it). Compared per
-    device (UUID), so re-partitioning MIG instances is not a lost GPU. "Now" and "still reports"
-    look at :func:`lost_window`, so the scrapes a flapping target misses do not count."""
-    lab = spec.exporter.labels
-    device = by(tuple(x for x in gpu_ids(spec) if x != lab.mig_instance))
+    """A known GPU (:data:`names.KNOWN`: it reported once and is not retired) that reports nothing
+    now, on a node that still reports other GPUs (a GPU off the bus; an exporter that no longer
+    sees it). Compared per device (UUID), so re-partitioning MIG instances is not a lost GPU. "Now"
+    and "still reports" look at :func:`lost_window`, so the scrapes a flapping target misses do not
+    count. It stays until the GPU reports again or ``alerts.retired`` names it or its node (it
+    resolved when the inventory lookback passed, the GPU still gone). A GPU gone after a critical
+    XID is GpuXidCritical's (:data:`names.XID_LOST`): one page for one cause."""
+    device = by(lost.device_ids(spec))
     nodes = by(node_ids(spec))
-    lookback = dur(spec.alerts.inventory_lookback)
-    recent = f"max_over_time({names.INVENTORY}[{dur(lost_window(spec))}])"
-    expr = (f"(\n  group by ({device}) (max_over_time({names.INVENTORY}[{lookback}]))\n"
-            f"  unless on ({device})\n  {recent}\n)\n"
+    recent = lost.recent(spec)
+    expr = (f"(\n  {names.KNOWN}\n  unless on ({device})\n  {recent}\n)\n"
             f"and on ({nodes})\ngroup by ({nodes}) ({recent})")
+    if lost.xid_metric(spec) is not None:
+        expr += f"\nunless on ({device})\n{names.XID_LOST}"
     return alert(spec, "GpuLost", expr, severity="critical", for_=spec.alerts.for_, kind="gpu_lost",
                  lookback=format_duration(spec.alerts.inventory_lookback))
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ..durations import format_duration
 from ..spec import DCGM_BLANK_MIN, Metric, Spec, Threshold
-from . import names
+from . import lost, names
 from .common import alert, record
 from .model import Rule
 from ..promqltext import matcher
@@ -177,6 +177,9 @@ def xid(spec: Spec, m: Metric, severity: str) -> Rule | None:
     w = dur(policy.window)
     keep = by(gpu_ids(spec, m) + m.alert_labels)
     expr = f"max by ({keep}) (\n  {selected}\n  unless\n  ({s} offset {w} == {s})\n)"
+    if severity == "critical" and lost.xid_metric(spec) is m:
+        # the GPU gone after it (off the bus) keeps this page until it reports again (rules/lost.py)
+        expr += f"\nor\n{names.XID_LOST}"
     listed_text = ", ".join(str(c) for c in codes) or "none"
     return alert(spec, XID_ALERTS[severity], expr, severity=severity, for_=0.0, kind="xid_policy",
                  labels={names.FIELD_LABEL: m.name}, metric=m.name, title=m.title, window=w,

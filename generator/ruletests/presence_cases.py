@@ -127,13 +127,13 @@ def target_down(spec: Spec, step: float) -> Scenario:
 
 
 def gpu_lost(spec: Spec, step: float) -> Scenario:
-    """Every field of one GPU goes stale: GpuLost for it, no per-field or gap alert; it resolves
-    after the inventory lookback."""
+    """Every field of one GPU goes stale: GpuLost for it, no per-field or gap alert; it still
+    fires after the inventory lookback (the GPU is still gone, and no spec declared it retired)."""
     rule = presence.gpu_lost(spec)
     hold = steps(rule.for_, step)
     lookback = steps(spec.alerts.inventory_lookback, step)
     sc = Scenario("GPU lost: one GPU stops reporting every field while its node reports the others; "
-                  "the alert resolves after the inventory lookback",
+                  "the alert still fires after the inventory lookback",
                   LOSS_AT + max(hold + steps(presence.lost_window(spec), step), lookback) + 4, step)
     all_gpus = fleet.gpus(1, 2)        # one node is enough: the alert needs a sibling GPU
     victim = all_gpus[1]
@@ -157,7 +157,7 @@ def gpu_lost(spec: Spec, step: float) -> Scenario:
         if k < sc.length:
             sc.quiet(k, gap.alert)
     if lookback > hold + 2:
-        sc.quiet(LOSS_AT + lookback + 1, rule.alert)
+        sc.expect(LOSS_AT + lookback + 1, rule.alert, [Firing(rule, gpu_ids(spec, victim), 1)])
     return sc
 
 

@@ -1,0 +1,98 @@
+"""GPUs that stopped reporting: the known set they are missed from, and the ones a critical XID
+explains (a GPU off the bus).
+
+A GPU lost is missing until it reports again or the spec declares it gone (``alerts.retired``):
+the inventory lookback only bounds how long a Prometheus restart may last. Both records read
+their own last value (``last_over_time`` of the series itself), so they hold across evaluations
+without a window that runs out while the hardware is still gone.
+"""
+
+from __future__ import annotations
+
+from ..promqltext import matcher
+from ..spec import Metric, Spec
+from . import names
+from .common import record
+from .model import Rule
+from .promql import by, dur, gpu_ids, job_sel
+
+
+def device_ids(spec: Spec) -> tuple[str, ...]:
+    """A physical GPU: its identity without the MIG instance (re-partitioning is not a loss)."""
+    lab = spec.exporter.labels
+    return tuple(x for x in gpu_ids(spec) if x != lab.mig_instance)
+
+
+def _retired(spec: Spec) -> str:
+    """Matchers that leave out retired nodes and GPUs ("" when none is)."""
+    lab, al = spec.exporter.labels, spec.alerts
+    out = []
+    if al.retired_nodes:
+        out.append(matcher(lab.node, "|".join(_re_escape(x) for x in al.retired_nodes), "!~"))
+    if al.retired_gpus:
+        out.append(matcher(lab.gpu, "|".join(_re_escape(x) for x in al.retired_gpus), "!~"))
+    return ",".join(out)
+
+
+def _re_escape(text: str) -> str:
+    return "".join("\\" + c if c in r".^$*+?()[]{}|\-" else c for c in text)
+
+
+def _self(spec: Spec, name: str) -> str:
+    """This record's last value within the inventory lookback (long enough to outlast a restart)."""
+    sel = _retired(spec)
+    return f"last_over_time({name}{{{sel}}}[{dur(spec.alerts.inventory_lookback)}])" if sel else \
+        f"last_over_time({name}[{dur(spec.alerts.inventory_lookback)}])"
+
+
+def known(spec: Spec) -> Rule:
+    """:data:`names.KNOWN`: the GPUs reporting now, or known at the last evaluation and not retired."""
+    dev = by(device_ids(spec))
+    return record(names.KNOWN, f"group by ({dev}) ({names.INVENTORY})\nor\n{_self(spec, names.KNOWN)}")
+
+
+def xid_metric(spec: Spec) -> Metric | None:
+    """The XID field with a policy that names critical codes, if the spec has one."""
+    return next((m for m in spec.metrics if m.xid is not None and m.xid.codes("critical")), None)
+
+
+def xid_keep(spec: Spec, m: Metric) -> tuple[str, ...]:
+    """GpuXidCritical's labels (the XID record carries the same, so the alert continues)."""
+    return gpu_ids(spec, m) + m.alert_labels
+
+
+def recent(spec: Spec) -> str:
+    """The GPUs that reported within :func:`lost_window` (4 sample intervals)."""
+    return f"max_over_time({names.INVENTORY}[{dur(4 * spec.exporter.sample_interval)}])"
+
+
+def xid_lost(spec: Spec) -> list[Rule]:
+    """:data:`names.XID_LOST`: a GPU gone while its last XID was critical (XID 79, fallen off the
+    bus), valued the code, until it reports again. From the first evaluation it is not in the
+    inventory (not after the lost window, which left the XID page off for that long: it paged
+    twice), and only for a known GPU (a retired one leaves it with :data:`names.KNOWN`). One cause, one page: GpuXidCritical holds while
+    the GPU is gone, and GpuLost leaves it out (the XID alert alone would resolve after the policy
+    window, GpuLost alone paged a second time for the same fault)."""
+    m = xid_metric(spec)
+    if m is None:
+        return []
+    codes = m.xid.codes("critical")
+    w = dur(8 * spec.exporter.sample_interval)
+    last = f"last_over_time({job_sel(spec, m.name)}[{w}])"
+    if "err_code" in m.alert_labels:
+        sel = f'{m.name}{{{matcher("job", spec.exporter.job)},{matcher("err_code", "|".join(map(str, codes)), "=~")}}}'
+        last = f"last_over_time({sel}[{w}]) > 0"
+    else:
+        last = "(" + " or ".join(f"{last} == {c}" for c in codes) + ")"
+    dev = by(device_ids(spec))
+    keep = by(xid_keep(spec, m))
+    # one max by over both sides: the record keeps the alert's labels only (pod, driver version
+    # and the like would split it)
+    expr = (f"max by ({keep}) (\n  (\n    {last}\n    or\n    {_self(spec, names.XID_LOST)}\n  )\n"
+            f"  and on ({dev})\n  {names.KNOWN}\n  unless on ({dev})\n  {names.INVENTORY}\n)")
+    return [record(names.XID_LOST, expr)]
+
+
+def rules(spec: Spec) -> list[Rule]:
+    """The known GPUs, then the ones gone after a critical XID (evaluated after the inventory)."""
+    return [known(spec)] + xid_lost(spec)

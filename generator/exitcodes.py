@@ -14,3 +14,6 @@ EXIT_ERROR = 2
 EXIT_INCONCLUSIVE = 3
 #: internal error: an uncaught exception, a bug in gpumon (:func:`generator.cli.common.internal_error`)
 EXIT_INTERNAL = 4
+#: stdout's reader went away first (``gpumon lint --list-checks | head -1``): 128 + SIGPIPE, as a
+#: shell reports a command that SIGPIPE ended; not an error of gpumon's
+EXIT_SIGPIPE = 141

@@ -50,3 +50,18 @@ def test_exit_code_4_is_documented():
     readme = (ROOT / "README.md").read_text()
     assert "| 4 | internal error" in readme
     assert "4  internal error" in CliRunner().invoke(cli, ["--help"]).output
+
+
+def test_a_reader_that_closes_stdout_early_is_not_an_internal_error():
+    """`gpumon lint --list-checks | head -1`: the pipe's reader leaves after one line. That is the
+    shell's SIGPIPE case (141, nothing on stderr), not a bug report (it used to exit 4)."""
+    import subprocess
+    import sys
+
+    proc = subprocess.Popen([sys.executable, "-c", "from generator.cli import main; main()", "lint", "--list-checks"], cwd=ROOT,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, bufsize=0)
+    proc.stdout.read(1)     # one byte, then the reader goes away
+    proc.stdout.close()
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 141, err.decode()
+    assert b"internal error" not in err and b"Traceback" not in err

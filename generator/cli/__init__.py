@@ -4,13 +4,15 @@ calling the library (imported inside the command, so ``gpumon --help`` loads lit
 Exit codes (all commands): 0 all good; 1 findings (drift, lint errors, failed checks);
 2 usage, config or connection errors; validate adds 3 (inconclusive: partial data, no failures);
 4 internal error (an uncaught exception anywhere: a bug, reported in one line, see
-:func:`common.internal_error`).
+:func:`common.internal_error`); 141 when the reader of stdout went away first (``| head``), as a
+shell reports a command ended by SIGPIPE.
 """
 
 from __future__ import annotations
 
 import click
 
+from ..exitcodes import EXIT_SIGPIPE
 from .common import EPILOG, EXIT_ERROR, EXIT_FINDINGS, EXIT_INCONCLUSIVE, EXIT_INTERNAL, EXIT_OK, internal_error, \
     load_or_exit
 from .diff import diff_command
@@ -34,6 +36,8 @@ class _Gpumon(click.Group):
         except (click.exceptions.ClickException, click.exceptions.Abort, click.exceptions.Exit, SystemExit,
                 KeyboardInterrupt):
             raise
+        except BrokenPipeError:
+            _stdout_gone()
         except Exception as exc:  # noqa: BLE001 - a bug must not end in a traceback or in exit 1/2
             internal_error(exc, ctx.invoked_subcommand)
 
@@ -50,6 +54,18 @@ def cli() -> None:
 
 for _command in (init, render, simulate, validate, lint_command, diff_command):
     cli.add_command(_command)
+
+
+def _stdout_gone() -> None:
+    """The reader of stdout closed it (``gpumon lint --list-checks | head -1``): not a bug. Point
+    stdout at /dev/null so the interpreter's final flush cannot fail again, and exit as a command
+    ended by SIGPIPE does in a shell (the Python documentation's recipe for SIGPIPE)."""
+    import os
+    import sys
+
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    sys.exit(EXIT_SIGPIPE)
 
 
 def main() -> None:

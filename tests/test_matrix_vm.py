@@ -13,7 +13,13 @@ import pytest
 
 from generator.simulate import Fault
 from tests import matrix, matrix_vm
-from tests.matrix_cases import CASES
+from tests.matrix_cases import CASES as ALL_CASES
+
+#: the scenarios the vmalert replay runs: not the lifecycles (restarts, clears, replaced nodes, a GPU
+#: gone past the inventory lookback) nor bus-off, whose single page is held by a recording rule that
+#: reads its own last result; vmalert -replay evaluates each rule over a whole range at once, so it
+#: cannot, and the replay harness has no restart. They run on both promtools (tests/test_matrix.py).
+CASES = [c for c in ALL_CASES if not c.covers.startswith("lifecycle") and c.covers != "GPU off the bus"]
 
 WRONG = [matrix.Case("expects nothing, a node is down", (), (Fault("http500", node="gpu-node-2"),), bound=6),
          matrix.Case("expects the wrong GPU", (matrix.Page("GpuLost", "gpu-node-2", 0),),

@@ -46,9 +46,17 @@ def _self(spec: Spec, name: str) -> str:
 
 
 def known(spec: Spec) -> Rule:
-    """:data:`names.KNOWN`: the GPUs reporting now, or known at the last evaluation and not retired."""
+    """:data:`names.KNOWN`: the GPUs reporting now, seen within the inventory lookback, or known at
+    the last evaluation, and not retired."""
     dev = by(device_ids(spec))
-    return record(names.KNOWN, f"group by ({dev}) ({names.INVENTORY})\nor\n{_self(spec, names.KNOWN)}")
+    sel = _retired(spec)
+    seen = f"last_over_time({names.INVENTORY}{{{sel}}}[{dur(spec.alerts.inventory_lookback)}])" if sel else \
+        f"last_over_time({names.INVENTORY}[{dur(spec.alerts.inventory_lookback)}])"
+    # the GPUs seen within the lookback as well: an engine that cannot read a rule's own earlier
+    # result (vmalert -replay evaluates a rule over a whole range at once; VictoriaMetrics makes a
+    # new series searchable only seconds after its first sample) still knows them for that long
+    return record(names.KNOWN, f"group by ({dev}) ({names.INVENTORY})\nor\ngroup by ({dev}) ({seen})\n"
+                               f"or\n{_self(spec, names.KNOWN)}")
 
 
 def xid_metric(spec: Spec) -> Metric | None:

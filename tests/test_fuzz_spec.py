@@ -43,7 +43,7 @@ WIDE_EXAMPLES = int(os.environ.get("GPUMON_FUZZ_WIDE_EXAMPLES", "2000"))
 ROTATING_FAST_EXAMPLES = int(os.environ.get("GPUMON_FUZZ_ROTATING_FAST_EXAMPLES", "20"))
 ROTATING_EXAMPLES = int(os.environ.get("GPUMON_FUZZ_ROTATING_EXAMPLES", "100"))
 ROTATING_SEED = int(os.environ.get("GPUMON_FUZZ_SEED") or datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%d"))
-SLOW_EXAMPLES = int(os.environ.get("GPUMON_FUZZ_PROMTOOL_EXAMPLES", "80"))
+SLOW_EXAMPLES = int(os.environ.get("GPUMON_FUZZ_PROMTOOL_EXAMPLES", "16"))
 SETTINGS = dict(deadline=None, database=None, derandomize=False, print_blob=True,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much])
 
@@ -160,7 +160,6 @@ def test_fuzz_promtool_accepts_and_passes(tmp_path_factory):
     stats = _fuzz(tmp_path_factory, SLOW_EXAMPLES, FIXED_SEED + 1, Counter(), check=_with_promtool, hostile_share=0.1,
                   shrink=False)  # a shrink through promtool ran over 5 minutes in CI; the blob reproduces
     print(f"\nfuzz through promtool (seed {FIXED_SEED + 1}): {dict(stats)}")
-    # not vacuous: a share of the drawn specs must reach promtool (the spec's semantic checks reject
-    # most fuzzed parameter combinations: 9 of 120 and 32 of 300 reached it; the draws differ from run
-    # to run, so the bound leaves room for chance: about 6 of 80 on average)
-    assert stats["promtool"] >= max(1, stats["specs"] // 40), dict(stats)
+    # not vacuous: a share of the drawn specs must reach promtool (clean draws keep to the spec's
+    # documented relations, so most of them load: each costs two promtool runs of the rendered tests)
+    assert stats["promtool"] >= max(1, stats["specs"] // 4), dict(stats)

@@ -43,7 +43,7 @@ WIDE_EXAMPLES = int(os.environ.get("GPUMON_FUZZ_WIDE_EXAMPLES", "2000"))
 ROTATING_FAST_EXAMPLES = int(os.environ.get("GPUMON_FUZZ_ROTATING_FAST_EXAMPLES", "20"))
 ROTATING_EXAMPLES = int(os.environ.get("GPUMON_FUZZ_ROTATING_EXAMPLES", "100"))
 ROTATING_SEED = int(os.environ.get("GPUMON_FUZZ_SEED") or datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%d"))
-SLOW_EXAMPLES = int(os.environ.get("GPUMON_FUZZ_PROMTOOL_EXAMPLES", "16"))
+SLOW_EXAMPLES = int(os.environ.get("GPUMON_FUZZ_PROMTOOL_EXAMPLES", "8"))
 SETTINGS = dict(deadline=None, database=None, derandomize=False, print_blob=True,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much])
 

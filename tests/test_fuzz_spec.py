@@ -11,7 +11,7 @@ default 20), loading and rendering in process: a fixed number of examples is a f
 number of examples: a fixed seed (``GPUMON_FUZZ_EXAMPLES``, default 400), a wider one
 (``GPUMON_FUZZ_WIDE_EXAMPLES``, default 2000) and the rotating seed (``GPUMON_FUZZ_ROTATING_EXAMPLES``,
 default 100) in process, and a fixed seed through promtool
-(``GPUMON_FUZZ_PROMTOOL_EXAMPLES``, default 80, nine in ten of them clean). ``make fuzz`` runs
+(``GPUMON_FUZZ_PROMTOOL_EXAMPLES``, default 8, nine in ten of them clean). ``make fuzz`` runs
 them with far more examples.
 """
 

@@ -39,7 +39,8 @@ def _re_escape(text: str) -> str:
 
 
 def _self(spec: Spec, name: str) -> str:
-    """This record's last value within the inventory lookback (long enough to outlast a restart)."""
+    """``name``'s last value within the inventory lookback (long enough to outlast a restart), without
+    retired hardware: a record's own last value, or the GPUs the inventory saw in that time."""
     sel = _retired(spec)
     return f"last_over_time({name}{{{sel}}}[{dur(spec.alerts.inventory_lookback)}])" if sel else \
         f"last_over_time({name}[{dur(spec.alerts.inventory_lookback)}])"
@@ -49,9 +50,7 @@ def known(spec: Spec) -> Rule:
     """:data:`names.KNOWN`: the GPUs reporting now, seen within the inventory lookback, or known at
     the last evaluation, and not retired."""
     dev = by(device_ids(spec))
-    sel = _retired(spec)
-    seen = f"last_over_time({names.INVENTORY}{{{sel}}}[{dur(spec.alerts.inventory_lookback)}])" if sel else \
-        f"last_over_time({names.INVENTORY}[{dur(spec.alerts.inventory_lookback)}])"
+    seen = _self(spec, names.INVENTORY)
     # the GPUs seen within the lookback as well: an engine that cannot read a rule's own earlier
     # result (vmalert -replay evaluates a rule over a whole range at once; VictoriaMetrics makes a
     # new series searchable only seconds after its first sample) still knows them for that long

@@ -26,12 +26,12 @@ check: $(BIN)/gpumon             ## fail when output/ (or a golden example) is s
 lint: $(BIN)/gpumon              ## lint output/ with the spec (SPEC=default: gpumon's bundled example spec)
 	$(BIN)/gpumon lint --spec $(SPEC) $(OUT)
 
-fields:                          ## regenerate generator/data/dcgm_fields.json: DCGM_GIT=<NVIDIA/DCGM clone> EXPORTER_REF=<dcgm-exporter list copies>
-	$(PYTHON) scripts/field_catalogue.py --dcgm-git $(DCGM_GIT) --exporter-ref $(EXPORTER_REF) > generator/data/dcgm_fields.json.tmp
-	mv generator/data/dcgm_fields.json.tmp generator/data/dcgm_fields.json
+fields:                          ## regenerate generator/gpumon/data/dcgm_fields.json: DCGM_GIT=<NVIDIA/DCGM clone> EXPORTER_REF=<dcgm-exporter list copies>
+	$(PYTHON) scripts/field_catalogue.py --dcgm-git $(DCGM_GIT) --exporter-ref $(EXPORTER_REF) > generator/gpumon/data/dcgm_fields.json.tmp
+	mv generator/gpumon/data/dcgm_fields.json.tmp generator/gpumon/data/dcgm_fields.json
 
 docs: $(BIN)/gpumon              ## regenerate docs/checks/ (one page per lint and validate check)
-	$(BIN)/python -m generator.checkdocs
+	$(BIN)/python -m gpumon.checkdocs
 
 prometheus-installed:
 	@command -v promtool >/dev/null 2>&1 && command -v prometheus >/dev/null 2>&1 && command -v victoria-metrics >/dev/null 2>&1 && command -v amtool >/dev/null 2>&1 && command -v chromium >/dev/null 2>&1 && command -v busybox >/dev/null 2>&1 || { \

@@ -32,11 +32,11 @@ TARGETS = {"render": 1.0, "--help": 0.3}
 
 
 def run(src: Path, args: list[str]) -> tuple[float, float, int]:
-    """(wall s, CPU s, peak RSS KiB) of ``python -m generator.cli ARGS`` with ``src`` on the path."""
+    """(wall s, CPU s, peak RSS KiB) of ``python -m gpumon.cli ARGS`` with ``src`` on the path."""
     env = {**os.environ, "PYTHONPATH": str(src), "PYTHONDONTWRITEBYTECODE": "1"}
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-m", "generator.cli", *args], cwd=src, env=env,
+    proc = subprocess.run([sys.executable, "-m", "gpumon.cli", *args], cwd=src, env=env,
                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     wall = time.perf_counter() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -53,7 +53,7 @@ def rss_of_render(src: Path, spec: Path, out: Path) -> int:
             "subprocess.run(sys.argv[1:],check=True,stdout=subprocess.DEVNULL);"
             "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)")
     env = {**os.environ, "PYTHONPATH": str(src)}
-    proc = subprocess.run([sys.executable, "-c", code, sys.executable, "-m", "generator.cli", "render", str(spec),
+    proc = subprocess.run([sys.executable, "-c", code, sys.executable, "-m", "gpumon.cli", "render", str(spec),
                            "-o", str(out)], cwd=src, env=env, capture_output=True, text=True, check=True)
     return int(proc.stdout.strip())
 

@@ -25,9 +25,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from generator.localprom import ExpositionServer, LocalPrometheus  # noqa: E402
-from generator.render import render  # noqa: E402
-from generator.spec import load_spec  # noqa: E402
+from gpumon.localprom import ExpositionServer, LocalPrometheus  # noqa: E402
+from gpumon.render import render  # noqa: E402
+from gpumon.spec import load_spec  # noqa: E402
 from tests.engines import prometheus_engines  # noqa: E402
 
 sys.path.insert(0, str(ROOT / "bench"))

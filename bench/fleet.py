@@ -5,7 +5,7 @@ real Prometheus with an hour of history.
 For each size (``--gpus 1000,8000``):
 
 1. the fleet generator pre-renders N/8 nodes x 8 GPUs of dcgm-exporter 4.x pages
-   (``generator.simulate.Fleet``: the exporter's default fields and label set) and serves them on
+   (``gpumon.simulate.Fleet``: the exporter's default fields and label set) and serves them on
    one port, one scrape target per node (``/metrics/<node>``, explicit ``instance`` label);
 2. ``--history`` seconds of those series (every scrape interval) are backfilled with
    ``promtool tsdb create-blocks-from openmetrics`` into the TSDB before Prometheus starts;
@@ -55,8 +55,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from generator.simulate import gpu_uuid  # noqa: E402
-from generator.spec import load_spec  # noqa: E402
+from gpumon.simulate import gpu_uuid  # noqa: E402
+from gpumon.spec import load_spec  # noqa: E402
 
 import fleetlib as fl  # noqa: E402
 from fleetserve import CountingProxy, FleetPrometheus, FleetServer, promtool_for, run_backfill  # noqa: E402
@@ -68,7 +68,7 @@ def log(msg: str) -> None:
 
 # ------------------------------------------------------------------ code under test
 class Source:
-    """The gpumon code measured: a folder with ``generator/`` and ``gpumon.yaml``; for ``--rev``
+    """The gpumon code measured: a folder with ``generator/gpumon/`` and ``gpumon.yaml``; for ``--rev``
     a detached ``git worktree`` in a temporary folder, removed at exit."""
 
     def __init__(self, rev: str | None, src: str | None):
@@ -82,7 +82,7 @@ class Source:
             self.path = Path(src).resolve() if src else ROOT
         self.commit = subprocess.run(["git", "-C", str(self.path), "rev-parse", "--short", "HEAD"],
                                      capture_output=True, text=True).stdout.strip() or "?"
-        dirty = subprocess.run(["git", "-C", str(self.path), "status", "--porcelain", "--", "generator", "gpumon.yaml"],
+        dirty = subprocess.run(["git", "-C", str(self.path), "status", "--porcelain", "--", "generator/gpumon", "gpumon.yaml"],
                                capture_output=True, text=True).stdout.strip()
         self.label = self.commit + ("+dirty" if dirty else "")
 
@@ -90,7 +90,7 @@ class Source:
         return {**os.environ, "PYTHONPATH": str(self.path), "PYTHONDONTWRITEBYTECODE": "1"}
 
     def gpumon(self, *args: str) -> list[str]:
-        return [sys.executable, "-m", "generator.cli", *args]
+        return [sys.executable, "-m", "gpumon.cli", *args]
 
     def render(self, out: Path) -> Path:
         """Render the revision's bundled spec with the revision's code; returns the rule file."""

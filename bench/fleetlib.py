@@ -2,7 +2,7 @@
 so ``tests/test_bench_fleet.py`` covers them in the fast tier.
 
 - :func:`fault_set` / :func:`render_pages`: dcgm-exporter 4.x pages of N nodes x 8 GPUs rendered
-  once by :class:`generator.simulate.Fleet` (the real label set ``gpu, UUID, pci_bus_id, device,
+  once by :class:`gpumon.simulate.Fleet` (the real label set ``gpu, UUID, pci_bus_id, device,
   modelName, Hostname, DCGM_FI_DRIVER_VERSION`` and the fields of dcgm-exporter's
   ``default-counters.csv``), with the benchmark's faults;
 - :func:`scrape_config`: one scrape target per node on one port (a per-node ``__metrics_path__``
@@ -24,8 +24,8 @@ import statistics
 from dataclasses import dataclass, field
 from typing import IO, Iterable
 
-from generator.simulate import Fault, Fleet
-from generator.spec import Spec
+from gpumon.simulate import Fault, Fleet
+from gpumon.spec import Spec
 
 #: GPUs per node: a DGX/HGX H100 board
 GPUS_PER_NODE = 8
@@ -107,7 +107,7 @@ def _split_page(node: str, status: int, text: str) -> Page:
 
 def render_pages(nodes: int, faults: list[Fault] = ()) -> dict[str, Page]:
     """{node name: Page} for ``nodes`` x 8 GPUs, rendered once (the generator then only writes
-    bytes). Node names are ``gpu-node-1..N`` (:class:`generator.simulate.Fleet`); values are one
+    bytes). Node names are ``gpu-node-1..N`` (:class:`gpumon.simulate.Fleet`); values are one
     fixed reading per series (the benchmark measures cost, not alerts) except the energy counter,
     which rises (:meth:`Page.render`)."""
     fleet = Fleet(nodes, GPUS_PER_NODE, faults=list(faults), clock=lambda: RENDER_CLOCK)
@@ -196,7 +196,7 @@ def floor_groups(spec: Spec, interval: float) -> list[dict]:
     interval): ``floor.required`` has one ``group by (job, <identity labels>) (M{job=...})`` per
     required metric of the spec, ``floor.spec`` one per spec'd metric. Rule-group dicts as in a
     Prometheus rule file."""
-    from generator.rules.promql import by, gpu_ids, job_sel
+    from gpumon.rules.promql import by, gpu_ids, job_sel
 
     def group(name: str, metrics) -> dict:
         return {"name": FLOOR_PREFIX + name, "interval": f"{interval:g}s",
@@ -314,8 +314,8 @@ def name_regex(names: Iterable[str]) -> str:
 
 def naive_queries(spec: Spec, uuids: Iterable[str]) -> list[str]:
     """The naive validator's queries: one ``count(M{job=..., UUID="..."})`` per spec'd metric and
-    GPU, label values escaped by :func:`generator.promqltext.matchers`."""
-    from generator.promqltext import matchers
+    GPU, label values escaped by :func:`gpumon.promqltext.matchers`."""
+    from gpumon.promqltext import matchers
 
     gpu = spec.exporter.labels.gpu
     return [f"count({m.name}{{{matchers({'job': spec.exporter.job, gpu: u})}}})" for u in uuids for m in spec.metrics]

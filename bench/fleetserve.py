@@ -15,7 +15,7 @@ from pathlib import Path
 import httpx
 import yaml
 
-from generator.localprom import TEXT_FORMAT, LocalPrometheus, _ServedInThread, free_port
+from gpumon.localprom import TEXT_FORMAT, LocalPrometheus, _ServedInThread, free_port
 
 from fleetlib import PAGE_PATH, Page
 
@@ -157,7 +157,7 @@ def promtool_for(prometheus: str) -> str:
 
 
 class FleetPrometheus(LocalPrometheus):
-    """:class:`generator.localprom.LocalPrometheus` with the benchmark's own scrape config and a
+    """:class:`gpumon.localprom.LocalPrometheus` with the benchmark's own scrape config and a
     data folder that ``backfill(tsdb_dir)`` fills before the server starts (blocks made by
     promtool are picked up when the TSDB opens)."""
 

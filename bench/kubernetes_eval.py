@@ -24,11 +24,11 @@ import httpx
 import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from generator.localprom import TEXT_FORMAT, ExpositionServer, LocalPrometheus, free_port  # noqa: E402
-from generator.rules import inventory, kubernetes, names  # noqa: E402
-from generator.rules.model import RuleGroup  # noqa: E402
-from generator.rules.output import group_dict  # noqa: E402
-from generator.spec import parse_spec  # noqa: E402
+from gpumon.localprom import TEXT_FORMAT, ExpositionServer, LocalPrometheus, free_port  # noqa: E402
+from gpumon.rules import inventory, kubernetes, names  # noqa: E402
+from gpumon.rules.model import RuleGroup  # noqa: E402
+from gpumon.rules.output import group_dict  # noqa: E402
+from gpumon.spec import parse_spec  # noqa: E402
 from tests.ksm_text import Cluster, Node, Pod  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -34,12 +34,12 @@ import httpx
 import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from generator.localprom import ExpositionServer, LocalPrometheus  # noqa: E402
-from generator.rules import inventory, names, presence  # noqa: E402
-from generator.rules.model import RuleGroup  # noqa: E402
-from generator.rules.output import group_dict  # noqa: E402
-from generator.rules.promql import by, gpu_ids, job_sel  # noqa: E402
-from generator.spec import load_spec  # noqa: E402
+from gpumon.localprom import ExpositionServer, LocalPrometheus  # noqa: E402
+from gpumon.rules import inventory, names, presence  # noqa: E402
+from gpumon.rules.model import RuleGroup  # noqa: E402
+from gpumon.rules.output import group_dict  # noqa: E402
+from gpumon.rules.promql import by, gpu_ids, job_sel  # noqa: E402
+from gpumon.spec import load_spec  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -111,8 +111,8 @@ def _median_eval(prom, seconds: float, names_: set[str] | None = None) -> tuple[
 
 def fleet(nodes: int, seconds: float, scrape: float = 15, evaluation: float = 30) -> None:
     """The issue 16 figures (see the module docstring)."""
-    from generator.rules import build_groups
-    from generator.rules.output import plain_rule_file
+    from gpumon.rules import build_groups
+    from gpumon.rules.output import plain_rule_file
     spec = load_spec(ROOT / "gpumon.yaml")
     metrics = spec.metrics
     start = time.monotonic()

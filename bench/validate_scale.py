@@ -55,9 +55,9 @@ import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from generator.durations import parse_duration  # noqa: E402
-from generator.localprom import ExpositionServer, LocalPrometheus, free_port  # noqa: E402
-from generator.spec import load_spec  # noqa: E402
+from gpumon.durations import parse_duration  # noqa: E402
+from gpumon.localprom import ExpositionServer, LocalPrometheus, free_port  # noqa: E402
+from gpumon.spec import load_spec  # noqa: E402
 
 SPEC = ROOT / "gpumon.yaml"
 DROPPED_FLEETWIDE = "DCGM_FI_DEV_VGPU_LICENSE_STATUS"
@@ -218,9 +218,9 @@ class CountingProxy:
         self.http.close()
 
 
-WRAPPER = ("import resource, sys, generator\nfrom generator.cli import main\nsys.argv = ['gpumon'] + sys.argv[1:]\n"
+WRAPPER = ("import resource, sys, gpumon\nfrom gpumon.cli import main\nsys.argv = ['gpumon'] + sys.argv[1:]\n"
            "try:\n    main()\nfinally:\n    print('MAXRSS', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,"
-           " generator.__file__, file=sys.stderr)\n")
+           " gpumon.__file__, file=sys.stderr)\n")
 
 
 def prometheus_cpu(url: str) -> float:

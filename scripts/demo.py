@@ -21,10 +21,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from generator import render
-from generator.localprom import LocalPrometheus
-from generator.simulate import Fault, Fleet, Simulator
-from generator.spec import default_spec_path, load_spec
+from gpumon import render
+from gpumon.localprom import LocalPrometheus
+from gpumon.simulate import Fault, Fleet, Simulator
+from gpumon.spec import default_spec_path, load_spec
 
 ROOT = Path(__file__).resolve().parent.parent
 FAULTS = [

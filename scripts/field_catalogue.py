@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Regenerate ``generator/data/dcgm_fields.json``, gpumon's catalogue of DCGM fields.
+"""Regenerate ``generator/gpumon/data/dcgm_fields.json``, gpumon's catalogue of DCGM fields.
 
 Sources (public, Apache-2.0), read from local copies so the run is offline and repeatable:
 
@@ -13,7 +13,7 @@ Sources (public, Apache-2.0), read from local copies so the run is offline and r
 Usage::
 
     python scripts/field_catalogue.py --dcgm-git PATH/TO/DCGM/.git \
-        --exporter-ref PATH/TO/dcgm-exporter-copies > generator/data/dcgm_fields.json
+        --exporter-ref PATH/TO/dcgm-exporter-copies > generator/gpumon/data/dcgm_fields.json
 
 The output is deterministic (sorted keys, no timestamps): running it twice on the same sources
 gives the same bytes.

@@ -3,7 +3,7 @@ command does, not of the process boundary (a fresh interpreter costs about 1 s o
 and spec loading per call). What a process adds is tested where it matters:
 ``test_render_is_deterministic_across_processes``, ``test_memory_stays_bounded``, the package
 install and the crash tests of ``test_writes``. An exception no command turns into an exit code
-still ends as exit 4 (``generator.cli._Gpumon``), so a bug cannot pass as exit 1 or 2."""
+still ends as exit 4 (``gpumon.cli._Gpumon``), so a bug cannot pass as exit 1 or 2."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from pathlib import Path
 
 from click.testing import CliRunner
 
-from generator.cli import cli
+from gpumon.cli import cli
 
 from .conftest import ROOT
 

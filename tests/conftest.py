@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-import generator.spec
-from generator.spec import load_spec
+import gpumon.spec
+from gpumon.spec import load_spec
 
 from .engines import Engine, describe, prometheus_engines
 
@@ -45,14 +45,14 @@ def pytest_collection_modifyitems(config, items):
 
 @pytest.fixture(scope="session", autouse=True)
 def _spec_parsed_once():
-    """Parse each spec text once per test process: a :class:`~generator.spec.Spec` is frozen (tuples
+    """Parse each spec text once per test process: a :class:`~gpumon.spec.Spec` is frozen (tuples
     of frozen dataclasses), so one parse can serve every test, and the CLI tests load the bundled
     spec hundreds of times (about 0.1 s of CPU each). A text that fails raises anew every time
     (exceptions are not cached), so every error path still runs."""
-    real = generator.spec.parse_spec
+    real = gpumon.spec.parse_spec
     cached = functools.lru_cache(maxsize=64)(real)
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(generator.spec, "parse_spec", functools.wraps(real)(lambda text, name="<spec>": cached(text, name)))
+        mp.setattr(gpumon.spec, "parse_spec", functools.wraps(real)(lambda text, name="<spec>": cached(text, name)))
         yield
 
 
@@ -72,16 +72,16 @@ def default_render(default_spec) -> dict[str, str]:
     a mapping proxy, so a test cannot change what the next one sees."""
     from types import MappingProxyType
 
-    from generator.render import render
+    from gpumon.render import render
 
     return MappingProxyType(render(default_spec))
 
 
 @pytest.fixture(scope="session")
 def default_render_dir(default_render, tmp_path_factory) -> Path:
-    """:func:`default_render` written (by ``generator.writer``) into a session temp folder, for
+    """:func:`default_render` written (by ``gpumon.writer``) into a session temp folder, for
     tests that only read it."""
-    from generator import writer
+    from gpumon import writer
 
     out = tmp_path_factory.mktemp("default-render")
     writer.write(dict(default_render), out)

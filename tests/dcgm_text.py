@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 
-from generator.fields import default_counters
+from gpumon.fields import default_counters
 
 VALUES = {  # plausible idle-ish readings of an H100
     "DCGM_FI_DEV_GPU_TEMP": 41, "DCGM_FI_DEV_POWER_USAGE": 71.301, "DCGM_FI_DEV_GPU_UTIL": 12,

@@ -26,10 +26,10 @@ from pathlib import Path
 
 import yaml
 
-from generator.render import render
-from generator.ruletests.series import MISSING, STALE, compress
-from generator.simulate import Fault, Fleet
-from generator.spec import Spec, parse_spec
+from gpumon.render import render
+from gpumon.ruletests.series import MISSING, STALE, compress
+from gpumon.simulate import Fault, Fleet
+from gpumon.spec import Spec, parse_spec
 
 ROOT = Path(__file__).resolve().parent.parent
 #: seconds between scrapes (and between promtool samples)

@@ -19,8 +19,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from generator.ruletests.series import MISSING, compress
-from generator.spec import Spec
+from gpumon.ruletests.series import MISSING, compress
+from gpumon.spec import Spec
 
 #: the label the leftover series carry (see the module docstring)
 LEFTOVER = ("restarted", "before")

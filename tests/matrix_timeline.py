@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from generator.durations import parse_duration
+from gpumon.durations import parse_duration
 
 #: step -> pages firing at that step (steps with none are left out)
 Timeline = dict[int, frozenset]

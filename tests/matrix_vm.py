@@ -68,10 +68,10 @@ from pathlib import Path
 
 import httpx
 
-from generator.localprom import LocalVictoriaMetrics, _ServedInThread, free_port
-from generator.render import render
-from generator.ruletests.series import MISSING, STALE
-from generator.spec import Spec
+from gpumon.localprom import LocalVictoriaMetrics, _ServedInThread, free_port
+from gpumon.render import render
+from gpumon.ruletests.series import MISSING, STALE
+from gpumon.spec import Spec
 from tests.matrix import IDENTITY, STEP, Case, Outcome, Scrape, matrix_spec
 
 #: Prometheus' staleness marker: a NaN with this bit pattern (prometheus ``model/value/value.go``)
@@ -147,7 +147,7 @@ def _labels(key: tuple) -> dict[str, str]:
 
 
 class VictoriaMetrics(LocalVictoriaMetrics):
-    """The replay's VictoriaMetrics: :class:`~generator.localprom.LocalVictoriaMetrics` that takes
+    """The replay's VictoriaMetrics: :class:`~gpumon.localprom.LocalVictoriaMetrics` that takes
     remote writes of the past and reads them back at once."""
 
     def __init__(self):

@@ -12,12 +12,12 @@ import time
 import pytest
 import yaml
 
-from generator import alertmanager
-from generator.localprom import LocalAlertmanager, LocalPrometheus, WebhookReceiver
-from generator.render import render
-from generator.rules import build_groups
-from generator.simulate import Fault, Fleet, Simulator, dumps_faults
-from generator.spec import parse_spec
+from gpumon import alertmanager
+from gpumon.localprom import LocalAlertmanager, LocalPrometheus, WebhookReceiver
+from gpumon.render import render
+from gpumon.rules import build_groups
+from gpumon.simulate import Fault, Fleet, Simulator, dumps_faults
+from gpumon.spec import parse_spec
 
 #: a minimal alertmanager.yml the fragment is merged into (a catch-all root route)
 MINIMAL = {"route": {"receiver": "default", "group_by": ["namespace"]}, "receivers": [{"name": "default"}]}
@@ -154,7 +154,7 @@ def _firing_alerts(case, index: int, severities: dict[str, str], namespace: str)
     """The alerts the rules fire for ``case``'s expected pages, with the labels the rules give them
     (job, node, GPU UUID and index, field, severity, namespace), plus ``matrix_case`` to keep the
     cases' notification groups apart in one Alertmanager."""
-    from generator.simulate import gpu_uuid
+    from gpumon.simulate import gpu_uuid
     out = []
     for p in case.pages:
         labels = {"alertname": p.alert, "job": "dcgm-exporter", "severity": severities[p.alert],

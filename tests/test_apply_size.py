@@ -15,12 +15,12 @@ import yaml
 from click.testing import CliRunner
 from ruamel.yaml import YAML
 
-from generator import fields, render
-from generator.applysize import ANNOTATION_LIMIT, BUDGET, LAST_APPLIED, applied_size
-from generator.cli import cli
-from generator.rules import build_groups
-from generator.rules.output import group_dict
-from generator.spec import parse_spec
+from gpumon import fields, render
+from gpumon.applysize import ANNOTATION_LIMIT, BUDGET, LAST_APPLIED, applied_size
+from gpumon.cli import cli
+from gpumon.rules import build_groups
+from gpumon.rules.output import group_dict
+from gpumon.spec import parse_spec
 
 ROOT = Path(__file__).resolve().parent.parent
 

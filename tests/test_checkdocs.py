@@ -7,9 +7,9 @@ from pathlib import Path
 
 from click.testing import CliRunner
 
-from generator import checkdocs, lint
-from generator.cli import cli
-from generator.validate import CHECKS as VALIDATE_CHECKS
+from gpumon import checkdocs, lint
+from gpumon.cli import cli
+from gpumon.validate import CHECKS as VALIDATE_CHECKS
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -8,10 +8,10 @@ import json
 import httpx
 import pytest
 
-from generator.promapi import PromClient
-from generator.spec import default_spec_path, load_spec
-from generator.validate import validate
-from generator.validate.dashboards import exprs, timing, variables
+from gpumon.promapi import PromClient
+from gpumon.spec import default_spec_path, load_spec
+from gpumon.validate import validate
+from gpumon.validate.dashboards import exprs, timing, variables
 
 
 @pytest.mark.parametrize("ms, rounded", [(12, 10), (60, 50), (1000, 1000), (4000, 5000), (16000, 15000),
@@ -65,7 +65,7 @@ def test_custom_constant_and_regex_variables():
     answers = {"Hostname": ["gpu-node-2", "gpu-node-1", "login-1"]}
 
     def run(kind, *args):
-        from generator.promapi import Answer
+        from gpumon.promapi import Answer
         return Answer(answers[args[0]])
 
     out = variables.resolve([

@@ -14,12 +14,12 @@ import promql_parser as pp
 import pytest
 import yaml
 
-from generator import dashboards
-from generator.dashboards import base, queries, units
-from generator.render import render
-from generator.rules import all_rules, build_groups, names
-from generator.rules.promql import gpu_ids
-from generator.spec import SpecError, default_spec_path, load_spec, parse_spec
+from gpumon import dashboards
+from gpumon.dashboards import base, queries, units
+from gpumon.render import render
+from gpumon.rules import all_rules, build_groups, names
+from gpumon.rules.promql import gpu_ids
+from gpumon.spec import SpecError, default_spec_path, load_spec, parse_spec
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = Path(__file__).resolve().parent / "data"
@@ -180,7 +180,7 @@ def test_no_cluster_variable_without_cluster_label(spec):
 def test_rates_use_rate_interval_and_a_floor_of_two_samples(spec):
     """Every rate()/increase() window is ``$__rate_interval``, and panels with rates floor
     ``$__interval`` at 2 x max(scrape, collect interval) (prometheus/prometheus#1428)."""
-    from generator.durations import format_duration
+    from gpumon.durations import format_duration
     seen = 0
     for dash in _models(spec).values():
         for panel, target in _targets(dash):
@@ -285,7 +285,7 @@ def test_unit_mapping_uses_grafana_ids():
     assert units.GAUGE_UNITS["MHz"][0] == "rotmhz"
     assert units.GAUGE_UNITS["watts"][0] == "watt"
     assert units.GAUGE_UNITS["ratio"][0] == "percentunit"
-    schema_units = set(json.loads((ROOT / "generator/schema/gpumon.schema.json").read_text())
+    schema_units = set(json.loads((ROOT / "generator/gpumon/schema/gpumon.schema.json").read_text())
                        ["definitions"]["metric"]["properties"]["unit"]["enum"])
     assert schema_units == set(units.GAUGE_UNITS)
 
@@ -486,7 +486,7 @@ def _exposition(spec, missing: str) -> str:
 def prom(spec, tmp_path_factory, engine):
     """A real Prometheus scraping the exposition above every second, with gpumon's rules loaded;
     yields once the inventory recording rule has all four GPU entities."""
-    from generator.localprom import ExpositionServer, LocalPrometheus
+    from gpumon.localprom import ExpositionServer, LocalPrometheus
 
     rules = tmp_path_factory.mktemp("rules") / "gpumon.rules.yaml"
     # the coverage and gaps groups evaluate every minute; every second here, so the test is quick

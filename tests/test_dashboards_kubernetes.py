@@ -13,9 +13,9 @@ import jsonschema
 import promql_parser as pp
 import pytest
 
-from generator.dashboards import kube as kube_panels
-from generator.rules import build_groups, names
-from generator.spec import load_spec, parse_spec
+from gpumon.dashboards import kube as kube_panels
+from gpumon.rules import build_groups, names
+from gpumon.spec import load_spec, parse_spec
 
 from .ksm_text import Node, Pod
 from .test_dashboards import SCHEMA, _allowed, assert_layout, _grafana_to_promql, _metric_names, _models, _panels, _targets
@@ -79,7 +79,7 @@ def _by_title(dash: dict) -> dict[str, dict]:
 @pytest.fixture(scope="module")
 def kube_series(example) -> set[str]:
     """Series the kubernetes rule group reads (kube-state-metrics names checked in
-    generator/rules/kubernetes.py against its docs): the only non-gpumon series the row may read."""
+    generator/gpumon/rules/kubernetes.py against its docs): the only non-gpumon series the row may read."""
     group = next(g for g in build_groups(example) if g.name == f"{example.name}.kubernetes")
     read = set().union(*(_metric_names(pp.parse(r.expr)) for r in group.rules))
     return {n for n in read if n.startswith("kube_")} | {"up"}

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from generator.cli import cli
-from generator.diff import compare
-from generator.diff.sources import read
+from gpumon.cli import cli
+from gpumon.diff import compare
+from gpumon.diff.sources import read
 
 DIFF = Path(__file__).resolve().parent / "data" / "diff"
 

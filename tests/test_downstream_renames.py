@@ -9,10 +9,10 @@ import subprocess
 
 import pytest
 
-from generator import sourcepresets
-from generator.render import render
-from generator.rules.sources import normalized
-from generator.spec import parse_spec
+from gpumon import sourcepresets
+from gpumon.render import render
+from gpumon.rules.sources import normalized
+from gpumon.spec import parse_spec
 
 SPEC = """\
 version: 1

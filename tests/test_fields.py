@@ -1,4 +1,4 @@
-"""The DCGM field catalogue (generator/data/dcgm_fields.json): what it holds, where it comes from,
+"""The DCGM field catalogue (generator/gpumon/data/dcgm_fields.json): what it holds, where it comes from,
 and that a spec naming any catalogued field renders while an unknown one only warns."""
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from generator import fields
-from generator.render import render as render_files
-from generator.spec import parse_spec
+from gpumon import fields
+from gpumon.render import render as render_files
+from gpumon.spec import parse_spec
 
 ROOT = Path(__file__).resolve().parent.parent
 #: local copies of the upstream sources the catalogue is generated from (absent on most machines)
@@ -100,4 +100,4 @@ def test_cli_renders_an_uncatalogued_field_with_a_warning(tmp_path):
 def test_script_regenerates_the_shipped_catalogue():
     proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "field_catalogue.py"), "--dcgm-git", DCGM_GIT,
                            "--exporter-ref", EXPORTER_REF], capture_output=True, text=True, timeout=300, check=True)
-    assert proc.stdout == (ROOT / "generator" / "data" / "dcgm_fields.json").read_text("utf-8")
+    assert proc.stdout == (ROOT / "generator" / "gpumon" / "data" / "dcgm_fields.json").read_text("utf-8")

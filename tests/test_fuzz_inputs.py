@@ -21,15 +21,15 @@ import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
-from generator.diff import compare
-from generator.diff.sources import SourceError, read
-from generator.lint import lint
-from generator.promapi import PromError
-from generator.readers import loader
-from generator.spec import default_spec_path, load_spec
-from generator.validate.dashboards import _prepare, _NO_DATA_TYPES
-from generator.validate.dashboards import variables as dash_vars
-from generator.validate.dashboards.timing import Timing
+from gpumon.diff import compare
+from gpumon.diff.sources import SourceError, read
+from gpumon.lint import lint
+from gpumon.promapi import PromError
+from gpumon.readers import loader
+from gpumon.spec import default_spec_path, load_spec
+from gpumon.validate.dashboards import _prepare, _NO_DATA_TYPES
+from gpumon.validate.dashboards import variables as dash_vars
+from gpumon.validate.dashboards.timing import Timing
 
 EXAMPLES = int(os.environ.get("GPUMON_FUZZ_INPUT_EXAMPLES", "300"))
 FAST_EXAMPLES = 5

@@ -29,9 +29,9 @@ import pytest
 import yaml
 from hypothesis import HealthCheck, Phase, given, seed, settings
 
-from generator import writer
-from generator.render import render
-from generator.spec import SpecError, load_spec
+from gpumon import writer
+from gpumon.render import render
+from gpumon.spec import SpecError, load_spec
 
 from .engines import prometheus_engines
 from .fuzz_specs import spec_bytes

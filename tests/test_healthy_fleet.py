@@ -1,5 +1,5 @@
 """A healthy simulated fleet pages nothing, not even at full load: the bundled spec's rules in a
-real Prometheus scraping :mod:`generator.simulate` GPUs, one of them pinned at 100 % utilisation
+real Prometheus scraping :mod:`gpumon.simulate` GPUs, one of them pinned at 100 % utilisation
 (a busy GPU is a healthy GPU). Nothing may be pending or firing once every rule group has
 evaluated on the fleet's data."""
 
@@ -9,11 +9,11 @@ import hashlib
 import math
 import time
 
-from generator.localprom import LocalPrometheus
-from generator.render import render
-from generator.simulate import Fleet, Simulator
-from generator.spec import load_spec
-from generator.writer import write
+from gpumon.localprom import LocalPrometheus
+from gpumon.render import render
+from gpumon.simulate import Fleet, Simulator
+from gpumon.spec import load_spec
+from gpumon.writer import write
 
 from .conftest import ROOT
 from .test_rules_e2e import FAST

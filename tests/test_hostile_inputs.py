@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from generator.localprom import LocalPrometheus, free_port
+from gpumon.localprom import LocalPrometheus, free_port
 
 from .conftest import ROOT
 from .hostile_prom import HostileProm, after_probe, stall
@@ -25,7 +25,7 @@ from .hostile_prom import HostileProm, after_probe, stall
 LIMIT_BYTES = 1536 << 20
 WRAPPER = ("import resource, sys\n"
            f"resource.setrlimit(resource.RLIMIT_AS, ({LIMIT_BYTES}, {LIMIT_BYTES}))\n"
-           "from generator.cli import main\nsys.argv = ['gpumon'] + sys.argv[1:]\nmain()\n")
+           "from gpumon.cli import main\nsys.argv = ['gpumon'] + sys.argv[1:]\nmain()\n")
 
 
 def gpumon(*args, timeout: float = 60, cwd: Path = ROOT) -> tuple[subprocess.CompletedProcess, float]:
@@ -96,7 +96,7 @@ def test_lint_refuses_every_hostile_file_by_name(tree, tmp_path):
 def test_diff_refuses_hostile_files_by_name(tree, tmp_path):
     from click.testing import CliRunner
 
-    from generator.cli import cli
+    from gpumon.cli import cli
 
     expect = _hostile_tree(tree, tmp_path, devices=False)  # in-process: no /dev/zero without a memory limit
     result = CliRunner().invoke(cli, ["diff", str(tree), str(tree)])
@@ -243,7 +243,7 @@ def test_a_stalling_server_costs_a_few_timeouts_not_one_per_query():
 def test_a_symlinked_spec_is_still_the_spec(tmp_path):
     """The bounded reader refuses symlinks leading out of the tree; telling the spec from the
     dashboards must not (a spec mounted from a ConfigMap is a symlink)."""
-    from generator.cli.validate import _is_spec
+    from gpumon.cli.validate import _is_spec
 
     (tmp_path / "gpumon.yaml").symlink_to(ROOT / "gpumon.yaml")
     assert _is_spec(tmp_path / "gpumon.yaml")

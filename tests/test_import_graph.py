@@ -1,4 +1,4 @@
-"""The ``generator`` package has no import cycles: data flows one way (spec -> model -> renderers
+"""The ``gpumon`` package has no import cycles: data flows one way (spec -> model -> renderers
 -> writer; validate -> client -> checks -> findings -> reporters), and the CLI sits on top.
 
 Imports are read with ``ast`` from every module (module level and inside functions; a lazy import
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-PACKAGE = Path(__file__).resolve().parent.parent / "generator"
+PACKAGE = Path(__file__).resolve().parent.parent / "generator" / "gpumon"
 
 
 def module_name(path: Path) -> str:
@@ -99,11 +99,11 @@ def test_the_finder_sees_a_cycle():
 
 def test_the_reader_resolves_relative_imports():
     graph = edges(modules())
-    assert "generator.spec" in graph["generator.rules"]
-    assert "generator.durations" in graph["generator.spec"]
+    assert "gpumon.spec" in graph["gpumon.rules"]
+    assert "gpumon.durations" in graph["gpumon.spec"]
 
 
-@pytest.mark.parametrize("package", ["generator"])
+@pytest.mark.parametrize("package", ["gpumon"])
 def test_generator_imports_form_no_cycle(package):
     cycle = find_cycle(edges(modules()))
     assert cycle is None, "import cycle: " + " -> ".join(cycle)
@@ -115,7 +115,7 @@ def test_help_imports_no_heavy_library():
     import subprocess
     import sys
 
-    code = ("import sys\nfrom click.testing import CliRunner\nfrom generator.cli import cli\n"
+    code = ("import sys\nfrom click.testing import CliRunner\nfrom gpumon.cli import cli\n"
             "for args in (['--help'], ['render', '--help'], ['validate', '--help'], ['lint', '--help'], "
             "['diff', '--help'], ['init', '--help']):\n"
             "    assert CliRunner().invoke(cli, args).exit_code == 0, args\n"
@@ -124,11 +124,11 @@ def test_help_imports_no_heavy_library():
                                 cwd=PACKAGE.parent).stdout.split())
     heavy = {"grafana_foundation_sdk", "httpx", "jsonschema", "rich", "ruamel", "jinja2", "promql_parser", "yaml"}
     assert not {m.split(".")[0] for m in loaded} & heavy
-    assert "generator.cli" in loaded
+    assert "gpumon.cli" in loaded
 
 
 def test_exit_codes_are_defined_in_one_module():
-    """Every ``EXIT_*`` constant is assigned in :mod:`generator.exitcodes` only (the CLI and
+    """Every ``EXIT_*`` constant is assigned in :mod:`gpumon.exitcodes` only (the CLI and
     validate once each had their own copy); the others import it."""
     owners = set()
     for path in PACKAGE.rglob("*.py"):

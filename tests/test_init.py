@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import yaml
 
-from generator.spec import load_spec
+from gpumon.spec import load_spec
 
 from .clirun import gpumon
 from .conftest import ROOT

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 from click.testing import CliRunner
 
-from generator import redact
-from generator.cli import EXIT_INTERNAL, cli
+from gpumon import redact
+from gpumon.cli import EXIT_INTERNAL, cli
 
 from .conftest import ROOT
 
@@ -17,12 +17,12 @@ def _boom(*_a, **_k):
 
 
 @pytest.mark.parametrize("args,target", [
-    (["render", str(ROOT / "gpumon.yaml"), "-o", "OUT"], "generator.render.render"),
-    (["render", str(ROOT / "gpumon.yaml"), "-o", "OUT", "--check"], "generator.writer.diff"),
-    (["lint", str(ROOT / "output"), "--spec", str(ROOT / "gpumon.yaml")], "generator.lint.lint"),
+    (["render", str(ROOT / "gpumon.yaml"), "-o", "OUT"], "gpumon.render.render"),
+    (["render", str(ROOT / "gpumon.yaml"), "-o", "OUT", "--check"], "gpumon.writer.diff"),
+    (["lint", str(ROOT / "output"), "--spec", str(ROOT / "gpumon.yaml")], "gpumon.lint.lint"),
     # one rules file each side: reading all of output/ costs seconds and is not what fails here
-    (["diff", str(ROOT / "output/rules"), str(ROOT / "output/rules")], "generator.diff.compare"),
-    (["init", "OUT"], "generator.starter.write"),
+    (["diff", str(ROOT / "output/rules"), str(ROOT / "output/rules")], "gpumon.diff.compare"),
+    (["init", "OUT"], "gpumon.starter.write"),
 ])
 def test_uncaught_exception_exits_4_with_one_redacted_line(tmp_path, monkeypatch, args, target):
     module, _, name = target.rpartition(".")
@@ -40,7 +40,7 @@ def test_uncaught_exception_exits_4_with_one_redacted_line(tmp_path, monkeypatch
 
 
 def test_debug_env_shows_the_traceback(tmp_path, monkeypatch):
-    monkeypatch.setattr("generator.render.render", _boom)
+    monkeypatch.setattr("gpumon.render.render", _boom)
     monkeypatch.setenv("GPUMON_DEBUG", "1")
     result = CliRunner().invoke(cli, ["render", str(ROOT / "gpumon.yaml"), "-o", str(tmp_path / "o")])
     assert result.exit_code == 4 and "Traceback" in result.stderr
@@ -58,7 +58,7 @@ def test_a_reader_that_closes_stdout_early_is_not_an_internal_error():
     import subprocess
     import sys
 
-    proc = subprocess.Popen([sys.executable, "-c", "from generator.cli import main; main()", "lint", "--list-checks"], cwd=ROOT,
+    proc = subprocess.Popen([sys.executable, "-c", "from gpumon.cli import main; main()", "lint", "--list-checks"], cwd=ROOT,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, bufsize=0)
     proc.stdout.read(1)     # one byte, then the reader goes away
     proc.stdout.close()

@@ -12,11 +12,11 @@ import promql_parser
 import pytest
 import yaml
 
-from generator.localprom import ExpositionServer, LocalPrometheus
-from generator.render import render
-from generator.rules import build_groups, names
-from generator.spec import SpecError, load_spec, parse_spec
-from generator.writer import write
+from gpumon.localprom import ExpositionServer, LocalPrometheus
+from gpumon.render import render
+from gpumon.rules import build_groups, names
+from gpumon.spec import SpecError, load_spec, parse_spec
+from gpumon.writer import write
 
 from .conftest import DATA, ROOT
 from .dcgm_text import ENERGY, VALUES, exposition

@@ -8,7 +8,7 @@ import shlex
 
 import yaml
 
-from generator.cli import cli
+from gpumon.cli import cli
 
 
 def _check_command(line: str) -> None:

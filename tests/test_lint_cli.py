@@ -13,9 +13,9 @@ import jsonschema
 import pytest
 from click.testing import CliRunner
 
-from generator import reporters
-from generator.cli import cli
-from generator.lint import lint
+from gpumon import reporters
+from gpumon.cli import cli
+from gpumon.lint import lint
 
 HERE = Path(__file__).resolve().parent
 CORPUS = HERE / "lint_corpus"

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from generator import lint as lintmod
-from generator.lint import lint
+from gpumon import lint as lintmod
+from gpumon.lint import lint
 
 CORPUS = Path(__file__).resolve().parent / "lint_corpus"
 
@@ -101,7 +101,7 @@ def test_findings_carry_useful_text(default_spec):
 def test_a_datasource_uid_the_spec_pins_is_not_hardcoded(default_spec):
     """``dashboards.datasource_uid`` is a key the schema accepts, and the check honours it (it used
     to read keys the schema rejects, so the documented exemption could never apply)."""
-    from generator.spec import parse_spec
+    from gpumon.spec import parse_spec
 
     text = Path(default_spec.path).read_text(encoding="utf-8")
     head = "\ndashboards:"

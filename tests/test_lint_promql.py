@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from generator.readers import grafana, promql
-from generator.readers.model import MACRO_WINDOW
+from gpumon.readers import grafana, promql
+from gpumon.readers.model import MACRO_WINDOW
 
 
 def labels(expr: str, records=None):

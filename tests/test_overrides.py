@@ -14,11 +14,11 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from generator import render, writer
-from generator.cli import cli
-from generator.durations import parse_duration
-from generator.rules import build_groups
-from generator.spec import SpecError, load_spec, parse_spec
+from gpumon import render, writer
+from gpumon.cli import cli
+from gpumon.durations import parse_duration
+from gpumon.rules import build_groups
+from gpumon.spec import SpecError, load_spec, parse_spec
 
 BASE = """\
 version: 1
@@ -218,7 +218,7 @@ def test_override_values_are_checked(body, where, words):
 
 
 def test_the_schema_documents_overrides():
-    from generator.spec import schema
+    from gpumon.spec import schema
 
     props = schema()["definitions"]["alertOverride"]["properties"]
     assert set(props) == {"disable", "severity", "for", "labels", "annotations", "fields"}

@@ -52,7 +52,7 @@ def empty(tmp_path) -> Path:
 
 
 def test_the_installed_package_is_the_wheel_not_the_checkout(installed, empty):
-    where = _run([str(installed / "python"), "-c", "import generator; print(generator.__file__)"], cwd=empty)
+    where = _run([str(installed / "python"), "-c", "import gpumon; print(gpumon.__file__)"], cwd=empty)
     assert str(installed.parent) in where.stdout and str(ROOT) not in where.stdout
     assert _run([str(installed / "gpumon"), "--version"], cwd=empty).stdout.startswith("gpumon ")
 
@@ -86,7 +86,7 @@ def test_init_writes_a_spec_whose_modeline_finds_its_schema(installed, empty):
     assert modeline.startswith("# yaml-language-server: $schema=")
     schema = (spec.parent / modeline.split("$schema=", 1)[1]).resolve()
     assert schema == (empty / "cfg" / "gpumon.schema.json")
-    assert schema.read_text() == (ROOT / "generator/schema/gpumon.schema.json").read_text()
+    assert schema.read_text() == (ROOT / "generator/gpumon/schema/gpumon.schema.json").read_text()
     _run([gpumon, "render", "cfg/gpumon.yaml", "-o", "out"], cwd=empty)
     again = _run([gpumon, "init", "cfg"], cwd=empty, check=False)
     assert again.returncode == 2 and "--force" in again.stderr

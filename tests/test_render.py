@@ -13,10 +13,10 @@ import jsonschema
 import promql_parser
 import yaml
 
-from generator import writer
-from generator.render import render
-from generator.rules import all_rules, build_groups
-from generator.spec import load_spec
+from gpumon import writer
+from gpumon.render import render
+from gpumon.rules import all_rules, build_groups
+from gpumon.spec import load_spec
 
 from .clirun import gpumon
 from .conftest import DATA, ROOT
@@ -33,7 +33,7 @@ def test_committed_output_is_what_the_default_spec_renders(default_render):
 def test_render_is_deterministic_across_processes(tmp_path):
     a, b = tmp_path / "a", tmp_path / "b"
     assert gpumon("render", "gpumon.yaml", "-o", str(a)).returncode == 0
-    env_proc = subprocess.run([sys.executable, "-m", "generator.cli", "render", str(ROOT / "gpumon.yaml"), "-o", str(b)],
+    env_proc = subprocess.run([sys.executable, "-m", "gpumon.cli", "render", str(ROOT / "gpumon.yaml"), "-o", str(b)],
                               capture_output=True, text=True, cwd=tmp_path, env={"PYTHONHASHSEED": "123", "LANG": "C",
                                                                                  "PATH": "/usr/bin:/bin"})
     assert env_proc.returncode == 0, env_proc.stderr
@@ -148,7 +148,7 @@ def _metric_names(expr) -> set[str]:
 def test_rules_follow_the_fleet_cost_and_identity_rules(default_spec):
     """No regex on metric names, every selector of a raw series pins the job, every alert has
     for/severity/summary/description/runbook_url, rate windows >= 2 x max(scrape, collect)."""
-    from generator.durations import parse_duration
+    from gpumon.durations import parse_duration
     spec = default_spec
     for rule in all_rules(spec):
         assert "__name__" not in rule.expr, rule.name
@@ -204,7 +204,7 @@ def test_yaml_text_does_not_depend_on_libyaml(monkeypatch, default_spec):
     """Output is written with libyaml's emitter when PyYAML has it; PyYAML's pure-Python emitter
     (installs without libyaml) must write the same bytes: those committed in output/ and
     tests/golden/ (what the libyaml emitter writes, as the two tests above check)."""
-    from generator import yamlout
+    from gpumon import yamlout
 
     committed = [(default_spec, ROOT / "output")] + [(load_spec(e), ROOT / "tests" / "golden" / e.stem) for e in EXAMPLES]
 
@@ -227,10 +227,10 @@ def test_every_alert_keeps_the_cluster_label(default_spec):
     with a cluster label in the spec, no alert's expression may drop it (GpuExporterTargetMissing
     was a bare absent(up{job=...}), which keeps only job)."""
     import promql_parser
-    from generator.lint.context import build
-    from generator.readers.model import Inputs
-    from generator.readers.promql import output_labels
-    from generator.spec import parse_spec
+    from gpumon.lint.context import build
+    from gpumon.readers.model import Inputs
+    from gpumon.readers.promql import output_labels
+    from gpumon.spec import parse_spec
     root = Path(default_spec.path).parent
     for path in (default_spec.path, root / "examples" / "kubernetes.yaml"):
         spec = parse_spec(Path(path).read_text().replace("cluster: null ", "cluster: cluster "), "c.yaml")

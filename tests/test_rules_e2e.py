@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import pytest
 
-from generator.localprom import ExpositionServer, LocalPrometheus
-from generator.render import render
-from generator.spec import load_spec
-from generator.writer import write
+from gpumon.localprom import ExpositionServer, LocalPrometheus
+from gpumon.render import render
+from gpumon.spec import load_spec
+from gpumon.writer import write
 
 from .conftest import ROOT
 from .dcgm_text import exposition, uuid

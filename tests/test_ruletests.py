@@ -13,10 +13,10 @@ from urllib.parse import urlparse
 import pytest
 import yaml
 
-from generator import render, writer
-from generator.ruletests import series
-from generator.ruletests.gotemplate import TemplateError, expand, go_float, humanize_duration, humanize_percentage
-from generator.spec import default_spec_path, load_spec
+from gpumon import render, writer
+from gpumon.ruletests import series
+from gpumon.ruletests.gotemplate import TemplateError, expand, go_float, humanize_duration, humanize_percentage
+from gpumon.spec import default_spec_path, load_spec
 
 MODIFIED_SPEC_EDITS = {
     # another job name and label names, a cluster label, extra alert labels, another runbook base,
@@ -203,7 +203,7 @@ def test_tests_load_the_rendered_plain_rule_file(default_out):
 
 def test_eval_times_sit_between_samples(default_out):
     """prometheus/prometheus#7887, no evaluation on a sample, so 2.x closed and 3.x left-open windows agree."""
-    from generator.durations import parse_duration
+    from gpumon.durations import parse_duration
     for path in _test_files(default_out):
         doc = yaml.safe_load(path.read_text("utf-8"))
         assert parse_duration(doc["evaluation_interval"]) * 2 in {parse_duration(g["interval"]) for g in doc["tests"]}
@@ -364,7 +364,7 @@ def test_kubernetes_alerts_have_generated_tests_that_pass(tmp_path, variant, pro
     assert result.returncode == 0, result.stderr + result.stdout
     fired = {t["alertname"] for t in yaml.safe_load(path.read_text("utf-8"))["tests"]
              for t in t.get("alert_rule_test", []) if t["exp_alerts"]}
-    from generator.rules import kubernetes as krules
+    from gpumon.rules import kubernetes as krules
     kube_alerts = {r.alert for r in krules.rules(load_spec(example)) if r.alert}
     if variant == "capacity":
         assert fired == kube_alerts

@@ -11,8 +11,8 @@ import httpx
 import pytest
 from click.testing import CliRunner
 
-from generator.cli import cli
-from generator.simulate import (FAULT_KINDS, SENTINEL_INT, Fault, FaultError, Fleet, Simulator, counters,
+from gpumon.cli import cli
+from gpumon.simulate import (FAULT_KINDS, SENTINEL_INT, Fault, FaultError, Fleet, Simulator, counters,
                                 gpu_uuid, load_faults)
 
 DATA = Path(__file__).parent / "data"
@@ -311,7 +311,7 @@ def test_legacy_source_is_the_legacy_names_page():
 
 
 def test_source_errors_are_clear():
-    from generator.simulate import SourceError, parse_sources
+    from gpumon.simulate import SourceError, parse_sources
     with pytest.raises(SourceError, match="no node 'gpu-node-9'"):
         Fleet(2, 1, sources={"gpu-node-9": ["dcgm-exporter"]})
     with pytest.raises(SourceError, match="not both"):
@@ -348,7 +348,7 @@ def test_cli_serves_sources_in_dump():
 
 
 def test_go_float_matches_client_golang():
-    from generator.simulate import go_float
+    from gpumon.simulate import go_float
     # values as nvidia_gpu_exporter's internal/integration/testdata pages print them
     assert [go_float(v) for v in (2619000000, 20780679168, 631.95, 59, 0.11, 1, 100000, 1e6, 1.5e-5, 0)] == \
         ["2.619e+09", "2.0780679168e+10", "631.95", "59", "0.11", "1", "100000", "1e+06", "1.5e-05", "0"]

@@ -20,10 +20,10 @@ import shutil
 
 import pytest
 
-from generator.localprom import LocalPrometheus
-from generator.rules.output import files as rule_files
-from generator.simulate import Fault, Fleet, Simulator, gpu_uuid
-from generator.spec import parse_spec
+from gpumon.localprom import LocalPrometheus
+from gpumon.rules.output import files as rule_files
+from gpumon.simulate import Fault, Fleet, Simulator, gpu_uuid
+from gpumon.spec import parse_spec
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(not shutil.which("prometheus"), reason="prometheus not installed")]
 

@@ -6,8 +6,8 @@ import textwrap
 
 import pytest
 
-from generator.sourcepresets import conversion
-from generator.spec import SpecError, load_spec
+from gpumon.sourcepresets import conversion
+from gpumon.spec import SpecError, load_spec
 
 BASE = """\
 version: 1
@@ -121,7 +121,7 @@ def test_cli_exits_2_on_source_errors(tmp_path):
     import sys
     path = tmp_path / "spec.yaml"
     path.write_text(BASE + "    sources: [{name: t, unit: bytes}]\n")
-    proc = subprocess.run([sys.executable, "-m", "generator.cli", "render", str(path), "-o", str(tmp_path / "o")],
+    proc = subprocess.run([sys.executable, "-m", "gpumon.cli", "render", str(path), "-o", str(tmp_path / "o")],
                           capture_output=True, text=True)
     assert proc.returncode == 2, proc.stderr
     assert "metrics[0].sources[0].unit: source unit 'bytes' cannot convert" in proc.stderr + proc.stdout
@@ -143,15 +143,15 @@ SOURCED = BASE + """\
 
 
 def test_no_sources_no_source_rules(default_spec):
-    from generator.rules import all_rules
-    from generator.rules import names
+    from gpumon.rules import all_rules
+    from gpumon.rules import names
     rules = all_rules(default_spec)
     assert not [r for r in rules if names.NORMALIZED in r.expr or r.record == names.NORMALIZED]
     assert "GpuMetricFallbackServing" not in {r.alert for r in rules}
 
 
 def test_normalized_rule_primary_first_then_fallbacks_per_uuid(tmp_path):
-    from generator.rules import all_rules, names
+    from gpumon.rules import all_rules, names
     spec = load(tmp_path, SOURCED)
     rules = all_rules(spec)
     norm = [r for r in rules if r.record == names.NORMALIZED]
@@ -178,7 +178,7 @@ def test_normalized_rule_primary_first_then_fallbacks_per_uuid(tmp_path):
 
 def test_source_values_are_quoted(tmp_path):
     """A job holding a quote or a ``$`` stays one value (promqltext.quote; ``$$`` in replacements)."""
-    from generator.rules import all_rules, names
+    from gpumon.rules import all_rules, names
     text = SOURCED.replace("job: dcgm-exporter", "job: 'dc\"gm$1'").replace(
         "sources: [dcgm-exporter-1.x, nvidia_gpu_exporter]", "sources: [{preset: nvidia_gpu_exporter, job: 'a\"b'}]")
     spec = load(tmp_path, text)
@@ -192,7 +192,7 @@ def test_source_values_are_quoted(tmp_path):
 def test_sourced_rules_pass_promtool_check(tmp_path):
     import shutil
     import subprocess
-    from generator.rules.output import files
+    from gpumon.rules.output import files
     spec = load(tmp_path, SOURCED)
     path = tmp_path / "rules.yaml"
     path.write_text(files(spec)["rules/gpumon.rules.yaml"])
@@ -209,7 +209,7 @@ MIXED = ROOT / "examples" / "mixed-fleet.yaml"
 
 
 def _render_to(spec_path, out):
-    from generator.render import render
+    from gpumon.render import render
     spec = load_spec(spec_path)
     for rel, text in render(spec).items():
         (out / rel).parent.mkdir(parents=True, exist_ok=True)
@@ -311,8 +311,8 @@ def test_a_down_exporter_mutes_its_nodes_fallback_warnings():
     """With dcgm-exporter down on a node, nvidia_gpu_exporter serves all its sourced fields: that
     is the exporter alert's cause, so the inhibit rule keyed on the node mutes the fallback
     warnings (one cause, one page)."""
-    from generator.alertmanager import inhibitions
-    from generator.rules import build_groups
+    from gpumon.alertmanager import inhibitions
+    from gpumon.rules import build_groups
     spec = load_spec(MIXED)
     rule = next(i for i in inhibitions(spec, build_groups(spec)) if "GpuExporterDown" in i.source[0][2])
     assert "GpuMetricFallbackServing" in rule.target[0][2].split("|")

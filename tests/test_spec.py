@@ -11,7 +11,7 @@ import jsonschema
 import pytest
 import yaml
 
-from generator.spec import SpecError, load_spec, parse_spec, schema
+from gpumon.spec import SpecError, load_spec, parse_spec, schema
 
 BASE = """\
 version: 1
@@ -47,7 +47,7 @@ def test_bundled_spec_loads_with_dcgm_defaults(default_spec):
 def test_bundled_spec_kinds_match_the_exporter_csv(default_spec):
     """Kinds come from dcgm-exporter's default-counters.csv, except where the field misbehaves
     (NVLINK_BANDWIDTH_TOTAL is typed counter but goes down: dcgm-exporter#417)."""
-    from generator.fields import default_counters
+    from gpumon.fields import default_counters
     csv = default_counters()
     for m in default_spec.metrics:
         if m.name in csv and m.name != "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL":
@@ -133,7 +133,7 @@ def test_yaml_syntax_error_and_non_mapping(tmp_path):
 def test_cli_prints_errors_and_exits_2_without_traceback(tmp_path):
     path = tmp_path / "bad.yaml"
     path.write_text(BASE.replace("gauge", "gage"))
-    proc = subprocess.run([sys.executable, "-m", "generator.cli", "render", str(path), "-o", str(tmp_path / "out")],
+    proc = subprocess.run([sys.executable, "-m", "gpumon.cli", "render", str(path), "-o", str(tmp_path / "out")],
                           capture_output=True, text=True)
     assert proc.returncode == 2
     assert "Traceback" not in proc.stderr
@@ -149,8 +149,8 @@ def test_schema_is_valid_draft7_and_accepts_the_bundled_spec(default_spec):
 
 def test_modeline_points_to_the_shipped_schema(root):
     first = (root / "gpumon.yaml").read_text().splitlines()[0]
-    assert first == "# yaml-language-server: $schema=./generator/schema/gpumon.schema.json"
-    assert (root / "generator/schema/gpumon.schema.json").is_file()
+    assert first == "# yaml-language-server: $schema=./generator/gpumon/schema/gpumon.schema.json"
+    assert (root / "generator/gpumon/schema/gpumon.schema.json").is_file()
 
 
 KUBE = """\
@@ -178,9 +178,9 @@ def test_dashboards_of_one_spec_never_show_another_specs_alerts():
     """Regression: rendering a spec without a kubernetes section, then the same spec with one,
     used to hand the second the first one's alert names (a cache keyed by a spec whose equality
     ignored the section), so its dashboards missed the kubernetes alerts."""
-    from generator import dashboards
-    from generator.dashboards.output import to_json
-    from generator.rules import all_rules
+    from gpumon import dashboards
+    from gpumon.dashboards.output import to_json
+    from gpumon.rules import all_rules
 
     plain = parse_spec(BASE, "spec.yaml")
     kube = parse_spec(BASE + KUBE, "spec.yaml")
@@ -265,8 +265,8 @@ def test_one_alert_name_at_two_severities_is_a_spec_error(tmp_path):
 
 
 def test_builtin_alert_names_are_the_rendered_ones(default_spec, root):
-    from generator.rules import all_rules
-    from generator.spec import BUILTIN_ALERTS
+    from gpumon.rules import all_rules
+    from gpumon.spec import BUILTIN_ALERTS
     specs = (default_spec, load_spec(root / "examples" / "kubernetes.yaml"), load_spec(root / "examples" / "mixed-fleet.yaml"))
     threshold_names = {t.alert for s in specs for m in s.metrics for t in m.thresholds}
     rendered = {r.alert for s in specs for r in all_rules(s) if r.alert}
@@ -283,13 +283,13 @@ def test_relative_runbook_url_needs_saying_so(tmp_path):
     ok = parse_spec(text + "  runbook_url_relative: true\n")
     assert ok.alerts.runbook_url == "../runbooks"
     # no base at all: alerts carry no runbook_url rather than a broken one
-    from generator.rules import all_rules
+    from gpumon.rules import all_rules
     bare = parse_spec(BASE)
     assert all("runbook_url" not in dict(r.annotations) for r in all_rules(bare) if r.alert)
 
 
 def test_alerts_carry_the_namespace_label(tmp_path):
-    from generator.rules import all_rules
+    from gpumon.rules import all_rules
     spec = parse_spec(BASE)
     assert {r.label_map.get("namespace") for r in all_rules(spec) if r.alert} == {"monitoring"}
     spec = parse_spec(BASE + "prometheus_rule:\n  namespace: gpu-ops\n")

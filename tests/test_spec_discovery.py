@@ -15,7 +15,7 @@ NO_SPEC = "no spec found: pass SPEC or run `gpumon init`"
 
 
 def gpumon(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "generator.cli", *args], capture_output=True, text=True, cwd=cwd,
+    return subprocess.run([sys.executable, "-m", "gpumon.cli", *args], capture_output=True, text=True, cwd=cwd,
                           timeout=120)
 
 

@@ -12,8 +12,8 @@ import time
 import promql_parser
 import pytest
 
-from generator.render import render
-from generator.spec import SpecError, load_spec, parse_spec
+from gpumon.render import render
+from gpumon.spec import SpecError, load_spec, parse_spec
 
 from .conftest import ROOT
 
@@ -122,7 +122,7 @@ def test_cli_exits_2_without_traceback(tmp_path, case):
     text = dict((h[0], h[1]) for h in HOSTILE)[case]
     spec = tmp_path / "spec.yaml"
     spec.write_text(text)
-    proc = subprocess.run([sys.executable, "-m", "generator.cli", "render", str(spec), "-o", str(tmp_path / "o")],
+    proc = subprocess.run([sys.executable, "-m", "gpumon.cli", "render", str(spec), "-o", str(tmp_path / "o")],
                           capture_output=True, text=True, timeout=60, cwd=ROOT)
     assert proc.returncode == 2, proc.stderr
     assert "Traceback" not in proc.stderr and re.search(r"spec\.yaml:\d+:\d+: ", proc.stderr)
@@ -155,7 +155,7 @@ def test_job_values_cannot_add_matchers_anywhere(job):
 
 
 def test_escaping_is_the_one_function():
-    from generator.promqltext import quote
+    from gpumon.promqltext import quote
 
     assert quote('x",job=~".+') == '"x\\",job=~\\".+"'
     assert quote("a\\b\nc") == '"a\\\\b\\nc"'

@@ -14,11 +14,11 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from generator import promqltext, writer
-from generator.cli import cli
-from generator.render import render
-from generator.rules import exporter
-from generator.spec import SpecError, parse_spec
+from gpumon import promqltext, writer
+from gpumon.cli import cli
+from gpumon.render import render
+from gpumon.rules import exporter
+from gpumon.spec import SpecError, parse_spec
 
 from .conftest import ROOT
 from .test_spec_hostile import BASE, KUBE
@@ -47,7 +47,7 @@ def _with(key_line: str) -> str:
 def _cli_render(tmp_path, text: str):
     spec = tmp_path / "spec.yaml"
     spec.write_text(text)
-    return subprocess.run([sys.executable, "-m", "generator.cli", "render", str(spec), "-o", str(tmp_path / "o")],
+    return subprocess.run([sys.executable, "-m", "gpumon.cli", "render", str(spec), "-o", str(tmp_path / "o")],
                           capture_output=True, text=True, timeout=60, cwd=ROOT)
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from generator.spec import schema
+from gpumon.spec import schema
 
 #: JSON pointer of a free-text string schema -> where the value is made safe where it is used.
 #: Every string also passes specbounds.walk (no control characters, no ``{{``/``}}``).

@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from generator import sidecar, sourcepresets
-from generator.render import render
-from generator.spec import SpecError, load_spec, parse_spec
+from gpumon import sidecar, sourcepresets
+from gpumon.render import render
+from gpumon.spec import SpecError, load_spec, parse_spec
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "tests" / "data" / "nvidia-smi"

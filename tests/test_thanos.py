@@ -17,11 +17,11 @@ from pathlib import Path
 
 import pytest
 
-from generator.localprom import ExpositionServer
-from generator.render import render
-from generator.rules import names
-from generator.spec import parse_spec
-from generator.writer import write
+from gpumon.localprom import ExpositionServer
+from gpumon.render import render
+from gpumon.rules import names
+from gpumon.spec import parse_spec
+from gpumon.writer import write
 
 from .conftest import ROOT
 from .dcgm_text import exposition
@@ -69,7 +69,7 @@ def topo(tmp_path_factory):
 
 def _validate(topo, folder, *args) -> tuple[int, dict]:
     """``gpumon validate --backend thanos`` as a process: (exit code, JSON report)."""
-    proc = subprocess.run([sys.executable, "-m", "generator.cli", "validate", str(folder / "gpumon.yaml"),
+    proc = subprocess.run([sys.executable, "-m", "gpumon.cli", "validate", str(folder / "gpumon.yaml"),
                            "--prom", topo.query_url, "--backend", "thanos", "--lookback", "1m", "--format", "json",
                            *args], capture_output=True, text=True, timeout=120, cwd=ROOT)
     try:

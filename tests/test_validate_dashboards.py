@@ -18,14 +18,14 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from generator import render
-from generator.cli import cli
-from generator.localprom import LocalPrometheus
-from generator.promapi import PromClient
-from generator.reporters import render as render_report
-from generator.simulate import Fault, Fleet, Simulator
-from generator.spec import parse_spec
-from generator.validate import validate
+from gpumon import render
+from gpumon.cli import cli
+from gpumon.localprom import LocalPrometheus
+from gpumon.promapi import PromClient
+from gpumon.reporters import render as render_report
+from gpumon.simulate import Fault, Fleet, Simulator
+from gpumon.spec import parse_spec
+from gpumon.validate import validate
 
 from . import browser
 from .conftest import ROOT

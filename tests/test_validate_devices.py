@@ -18,11 +18,11 @@ from pathlib import Path
 
 import pytest
 
-from generator.localprom import ExpositionServer, LocalPrometheus
-from generator.promapi import PromClient
-from generator.simulate import Fault, Fleet, Simulator
-from generator.spec import parse_spec
-from generator.validate import validate
+from gpumon.localprom import ExpositionServer, LocalPrometheus
+from gpumon.promapi import PromClient
+from gpumon.simulate import Fault, Fleet, Simulator
+from gpumon.spec import parse_spec
+from gpumon.validate import validate
 
 pytestmark = pytest.mark.skipif(not shutil.which("prometheus"), reason="prometheus not installed")
 

@@ -16,14 +16,14 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from generator import render
-from generator.cli import cli
-from generator.rules import names
-from generator.localprom import LocalPrometheus
-from generator.promapi import PromClient
-from generator.simulate import Fault, Fleet, Simulator, gpu_uuid
-from generator.spec import parse_spec
-from generator.validate import CHECKS, reachability, validate
+from gpumon import render
+from gpumon.cli import cli
+from gpumon.rules import names
+from gpumon.localprom import LocalPrometheus
+from gpumon.promapi import PromClient
+from gpumon.simulate import Fault, Fleet, Simulator, gpu_uuid
+from gpumon.spec import parse_spec
+from gpumon.validate import CHECKS, reachability, validate
 
 pytestmark = pytest.mark.skipif(not shutil.which("prometheus"), reason="prometheus not installed "
                                 "(apt-get install --no-install-recommends prometheus)")
@@ -127,8 +127,8 @@ def test_requests_do_not_grow_with_the_fleet(env):
 def test_reporting_parts_union_is_the_single_query(env, job):
     """The reporting union runs as --concurrency disjoint parts (by the UUID's last digit); together
     they answer exactly what the one union query answers, each GPU label set in one part only."""
-    from generator.validate import facts
-    from generator.validate.base import Context
+    from gpumon.validate import facts
+    from gpumon.validate.base import Context
 
     spec = spec_for(job)
     with PromClient(env["prom"].url) as client:
@@ -149,8 +149,8 @@ def test_node_counts_without_a_complete_metric_find_the_same(env, monkeypatch):
     """The GPUs lacking a metric come from per-node counts: compared by the server against a
     metric every reporting GPU carries (only short nodes answer), or, when there is none, every
     node's count compared here. Both give the same inventory, at one evaluation time."""
-    from generator.validate import facts
-    from generator.validate.base import Context
+    from gpumon.validate import facts
+    from gpumon.validate.base import Context
 
     spec, at = spec_for("dcgm-exporter"), time.time()
 

@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from generator.promapi import PromClient
-from generator.promqltext import matcher
-from generator.spec import load_spec
-from generator.validate import facts
-from generator.validate.base import Context
+from gpumon.promapi import PromClient
+from gpumon.promqltext import matcher
+from gpumon.spec import load_spec
+from gpumon.validate import facts
+from gpumon.validate.base import Context
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -80,7 +80,7 @@ def test_detail_requests_stay_short():
 
 
 def test_values_are_shown_as_the_server_wrote_them_with_the_dcgm_code_named():
-    from generator.validate.values import shown_value
+    from gpumon.validate.values import shown_value
     assert shown_value("9223372036854775808") == "9223372036854775808 (DCGM_INT64_BLANK..NO_PERMISSION, 2^63 as a float)"
     assert shown_value("9.223372036854776e+18").startswith("9.223372036854776e+18 (DCGM_INT64_BLANK")
     assert shown_value("140737488355330") == "140737488355330 (DCGM_FP64_NOT_SUPPORTED)"

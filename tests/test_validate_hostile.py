@@ -16,8 +16,8 @@ import xml.etree.ElementTree as ET
 import pytest
 from click.testing import CliRunner
 
-from generator import redact, reporters
-from generator.cli import cli
+from gpumon import redact, reporters
+from gpumon.cli import cli
 
 from .conftest import ROOT
 from .hostile_prom import MODES, HostileProm
@@ -193,7 +193,7 @@ def test_memory_stays_bounded(server, tmp_path, mode):
     """The issue measured 3.15 GB RSS for a 1 MiB gzip bomb and 2.8 GB for a 100 MB answer; with
     the 1 MiB cap a run stays far below 400 MB."""
     server.mode = mode
-    code = ("import resource, sys\nfrom generator.cli import main\nsys.argv = ['gpumon'] + sys.argv[1:]\n"
+    code = ("import resource, sys\nfrom gpumon.cli import main\nsys.argv = ['gpumon'] + sys.argv[1:]\n"
             "try:\n    main()\nfinally:\n"
             "    print('MAXRSS', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr)\n")
     proc = subprocess.run([sys.executable, "-c", code, "validate", "gpumon.yaml", "--prom", server.url, "--timeout", "5",

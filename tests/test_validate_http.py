@@ -9,10 +9,10 @@ import json
 import httpx
 import pytest
 
-from generator import reporters
-from generator.promapi import PromClient, PromError
-from generator.spec import default_spec_path, load_spec
-from generator.validate import validate
+from gpumon import reporters
+from gpumon.promapi import PromClient, PromError
+from gpumon.spec import default_spec_path, load_spec
+from gpumon.validate import validate
 
 SPEC = load_spec(default_spec_path())
 TOKEN = "s3cr3t-token-value"
@@ -97,7 +97,7 @@ def test_partial_response_warnings_are_inconclusive_exit_3():
                                           "lastError": "", "lastScrapeDuration": 0.1, "scrapeTimeout": "10s"}],
                        "droppedTargets": []})
         if path == "/api/v1/rules":
-            from generator.rules import build_groups
+            from gpumon.rules import build_groups
             return ok({"groups": [{"name": g.name, "rules": [{"name": r.name, "health": "ok",
                                                               "type": "alerting" if r.alert else "recording"}
                                                              for r in g.rules]} for g in build_groups(SPEC)]})
@@ -221,7 +221,7 @@ def test_rules_pagination():
 def test_cli_usage_errors_exit_2(tmp_path):
     from click.testing import CliRunner
 
-    from generator.cli import cli
+    from gpumon.cli import cli
     runner = CliRunner()
     res = runner.invoke(cli, ["validate", "--prom", "http://127.0.0.1:1", "--lookback", "soon"])
     assert res.exit_code == 2 and "not a Prometheus duration" in res.output
@@ -277,7 +277,7 @@ def test_progress_line_on_a_tty_after_one_second(monkeypatch, capsys):
     import sys as _sys
     import time as _time
 
-    from generator.validate.base import Context
+    from gpumon.validate.base import Context
     monkeypatch.setattr(_sys.stderr, "isatty", lambda: True, raising=False)
 
     def handler(request):

@@ -15,13 +15,13 @@ import shutil
 
 import pytest
 
-from generator.localprom import ExpositionServer
-from generator.promapi import PromClient
-from generator.render import render
-from generator.rules import names
-from generator.spec import parse_spec
-from generator.validate import validate
-from generator.writer import write
+from gpumon.localprom import ExpositionServer
+from gpumon.promapi import PromClient
+from gpumon.render import render
+from gpumon.rules import names
+from gpumon.spec import parse_spec
+from gpumon.validate import validate
+from gpumon.writer import write
 
 from .dcgm_text import exposition, uuid
 from .ksm_text import Cluster, Node, Pod

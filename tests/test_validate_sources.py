@@ -14,11 +14,11 @@ import shutil
 
 import pytest
 
-from generator.localprom import ExpositionServer, LocalPrometheus
-from generator.promapi import PromClient
-from generator.rules.output import files as rule_files
-from generator.spec import parse_spec
-from generator.validate import validate
+from gpumon.localprom import ExpositionServer, LocalPrometheus
+from gpumon.promapi import PromClient
+from gpumon.rules.output import files as rule_files
+from gpumon.spec import parse_spec
+from gpumon.validate import validate
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(not shutil.which("prometheus"), reason="prometheus not installed")]
 
@@ -163,7 +163,7 @@ def test_the_documented_example_still_occurs(env):
 def test_dashboard_panel_shows_the_fallback_source(env):
     """The per-GPU temperature panel reads the normalized series: the GPU the fallback serves is
     on the panel with source nvidia_gpu_exporter in its legend; the primary's GPUs carry no source."""
-    from generator.dashboards import queries as q
+    from gpumon.dashboards import queries as q
     m = env["spec"].metric("DCGM_FI_DEV_GPU_TEMP")
     result = env["prom"].query(q.per_gpu(env["spec"], m, q.FLEET, only_plausible=True))
     got = sorted((s["metric"]["UUID"], s["metric"].get("source"), s["value"][1]) for s in result)

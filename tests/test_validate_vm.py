@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from generator.localprom import LocalVictoriaMetrics
-from generator.promapi import PromClient
-from generator.simulate import Fault, Fleet, Simulator, gpu_uuid
-from generator.spec import parse_spec
-from generator.validate import validate
+from gpumon.localprom import LocalVictoriaMetrics
+from gpumon.promapi import PromClient
+from gpumon.simulate import Fault, Fleet, Simulator, gpu_uuid
+from gpumon.spec import parse_spec
+from gpumon.validate import validate
 
 SPEC_TEXT = (Path(__file__).parent / "data" / "validate-spec.yaml").read_text()
 

@@ -9,10 +9,10 @@ import time
 
 import pytest
 
-from generator.localprom import LocalVictoriaMetrics, LocalVmalert, WebhookReceiver, wait_for
-from generator.render import render
-from generator.simulate import Fleet, Simulator, dumps_faults
-from generator.spec import parse_spec
+from gpumon.localprom import LocalVictoriaMetrics, LocalVmalert, WebhookReceiver, wait_for
+from gpumon.render import render
+from gpumon.simulate import Fleet, Simulator, dumps_faults
+from gpumon.spec import parse_spec
 from tests.test_alertmanager import CAUSES, FAST
 
 pytestmark = pytest.mark.skipif(not (shutil.which("victoria-metrics") and shutil.which("vmalert")),

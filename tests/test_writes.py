@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from generator import writer
+from gpumon import writer
 
 from .clirun import gpumon
 from .conftest import ROOT
@@ -212,7 +212,7 @@ def test_planted_journal_cannot_delete_a_file_gpumon_never_wrote(tmp_path):
 _KILLER = textwrap.dedent("""
     import json, os, signal, sys
     from pathlib import Path
-    from generator import writer
+    from gpumon import writer
     out, point, n = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3])
     new = json.loads(sys.argv[4])
     count = {"n": 0}

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import httpx
 
-from generator.localprom import LocalPrometheus, free_port, stop_process, wait_for, wait_ready
+from gpumon.localprom import LocalPrometheus, free_port, stop_process, wait_for, wait_ready
 
 
 class Process:

@@ -1,8 +1,8 @@
 #!/bin/sh
 # gpumon nvidia-smi textfile sidecar: runs nvidia-smi every interval and writes its readings as
 # node_exporter textfile-collector metrics, so GPUs whose DCGM fields are empty (the field guide's
-# "N/A" temperature case) keep a reading. Read by gpumon's preset `nvidia-smi-textfile`
-# (generator/sourcepresets.py). POSIX sh (dash, busybox ash, bash --posix) plus awk, timeout,
+# "N/A" temperature case) keep a reading. Read by gpumon's source preset `nvidia-smi-textfile`.
+# POSIX sh (dash, busybox ash, bash --posix) plus awk, timeout,
 # setsid, mv, sed, tr, head, tail, wc, date: all busybox applets; no bash-isms.
 #
 # What breaks such scripts in the field, and what this one does instead:

@@ -1,0 +1,117 @@
+"""What every command shares: exit codes, the internal-error exit and loading the spec (or exiting
+2 with every problem).
+
+Only ``click`` and :mod:`gpumon.exitcodes` (which imports nothing) are imported at module level,
+so ``gpumon --help`` stays fast; the library is imported inside the functions that need it.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import click
+
+# the exit codes of every command (documented in ``EPILOG`` and README "Exit codes"), re-exported
+# for the commands from the one module that defines them
+from ..exitcodes import EXIT_ERROR, EXIT_FINDINGS, EXIT_INCONCLUSIVE, EXIT_INTERNAL, EXIT_OK  # noqa: F401
+
+EPILOG = """\b
+Exit codes:
+  0  all good
+  1  findings: drift, lint errors, failed checks
+  2  usage, spec/config or connection error
+  3  (validate) inconclusive: partial data, no failures
+  4  internal error: a bug in gpumon (please report it; GPUMON_DEBUG=1 shows the traceback)
+"""
+
+
+def input_options(func):
+    """``--follow-symlinks`` and ``--max-input-mib``: how lint, diff and validate --dashboards read
+    files (:mod:`gpumon.readers.files`; the defaults refuse symlinks leading out of the paths
+    given, devices and FIFOs, files over 16 MiB, and YAML/JSON nested over 100 levels)."""
+    func = click.option("--max-input-mib", default=16, show_default=True, type=click.IntRange(1, 1024),
+                        help="Refuse input files larger than this (each file; exit 2).")(func)
+    return click.option("--follow-symlinks", is_flag=True,
+                        help="Read symlinks that lead outside the paths given (refused by default; devices, "
+                             "FIFOs and sockets are refused always).")(func)
+
+
+def read_limits(follow_symlinks: bool, max_input_mib: int):
+    """The :class:`gpumon.readers.files.Limits` the two options above ask for."""
+    from ..readers.files import Limits
+
+    return Limits(follow_symlinks=follow_symlinks, max_bytes=max_input_mib << 20)
+
+
+def internal_error(exc: BaseException, command: str | None = None) -> None:
+    """Exit 4 with one line asking for a bug report: an uncaught exception is a bug, and must
+    not end as exit 1 (findings) or 2, which CI reads as drift or bad input (issue #15, finding 4).
+    The line is redacted (an exception may quote a header); ``GPUMON_DEBUG=1`` adds the traceback."""
+    from ..redact import redact
+
+    if os.environ.get("GPUMON_DEBUG") == "1":
+        import traceback
+
+        click.echo(redact("".join(traceback.format_exception(exc))), err=True, nl=False)
+    detail = " ".join(redact(f"{type(exc).__name__}: {exc}").split())[:300]
+    where = f" in {command}" if command else ""
+    click.echo(f"gpumon: internal error{where} ({detail}); this is a bug in gpumon: please report it with the command "
+               "and its input (GPUMON_DEBUG=1 shows the traceback)", err=True)
+    sys.exit(EXIT_INTERNAL)
+
+
+#: the SPEC value that picks gpumon's bundled example spec (never chosen without being asked for)
+DEFAULT_SPEC = "default"
+
+
+def find_spec(start: Path | None = None) -> Path | None:
+    """The ``gpumon.yaml`` in ``start`` (default: the working directory) or the nearest folder
+    above it, as ``git`` finds its repository; None when no folder up to the root has one."""
+    here = (start or Path.cwd()).resolve()
+    for folder in (here, *here.parents):
+        if (folder / "gpumon.yaml").is_file():
+            return folder / "gpumon.yaml"
+    return None
+
+
+def pick_spec(argument: str | None, option: str | None) -> str | None:
+    """The spec given as the SPEC argument or as ``--spec`` (a usage error when both differ)."""
+    if argument and option and argument != option:
+        raise click.UsageError(f"two specs given: {argument} and --spec {option}")
+    return argument or option
+
+
+def load_or_exit(path: str | None):
+    """Load the spec at ``path``, or print every problem as ``FILE:LINE:COL: path: message`` on
+    stderr and exit 2. ``None`` means the nearest ``gpumon.yaml`` (:func:`find_spec`), ``default``
+    the bundled spec; when there is no spec, say how to get one and exit 2 (never guess: the
+    bundled spec's labels and runbook links are not the user's). Warnings go to stderr."""
+    from ..spec import SpecError, default_spec_path, load_spec
+
+    if path == DEFAULT_SPEC:
+        path = str(default_spec_path())
+    elif path is None:
+        found = find_spec()
+        if found is None:
+            click.echo("gpumon: no spec found: pass SPEC or run `gpumon init` (no gpumon.yaml in "
+                       f"{Path.cwd()} or a folder above it; `{DEFAULT_SPEC}` uses gpumon's bundled example spec)", err=True)
+            sys.exit(EXIT_ERROR)
+        path = os.path.relpath(found)
+    if not Path(path).is_file():
+        click.echo(f"gpumon: no spec found at {path}: pass SPEC or run `gpumon init`", err=True)
+        sys.exit(EXIT_ERROR)
+    from ..rules import build_groups
+
+    try:
+        spec = load_spec(path)
+        build_groups(spec)      # checks the override names against the alerts it builds (kept, cached)
+    except SpecError as exc:
+        for problem in exc.problems:
+            click.echo(str(problem), err=True)
+        click.echo(f"gpumon: {len(exc.problems)} problem(s) in the spec", err=True)
+        sys.exit(EXIT_ERROR)
+    for warning in spec.warnings:
+        click.echo(str(warning), err=True)
+    return spec

@@ -1,0 +1,83 @@
+"""``gpumon lint``: check rule files, PrometheusRule objects and dashboards (PR checks)."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from .common import EXIT_ERROR, EXIT_FINDINGS, input_options, load_or_exit, read_limits
+
+#: report formats (``gpumon.reporters.FORMATS``; kept here so ``--help`` does not import it)
+FORMATS = ("text", "json", "sarif", "junit", "github")
+FAIL_ON = ("error", "warning", "info", "never")
+
+
+def _split(values: tuple[str, ...]) -> list[str]:
+    return [v.strip() for value in values for v in value.split(",") if v.strip()]
+
+
+@click.command("lint")
+@click.argument("paths", nargs=-1, type=click.Path())
+@click.option("--spec", "spec_path", type=click.Path(dir_okay=False),
+              help="Spec giving metric kinds, labels, intervals, rule selector labels (default: the nearest gpumon.yaml upwards; `default`: the bundled example).")
+@click.option("-f", "--format", "fmt", type=click.Choice(FORMATS), default="text", show_default=True,
+              help="Report format: SARIF 2.1.0 for code scanning, JUnit XML, GitHub workflow annotations.")
+@click.option("--fail-on", type=click.Choice(FAIL_ON), default="error", show_default=True,
+              help="Exit 1 when a finding has this severity or a higher one.")
+@click.option("--disable", multiple=True, metavar="CHECK[,CHECK]", help="Skip these checks (repeatable).")
+@click.option("--max-object-bytes", type=click.IntRange(min=1), default=None, metavar="BYTES",
+              help="object-too-large-to-apply: the most bytes an object's kubectl last-applied annotation "
+                   "may take (default 235929, 90 % of the API server's 262144).")
+@click.option("--list-checks", is_flag=True, help="Describe every check and exit.")
+@click.option("--skip-other-files", is_flag=True,
+              help="Skip named files that hold no rules or dashboards (specs, promtool tests, other objects) "
+                   "instead of reporting them unreadable, as in a walked folder (the pre-commit hook sets it).")
+@input_options
+def lint_command(paths, spec_path, fmt, fail_on, disable, max_object_bytes, list_checks, skip_other_files,
+                 follow_symlinks, max_input_mib) -> None:
+    """Check rule files, PrometheusRule objects and Grafana dashboards (JSON files, ConfigMaps)
+    under PATHS (files or directories; default: output/).
+
+    Silence a check for one rule with a comment `# gpumon-lint: ignore CHECK` on the rule or
+    right above it, for a whole YAML file with `# gpumon-lint: ignore-file CHECK`.
+
+    \b
+    Exit codes: 0 nothing at or above --fail-on; 1 findings at or above it;
+                2 usage error, bad spec, or unreadable input (YAML/JSON syntax, missing path,
+                  a device/FIFO, a symlink leading out, a file over --max-input-mib,
+                  YAML/JSON nested over 100 levels);
+                4 internal error (a bug: please report it).
+    """
+    from .. import reporters
+    from ..lint import check_ids, describe, failing, lint, sections
+    from ..readers import loader
+
+    if list_checks:
+        import textwrap
+
+        for cid, severity, doc in describe():
+            parts = {k: v.replace("``", "`") for k, v in sections(doc).items()}
+            click.echo(f"{cid} ({severity}): {parts['summary']}")
+            for key in ("what", "why", "silence"):
+                if parts[key]:
+                    click.echo(textwrap.fill(f"{key.capitalize()}: {parts[key]}", 100, initial_indent="    ",
+                                             subsequent_indent="      "))
+            click.echo(f"    Docs: docs/checks/lint/{cid}.md\n")
+        return
+    disabled = _split(disable)
+    unknown = sorted(set(disabled) - set(check_ids()) - {loader.UNREADABLE})
+    if unknown:
+        click.echo(f"gpumon: unknown check id(s) for --disable: {', '.join(unknown)}; "
+                   f"known: {', '.join(check_ids())}", err=True)
+        sys.exit(EXIT_ERROR)
+    spec = load_or_exit(spec_path)
+    sizes = {"max_object_bytes": max_object_bytes} if max_object_bytes else {}
+    report = lint(list(paths) or ["output"], spec, disabled, read_limits(follow_symlinks, max_input_mib),
+                  skip_other=skip_other_files, **sizes)  # a bug ends in the internal-error exit (4)
+    click.echo(reporters.render(report, fmt), nl=False)
+    if any(f.check == loader.UNREADABLE for f in report.findings):
+        click.echo("gpumon: some input could not be read (see input-unreadable findings)", err=True)
+        sys.exit(EXIT_ERROR)
+    if failing(report, fail_on):
+        sys.exit(EXIT_FINDINGS)

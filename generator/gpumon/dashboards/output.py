@@ -1,0 +1,39 @@
+"""Dashboard files: deterministic JSON and Grafana-sidecar ConfigMaps."""
+
+from __future__ import annotations
+
+import json
+
+from ..applysize import BUDGET, applied_size
+from ..spec import DashboardSettings, Spec
+from .sdk import JSONEncoder
+from ..yamlout import dump, generated_header
+
+JSON_PATH = "dashboards/{name}.json"
+CONFIGMAP_PATH = "kubernetes/grafana-dashboard-{name}.yaml"
+
+
+def to_json(dashboard) -> str:
+    """A built foundation-sdk dashboard as JSON text: keys sorted, 2-space indent, trailing
+    newline, non-ASCII kept (``°C``), so the same spec gives byte-identical files."""
+    return json.dumps(dashboard, cls=JSONEncoder, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+
+
+def configmap(spec: Spec, s: DashboardSettings, name: str, text: str) -> str:
+    """A v1 ConfigMap carrying one dashboard for the Grafana sidecar of kube-prometheus-stack:
+    labelled ``<label>: <label_value>``, with the folder annotation when a folder is set.
+    ``data`` holds the same text as the JSON file; when that would make the object too big for
+    ``kubectl apply`` (:mod:`gpumon.applysize`: a spec with many fields), the same dashboard as
+    compact JSON (the indentation, escaped in the last-applied annotation, takes a third of it)."""
+    meta: dict = {
+        "name": f"grafana-dashboard-{name}",
+        "namespace": s.namespace,
+        "labels": {s.label: s.label_value, "app.kubernetes.io/managed-by": "gpumon"},
+    }
+    if s.folder:
+        meta["annotations"] = {s.folder_annotation: s.folder}
+    doc = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta, "data": {f"{name}.json": text}}
+    if applied_size(doc) > BUDGET:
+        compact = json.dumps(json.loads(text), separators=(",", ":"), sort_keys=True, ensure_ascii=False)
+        doc["data"] = {f"{name}.json": compact + "\n"}
+    return dump(doc, header=generated_header(spec.path))

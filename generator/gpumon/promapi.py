@@ -1,0 +1,530 @@
+"""The one Prometheus HTTP API client gpumon uses (``validate``; others may reuse it).
+
+Speaks the Prometheus v1 query API as served by Prometheus, Thanos Query, Grafana Mimir (under a
+path prefix, with ``X-Scope-OrgID``) and VictoriaMetrics. Every answer is checked against the
+envelope ``{"status", "data", "errorType", "error", "warnings", "infos"}`` (Prometheus
+``docs/querying/api.md``); anything else (an auth proxy's HTML login page, Mimir's plain-text
+``no org id``, a plain-text ``404 page not found``, garbage) becomes a :class:`PromError` that
+says what came back, never "0 series".
+
+Secrets (bearer token, basic-auth password, ``--header`` values) are registered with
+:mod:`gpumon.redact` before anything can fail on them, every :class:`PromError` message is
+redacted, and secrets are not sent along a redirect to another host.
+
+Every request is bounded (issue #15, finding 5): a deadline for the whole request (connect,
+redirects, every read of the body: a trickled body cannot stretch it), an optional overall
+deadline for the client (``validate --deadline``), and a cap on the body size that also holds
+after gzip/deflate decompression (a gzip bomb is refused after ``max_bytes``, not inflated).
+Per-request timeouts share one budget: after :data:`STALL_LIMIT` requests in a row time out, the
+server is taken to have stopped answering and later requests fail at once instead of each
+waiting ``timeout`` again (a server that stalls after its first answer would otherwise cost
+``timeout`` per query: 38 queries x 3 s).
+Answers are checked for the shapes the API documents (a ``result`` that is not a list of samples,
+targets that are not objects) and refused as ``not-json`` instead of crashing a check.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import time
+import zlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import urljoin, urlsplit, urlunsplit
+
+import httpx
+
+from . import redact
+
+#: Error kinds of :class:`PromError`.
+KINDS = ("config", "connection", "timeout", "auth", "not-found", "api", "http", "not-json", "too-large")
+MAX_REDIRECTS = 5
+#: timeouts in a row after which a client sends nothing more (see the module docstring)
+STALL_LIMIT = 3
+#: default cap on a response body, after decompression (``validate --max-response-mib``)
+MAX_BYTES = 64 << 20
+#: ``/api/v1/rules`` pages followed at most (each ``group_limit=100`` groups)
+MAX_RULE_PAGES = 1000
+#: words that mark an HTML answer as a login page (oauth2-proxy, OpenShift oauth-proxy, SSO portals)
+_LOGIN_WORDS = ("sign in", "sign-in", "signin", "log in", "login", "password", "oauth", "sso", "authenticate")
+
+
+class PromError(Exception):
+    """A request that gave no usable API answer.
+
+    Attributes:
+        kind: one of :data:`KINDS` (``auth`` for 401/403 and HTML login pages, ``not-found`` for
+            404, ``api`` for a Prometheus error envelope, ``not-json`` for a 2xx that is not the API).
+        url: the URL asked (credentials removed; after redirects, the final one).
+        status: HTTP status, or None when no answer came.
+        message: what happened, with Prometheus' own ``errorType``/``error`` or a body excerpt.
+        hint: what to try.
+    """
+
+    def __init__(self, kind: str, url: str, message: str, status: int | None = None, hint: str = ""):
+        url, message, hint = redact.redact(url), redact.redact(message), redact.redact(hint)
+        self.kind, self.url, self.status, self.message, self.hint = kind, url, status, message, hint
+        where = f"{url}: HTTP {status}" if status else url
+        super().__init__(f"{where}: {message}")
+
+
+#: How Prometheus 3 starts PromQL annotations (promql/annotations: "PromQL info: ", "PromQL warning: ")
+ANNOTATION_PREFIXES = ("PromQL info:", "PromQL warning:")
+
+
+@dataclass
+class Answer:
+    """A successful API answer: ``data`` as decoded JSON, plus ``warnings``/``infos`` (a partial
+    response from Thanos or Mimir carries warnings and must not be read as complete)."""
+
+    data: object
+    warnings: list[str] = field(default_factory=list)
+    infos: list[str] = field(default_factory=list)
+
+    @property
+    def partial(self) -> bool:
+        """True when a warning says data may be missing. PromQL annotations (``PromQL info: metric
+        might not be a counter ...``, ``PromQL warning: ...``) are not: Prometheus 3 returns them
+        in ``infos``/``warnings`` and Thanos Query relays both as ``warnings`` (seen with Thanos
+        0.42.4 on ``rate()`` of ``DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION``, a counter without
+        ``_total``), while its partial responses read ``fetch series for {...}: rpc error``."""
+        return any(not str(w).startswith(ANNOTATION_PREFIXES) for w in self.warnings)
+
+
+def _read_secret(path: str, what: str, ascii_only: bool = True) -> str:
+    try:
+        raw = Path(path).read_bytes()[:65536]
+    except OSError as exc:
+        raise PromError("config", path, f"cannot read {what} file: {exc.strerror or exc}") from None
+    text = raw.decode("utf-8", "replace")
+    redact.add(text.strip())  # before any check can quote it
+    for line in text.splitlines():
+        redact.add(line.strip())
+    text = text.strip()
+    if not text:
+        raise PromError("config", path, f"{what} file is empty")
+    if "\n" in text or "\r" in text:
+        raise PromError("config", path, f"{what} file holds more than one line (the value is not shown): keep only "
+                        "the secret on its first line")
+    bad = _bad_header_char(text, ascii_only)
+    if bad:
+        raise PromError("config", path, f"{what} file holds {bad} (the value is not shown)")
+    return text
+
+
+def _bad_header_char(value: str, ascii_only: bool = True) -> str | None:
+    """What makes ``value`` unusable in an HTTP header (said without quoting it), or None. The
+    HTTP client (httpx) encodes header values as ASCII, so any other character is refused here
+    rather than failing inside a request; ``ascii_only=False`` for text that is base64-encoded
+    before it is sent (basic auth)."""
+    for ch in value:
+        if ch in "\r\n":
+            return "a line break (CR/LF)"
+        if ord(ch) < 0x20 and ch != "\t" or ord(ch) == 0x7F:
+            return "a control character"
+        if ascii_only and ord(ch) > 0x7E:
+            return "a non-ASCII character (HTTP header values are ASCII; percent-encode it or use the ASCII form)"
+    return None
+
+
+def check_header(name: str, value: str) -> None:
+    """Raise ``PromError(kind="config")`` for a header HTTP cannot carry; the value is never shown."""
+    redact.add(value)
+    if not name or any(c in name for c in ":\r\n ") or _bad_header_char(name):
+        raise PromError("config", "--header", f"{name[:40]!r} is not a header name")
+    bad = _bad_header_char(value)
+    if bad:
+        raise PromError("config", "--header", f"the value of {name} holds {bad} (the value is not shown)")
+
+
+def strip_userinfo(url: str) -> str:
+    """``url`` without ``user:password@`` (for messages)."""
+    parts = urlsplit(url)
+    if parts.username or parts.password:
+        host = parts.hostname or ""
+        netloc = host + (f":{parts.port}" if parts.port else "")
+        return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
+    return url
+
+
+#: Query parameters each backend needs on every query. Thanos Query: ``dedup`` merges the
+#: replicas of an HA pair (``--query.replica-label``) so a GPU is one series, not two;
+#: ``partial_response=true`` answers with ``warnings`` when a store (sidecar, store gateway) is
+#: down, which validate turns into "inconclusive" (exit 3) instead of failing the query
+#: (Thanos docs, "Query: Partial Response").
+BACKEND_QUERY_PARAMS: dict[str, dict[str, str]] = {
+    "thanos": {"dedup": "true", "partial_response": "true"},
+}
+
+
+class PromClient:
+    """A Prometheus-compatible HTTP API client.
+
+    Args:
+        url: base URL, e.g. ``http://prometheus:9090`` (``user:pass@`` is accepted as basic auth).
+        path_prefix: prefix before ``/api/v1`` (Mimir: ``/prometheus``).
+        tenant: sent as ``X-Scope-OrgID`` on every request (Mimir, Cortex, multi-tenant Thanos).
+        headers: extra headers ``{name: value}`` (values are treated as secrets).
+        bearer_token_file: file with a bearer token; ``$GPUMON_BEARER_TOKEN`` is used when unset.
+        basic_auth_file: file with ``user:password`` on one line.
+        ca_file: PEM bundle to verify the server with; ``insecure`` skips verification.
+        timeout: seconds per request: connect, redirects and reading the whole body.
+        deadline: seconds for every request of this client together (None: no overall bound).
+        max_bytes: cap on a response body after decompression (:data:`MAX_BYTES`).
+        query_params: sent with every query (Thanos Query: ``dedup=true`` so HA replicas count
+            once, ``partial_response=true`` so a missing store is a warning, hence inconclusive,
+            instead of an error; see :data:`BACKEND_QUERY_PARAMS`).
+        transport: an httpx transport (tests use ``httpx.MockTransport``).
+    Raises:
+        PromError(kind="config"): unreadable secret file or bad URL.
+    """
+
+    def __init__(self, url: str, *, path_prefix: str = "", tenant: str | None = None,
+                 headers: dict[str, str] | None = None, bearer_token_file: str | None = None,
+                 basic_auth_file: str | None = None, ca_file: str | None = None, insecure: bool = False,
+                 timeout: float = 30.0, deadline: float | None = None, max_bytes: int = MAX_BYTES,
+                 query_params: dict[str, str] | None = None, transport: httpx.BaseTransport | None = None):
+        self.query_params = dict(query_params or {})
+        parts = urlsplit(url)
+        redact.add(parts.password)
+        for value in (headers or {}).values():
+            redact.add(value)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise PromError("config", strip_userinfo(url), "not an http(s) URL (e.g. http://prometheus:9090)")
+        self.base = strip_userinfo(url).rstrip("/") + ("/" + path_prefix.strip("/") if path_prefix.strip("/") else "")
+        self.origin = (parts.scheme, parts.hostname, parts.port)
+        self.public_headers: dict[str, str] = {"Accept": "application/json"}
+        if tenant:
+            bad = _bad_header_char(tenant)
+            if bad:
+                raise PromError("config", "--tenant", f"the tenant id holds {bad}")
+            self.public_headers["X-Scope-OrgID"] = tenant
+        for key, value in (headers or {}).items():
+            check_header(key, value)
+        self.secret_headers: dict[str, str] = dict(headers or {})
+        token = _read_secret(bearer_token_file, "bearer token") if bearer_token_file else \
+            os.environ.get("GPUMON_BEARER_TOKEN", "").strip() or None
+        if token and not bearer_token_file:
+            redact.add(token)
+            if _bad_header_char(token):
+                raise PromError("config", "$GPUMON_BEARER_TOKEN", f"the token holds {_bad_header_char(token)} "
+                                "(the value is not shown)")
+        userpass = _read_secret(basic_auth_file, "basic auth", ascii_only=False) if basic_auth_file else \
+            (f"{parts.username}:{parts.password or ''}" if parts.username else None)
+        if userpass is not None and ":" not in userpass:
+            raise PromError("config", basic_auth_file or "", "basic auth file must hold user:password")
+        if token:
+            self.secret_headers["Authorization"] = f"Bearer {token}"
+        elif userpass:
+            self.secret_headers["Authorization"] = "Basic " + base64.b64encode(userpass.encode()).decode()
+            redact.add(userpass.partition(":")[2])
+        if "Authorization" in self.secret_headers:
+            redact.add(self.secret_headers["Authorization"])
+            redact.add(self.secret_headers["Authorization"].partition(" ")[2])
+        verify: bool | str = False if insecure else (ca_file or True)
+        if ca_file and not insecure and not Path(ca_file).is_file():
+            raise PromError("config", ca_file, "CA file not found")
+        self.timeout, self.max_bytes = timeout, max_bytes
+        self.overall = deadline
+        self.deadline_at = time.monotonic() + deadline if deadline else None
+        self.stalled = 0  # requests in a row that timed out
+        self.http = httpx.Client(timeout=timeout, verify=verify, follow_redirects=False, transport=transport)
+
+    def close(self) -> None:
+        self.http.close()
+
+    def __enter__(self) -> "PromClient":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def describe_headers(self) -> dict[str, str]:
+        """Headers sent, with secret values masked (``Bearer ****``) — safe to print."""
+        out = dict(self.public_headers)
+        for key, value in self.secret_headers.items():
+            scheme = value.split(" ", 1)[0] if key == "Authorization" and " " in value else ""
+            out[key] = f"{scheme} ****".strip()
+        return out
+
+    # ------------------------------------------------------------------ requests
+    def get(self, path: str, params: dict | list | None = None) -> Answer:
+        """GET ``<base><path>`` and return the decoded envelope, within the request deadline.
+
+        Redirects are followed (up to 5); secrets are dropped when one leaves the origin host.
+        Nothing is sent after :data:`STALL_LIMIT` timeouts in a row (a ``timeout`` error at once).
+        Raises:
+            PromError: see :class:`PromError` kinds.
+        """
+        if self.stalled >= STALL_LIMIT:
+            raise PromError("timeout", self.base + path, f"not sent: the last {self.stalled} requests each timed out "
+                            f"(--timeout {self.timeout:g}s); the server stopped answering",
+                            hint="check the server's load, or raise --timeout")
+        try:
+            answer = self._get(path, params)
+        except PromError as exc:
+            if exc.kind == "timeout":
+                self.stalled += 1  # a race between threads only shifts the cut-off by one
+            raise
+        self.stalled = 0
+        return answer
+
+    def _get(self, path: str, params: dict | list | None) -> Answer:
+        url = self.base + path
+        # only encodings _read can bound (httpx would otherwise also offer br/zstd when installed)
+        headers = {**self.public_headers, **self.secret_headers, "Accept-Encoding": "gzip, deflate"}
+        deadline = time.monotonic() + self.timeout
+        overall = self.deadline_at is not None and self.deadline_at < deadline
+        deadline = min(deadline, self.deadline_at) if self.deadline_at is not None else deadline
+        for _ in range(MAX_REDIRECTS + 1):
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise self._timed_out(url, overall)
+            try:
+                request = self.http.build_request("GET", url, params=params, headers=headers, timeout=remaining)
+                resp = self.http.send(request, stream=True)
+                try:
+                    if resp.is_redirect and "location" in resp.headers:
+                        url = urljoin(str(resp.url), resp.headers["location"])
+                        params = None  # the Location carries its own query string
+                        target = urlsplit(url)
+                        if (target.scheme, target.hostname, target.port) != self.origin:
+                            # never hand credentials to another host
+                            headers = {**self.public_headers, "Accept-Encoding": "gzip, deflate"}
+                        continue
+                    body = self._read(resp, deadline, overall)
+                finally:
+                    resp.close()
+            except httpx.TimeoutException:
+                raise self._timed_out(url, overall) from None
+            except httpx.InvalidURL as exc:  # e.g. over httpx's 65,536-character URL limit
+                raise PromError("config", strip_userinfo(url)[:200], f"request not sent: {exc}") from None
+            except httpx.HTTPError as exc:
+                raise PromError("connection", strip_userinfo(url), f"cannot connect: {exc}",
+                                hint="check the URL, port, proxy and TLS options (--ca-file, --insecure-skip-verify)") from None
+            return self._decode(resp, body)
+        raise PromError("http", strip_userinfo(url), f"more than {MAX_REDIRECTS} redirects",
+                        hint="a redirect loop (an auth proxy or ingress sending the request back): check --prom")
+
+    def _timed_out(self, url: str, overall: bool) -> PromError:
+        if overall:
+            return PromError("timeout", strip_userinfo(url), f"the overall --deadline of {self.overall:g}s ran out",
+                             hint="raise --deadline, narrow --checks or --lookback, or check the server's load")
+        return PromError("timeout", strip_userinfo(url), f"no complete answer within {self.timeout:g}s",
+                         hint="raise --timeout, or narrow --lookback; a slow query may also "
+                              "mean the server is overloaded")
+
+    def _read(self, resp: httpx.Response, deadline: float, overall: bool) -> bytes:
+        """The body, decompressed, at most ``max_bytes`` of it, before ``deadline``."""
+        url, cap = strip_userinfo(str(resp.url)), self.max_bytes
+        encoding = resp.headers.get("content-encoding", "identity").strip().lower()
+        if encoding not in ("", "identity", "gzip", "x-gzip", "deflate"):
+            raise PromError("http", url, f"unsupported Content-Encoding {encoding[:40]!r}", resp.status_code)
+        too_big = PromError("too-large", url, f"response larger than {cap >> 20} MiB (after decompression)",
+                            resp.status_code, hint="raise --max-response-mib, or narrow --lookback/--checks; a "
+                            "server answering this much to gpumon's queries is unusual")
+        length = resp.headers.get("content-length", "")
+        if encoding in ("", "identity") and length.isdigit() and int(length) > cap:
+            raise too_big
+        if getattr(resp, "_content", None) is not None:  # read already (an in-memory transport)
+            if len(resp.content) > cap:
+                raise too_big
+            return resp.content
+        inflate = zlib.decompressobj(47) if encoding not in ("", "identity") else None  # 47: gzip or zlib
+        body = bytearray()
+        for chunk in resp.iter_raw():
+            if time.monotonic() > deadline:
+                raise self._timed_out(url, overall)
+            if inflate is None:
+                body += chunk
+            else:
+                try:
+                    body += inflate.decompress(chunk, cap + 1 - len(body))
+                    while inflate.unconsumed_tail and len(body) <= cap:
+                        body += inflate.decompress(inflate.unconsumed_tail, cap + 1 - len(body))
+                except zlib.error as exc:
+                    raise PromError("not-json", url, f"the {encoding} body cannot be decompressed: {exc}",
+                                    resp.status_code) from None
+            if len(body) > cap:
+                raise too_big
+        return bytes(body)
+
+    def _decode(self, resp: httpx.Response, raw: bytes) -> Answer:
+        url, status = strip_userinfo(str(resp.url)), resp.status_code
+        ctype = resp.headers.get("content-type", "")
+        body = raw.decode(resp.charset_encoding or "utf-8", "replace") if _known_codec(resp.charset_encoding) \
+            else raw.decode("utf-8", "replace")
+        snippet = " ".join(body.strip().split())[:200]
+        if "html" in ctype or body.lstrip()[:1] == "<":
+            login = status in (401, 403) or any(w in body.lower() for w in _LOGIN_WORDS)
+            if status < 400 and not login:
+                raise PromError("not-json", url, f"received an HTML page, not the Prometheus API: {snippet[:120]!r}",
+                                status, hint="--prom points at a web page (a UI, an index, an ingress default "
+                                "backend), not at the API: check --prom and --path-prefix")
+            if login:
+                raise PromError("auth", url, "received HTML (likely a login page from an auth proxy), not the "
+                                "Prometheus API", status, hint="pass credentials (--bearer-token-file, "
+                                "--basic-auth-file, --header) or point --prom at the API behind the proxy")
+            raise PromError("not-found" if status == 404 else "http", url,
+                            f"received an HTML error page, not the Prometheus API: {snippet[:120]!r}", status,
+                            hint="a proxy or ingress answered instead of Prometheus: check --prom and --path-prefix")
+        try:
+            doc = json.loads(body)
+        except (ValueError, RecursionError):  # RecursionError: nesting deeper than the parser goes
+            doc = None
+        if isinstance(doc, dict) and doc.get("status") in ("success", "error"):
+            if doc["status"] == "error":
+                kind = "auth" if status in (401, 403) else "api"
+                raise PromError(kind, url, f"{str(doc.get('errorType', 'error'))[:100]}: "
+                                f"{str(doc.get('error', ''))[:300]}".strip(), status)
+            if status >= 400:
+                raise PromError("http", url, snippet, status)
+            return Answer(doc.get("data"), _strings(doc.get("warnings")), _strings(doc.get("infos")))
+        if status in (401, 403):
+            hint = ("the server needs a tenant: set --tenant (sent as X-Scope-OrgID)" if "org id" in body.lower()
+                    else "pass credentials (--bearer-token-file, --basic-auth-file, --header)")
+            raise PromError("auth", url, f"{snippet or 'unauthorized'}", status, hint=hint)
+        if status == 404:
+            raise PromError("not-found", url, snippet or "not found", status,
+                            hint="check --prom and --path-prefix (Mimir serves the API under /prometheus)")
+        if status >= 400:
+            raise PromError("http", url, snippet or resp.reason_phrase, status)
+        raise PromError("not-json", url, f"not a Prometheus API answer (Content-Type {ctype or 'none'}): {snippet!r}",
+                        status, hint="check --prom and --path-prefix")
+
+    def _shape(self, path: str, what: str, data: object) -> PromError:
+        return PromError("not-json", self.base + path, f"unexpected {what} answer: {str(data)[:200]}",
+                         hint="not the Prometheus API (or a broken proxy in front of it): check --prom and --path-prefix")
+
+    def query(self, expr: str, time: float | None = None) -> Answer:
+        """Instant query; ``data`` becomes the ``result`` list (each ``{"metric", "value"}``, the
+        metric a mapping of strings, the value ``[time, "string"]``)."""
+        params = {"query": expr, **self.query_params}
+        if time is not None:
+            params["time"] = f"{time:.3f}"
+        ans = self.get("/api/v1/query", params)
+        data = ans.data if isinstance(ans.data, dict) else {}
+        kind, result = data.get("resultType"), data.get("result")
+        if kind == "vector" and isinstance(result, list) and all(map(_is_sample, result)):
+            ans.data = result
+        elif kind == "matrix" and isinstance(result, list) and all(map(_is_series, result)):
+            ans.data = result
+        elif kind in ("scalar", "string") and _is_value(result):
+            ans.data = [{"metric": {}, "value": result}]
+        else:
+            raise self._shape("/api/v1/query", "query", ans.data)
+        return ans
+
+    def targets(self) -> Answer:
+        """``/api/v1/targets?state=active``; ``data`` is the ``activeTargets`` list (objects with
+        string labels; ``scrapeInterval``, ``health``, ``lastError`` strings when present)."""
+        ans = self.get("/api/v1/targets", {"state": "active"})
+        data = ans.data if isinstance(ans.data, dict) else None
+        active = (data.get("activeTargets") or []) if data is not None else None
+        if not isinstance(active, list) or not all(map(_is_target, active)):
+            raise self._shape("/api/v1/targets", "targets", ans.data)
+        ans.data = active
+        return ans
+
+    def rules(self) -> Answer:
+        """``/api/v1/rules``; ``data`` is the list of groups (follows ``groupNextToken`` pages; a
+        token the server repeats, or more than :data:`MAX_RULE_PAGES` pages, is an error)."""
+        groups, params, seen = [], {}, set()
+        warnings, infos = [], []
+        for _ in range(MAX_RULE_PAGES):
+            ans = self.get("/api/v1/rules", params or None)
+            warnings += ans.warnings
+            infos += ans.infos
+            data = ans.data if isinstance(ans.data, dict) else None
+            page = (data.get("groups") or []) if data is not None else None
+            if not isinstance(page, list) or not all(isinstance(g, dict) and isinstance(g.get("rules", []), list)
+                                                     and all(isinstance(r, dict) for r in g.get("rules", []))
+                                                     and isinstance(g.get("name", ""), str) for g in page):
+                raise self._shape("/api/v1/rules", "rules", ans.data)
+            groups += page
+            token = data.get("groupNextToken")
+            if not token:
+                return Answer(groups, warnings, infos)
+            if not isinstance(token, str) or token in seen:
+                raise PromError("api", self.base + "/api/v1/rules", f"the server repeated groupNextToken "
+                                f"{str(token)[:40]!r}: its rule pages loop", hint="a bug in the server or a proxy; "
+                                "leave rules-loaded out with --checks")
+            seen.add(token)
+            params = {"group_next_token": token, "group_limit": "100"}
+        raise PromError("api", self.base + "/api/v1/rules", f"more than {MAX_RULE_PAGES} pages of rule groups")
+
+    def metadata(self, metric: str) -> Answer:
+        """``/api/v1/metadata?metric=M``; ``data`` is the list of ``{"type", "help", "unit"}``."""
+        ans = self.get("/api/v1/metadata", {"metric": metric})
+        data = ans.data if isinstance(ans.data, dict) else {}
+        entries = data.get(metric) or []
+        if not isinstance(entries, list) or not all(isinstance(e, dict) and all(isinstance(v, str) for v in e.values())
+                                                    for e in entries):
+            raise self._shape("/api/v1/metadata", "metadata", ans.data)
+        ans.data = entries
+        return ans
+
+    def series(self, match: str, start: float, end: float) -> Answer:
+        """``/api/v1/series``: ``data`` is the list of label sets of series matching ``match``
+        between ``start`` and ``end`` (unix seconds)."""
+        ans = self.get("/api/v1/series", {"match[]": match, "start": f"{start:.3f}", "end": f"{end:.3f}"})
+        data = ans.data if ans.data is not None else []
+        if not isinstance(data, list) or not all(map(_is_labels, data)):
+            raise self._shape("/api/v1/series", "series", ans.data)
+        ans.data = data
+        return ans
+
+
+def _strings(value: object) -> list[str]:
+    return [str(v)[:500] for v in value][:50] if isinstance(value, list) else []
+
+
+def _known_codec(name: str | None) -> bool:
+    import codecs
+
+    try:
+        return bool(name) and codecs.lookup(name) is not None
+    except LookupError:
+        return False
+
+
+def _is_labels(value: object) -> bool:
+    return isinstance(value, dict) and all(isinstance(k, str) and isinstance(v, str) for k, v in value.items())
+
+
+def _is_value(value: object) -> bool:
+    """``[unix time, "number as string"]`` (Prometheus sends values as strings; ``NaN``, ``+Inf``
+    included), the string a number Python reads."""
+    if not (isinstance(value, list) and len(value) == 2 and isinstance(value[0], (int, float))
+            and not isinstance(value[0], bool) and isinstance(value[1], str) and len(value[1]) <= 64):
+        return False
+    try:
+        float(value[1])
+    except ValueError:
+        return False
+    return True
+
+
+def count(value: str) -> int:
+    """A sample value read as a count (``count by``), 0 for NaN, infinities or negative values."""
+    number = float(value)
+    return int(number) if number == number and abs(number) != float("inf") and number >= 0 else 0
+
+
+def _is_sample(item: object) -> bool:
+    return isinstance(item, dict) and _is_labels(item.get("metric", {})) and _is_value(item.get("value"))
+
+
+def _is_series(item: object) -> bool:
+    return (isinstance(item, dict) and _is_labels(item.get("metric", {})) and isinstance(item.get("values"), list)
+            and all(map(_is_value, item["values"])))
+
+
+def _is_target(item: object) -> bool:
+    return (isinstance(item, dict) and _is_labels(item.get("labels", {}))
+            and all(isinstance(item.get(k, ""), str) for k in ("scrapeInterval", "health", "lastError", "scrapeUrl",
+                                                                 "scrapeTimeout"))
+            and isinstance(item.get("lastScrapeDuration", 0), (int, float))
+            and not isinstance(item.get("lastScrapeDuration", 0), bool))

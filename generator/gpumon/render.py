@@ -1,0 +1,50 @@
+"""``gpumon render``: spec -> every output file, as text keyed by relative path.
+
+Each renderer is a function ``(spec, groups) -> {relative path: text}``; the rule groups are built
+once (:func:`gpumon.rules.build_groups`) and handed to every renderer; their results are
+merged. A new output adds a function to :data:`RENDERERS`.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from . import alertmanager, dashboards, ruletests, runbooks, sidecar, writer
+from .rules import RuleGroup, build_groups
+from .rules import output as rule_output
+from .spec import Spec
+
+Renderer = Callable[[Spec, list[RuleGroup]], dict[str, str]]
+
+
+
+def _rule_tests(spec: Spec, groups: list[RuleGroup]) -> dict[str, str]:
+    # The scenario builders ask gpumon.rules for the rules they test; build_groups keeps the
+    # groups of the last specs, so they read these same objects rather than building them again.
+    return ruletests.files(spec)
+
+
+RENDERERS: list[Renderer] = [rule_output.files, alertmanager.files, dashboards.files, _rule_tests, runbooks.files,
+                             sidecar.files]
+
+
+def render(spec: Spec) -> dict[str, str]:
+    """Render every output file for ``spec``.
+
+    Returns:
+        {relative path: file text}, sorted by path.
+    Raises:
+        ValueError: when two renderers produce the same path, or one a path the writer would not
+            remove later (programming errors).
+    """
+    files: dict[str, str] = {}
+    groups = build_groups(spec)
+    for renderer in RENDERERS:
+        for path, text in renderer(spec, groups).items():
+            if path in files:
+                raise ValueError(f"two renderers wrote {path}")
+            if not writer.is_own_path(path):
+                # the writer removes only paths of this shape (a manifest is untrusted input)
+                raise ValueError(f"a renderer produced {path!r}, outside writer.OWN_PATH")
+            files[path] = text
+    return dict(sorted(files.items()))

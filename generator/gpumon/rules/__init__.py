@@ -1,0 +1,118 @@
+"""Rule generation: spec -> ordered rule groups.
+
+Each alert shape is a small constructor in its own module (exporter targets, inventory and
+coverage, presence, values, gaps); :func:`build_groups` lists the groups in a fixed order so
+rendering is deterministic.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from functools import lru_cache
+
+from .. import overrides
+from ..applysize import BUDGET, applied_size
+from ..spec import Problem, Spec, SpecError
+from . import exporter, gaps, inventory, kubernetes, lost, names, presence, sources, values
+from .model import Rule, RuleGroup, group_dict
+
+#: the most bytes one group may take in a PrometheusRule's last-applied annotation: the object's
+#: budget less room for its metadata (name, namespace, labels; generator/gpumon/rules/output.py)
+GROUP_BUDGET = BUDGET - 16 * 1024
+
+__all__ = ["Rule", "RuleGroup", "build_groups", "all_rules", "alert_catalogue"]
+
+
+def build_groups(spec: Spec) -> list[RuleGroup]:
+    """All rule groups for ``spec``, in evaluation-friendly order (recording rules first).
+
+    Built once per spec: a :class:`Spec` is frozen and compares by every section, so the groups
+    are kept for the specs seen last (render, lint and validate ask for them many times).
+
+    Raises:
+        SpecError: the spec's ``overrides`` name an alert (or a field of one) the spec does not
+            generate; each problem lists the valid names.
+    Returns:
+        groups named ``<spec name>.<part>`` (``.kubernetes`` only when the spec has that section,
+        after the exporter group); the coverage, kubernetes and gaps groups evaluate every
+        ``alerts.slow_group_interval`` (1m): they scan every presence series or long windows and
+        feed dashboards and slow-moving alerts.
+    """
+    return list(_build_groups(spec))
+
+
+@lru_cache(maxsize=8)
+def _build_groups(spec: Spec) -> tuple[RuleGroup, ...]:
+    _check_overrides(spec)
+    p = spec.name
+    slow = spec.alerts.slow_group_interval
+    groups = [
+        # the normalized readings (issue 13; none without sources) before the inventory that reads them
+        RuleGroup(f"{p}.inventory", tuple(sources.recording(spec) + inventory.inventory(spec) + lost.rules(spec)
+                                          + inventory.field_missing(spec, spec.required_metrics)
+                                          + inventory.target_node(spec) + inventory.unlabelled(spec)
+                                          + inventory.aggregates(spec))),
+        # optional fields' missing sets feed coverage only: evaluated with it, each after the
+        # nodes where no GPU serves the field (which it leaves out)
+        RuleGroup(f"{p}.coverage", tuple(inventory.field_absent(spec, spec.optional_metrics)
+                                         + inventory.field_missing(spec, spec.optional_metrics)
+                                         + inventory.counts(spec) + inventory.coverage(spec)), interval=slow),
+        RuleGroup(f"{p}.exporter", tuple(exporter.rules(spec))),
+        RuleGroup(f"{p}.presence", tuple(presence.rules(spec))),
+        *_value_groups(spec),
+        RuleGroup(f"{p}.gaps", tuple(gaps.rules(spec)), interval=slow),
+    ]
+    kube = kubernetes.rules(spec)  # only with a `kubernetes` section in the spec
+    if kube:
+        # after the exporter group; node-level and slow-moving (1h alert windows, kube-state-metrics
+        # scraped every 30-60 s), so it runs with the slow groups
+        groups.insert(3, RuleGroup(f"{p}.kubernetes", tuple(kube), interval=slow))
+    # rules the spec's overrides switch off are left out here, once for every writer
+    return tuple(RuleGroup(g.name, tuple(r for r in g.rules if not r.disabled), g.interval) for g in groups)
+
+
+def alert_catalogue(spec: Spec) -> dict[str, list[str]]:
+    """{alert name: the fields its rules are about (``dcgm_field``), sorted} of every alert built for
+    ``spec`` without its overrides: the names the ``overrides`` section may use."""
+    out: dict[str, set[str]] = {}
+    for group in _build_groups(replace(spec, overrides=())):
+        for rule in (r for r in group.rules if r.alert):
+            fields = out.setdefault(rule.alert, set())
+            if rule.label_map.get(names.FIELD_LABEL):
+                fields.add(rule.label_map[names.FIELD_LABEL])
+    return {name: sorted(fields) for name, fields in sorted(out.items())}
+
+
+def _check_overrides(spec: Spec) -> None:
+    if not spec.overrides:
+        return
+    found = overrides.name_problems(spec, alert_catalogue(spec))
+    if found:
+        raise SpecError([Problem(spec.path, *item.position(field),
+                                 ".".join(["overrides", item.alert] + (["fields", field] if field else [])), message)
+                         for item, field, message in found])
+
+
+def _value_groups(spec: Spec) -> list[RuleGroup]:
+    """The value rules in as few groups as keep each under :data:`GROUP_BUDGET` when applied:
+    ``<name>.values``, then ``<name>.values-2``, ... Metrics go in spec order and never across two
+    groups (their alerts read their recorded series, evaluated first in the same group); a spec with
+    many fields would otherwise render one group larger than ``kubectl apply`` can store."""
+    def size(parts: list) -> int:
+        rules = [r for r in values.chunk(parts, stuck) if not r.disabled]
+        return applied_size(group_dict(RuleGroup("", tuple(rules))))
+
+    stuck = values.profiling_stuck(spec)
+    chunks: list[list] = [[]]
+    for part in values.per_metric(spec):
+        if chunks[-1] and size(chunks[-1] + [part]) > GROUP_BUDGET:
+            chunks.append([])
+        chunks[-1].append(part)
+    last = len(chunks) - 1
+    return [RuleGroup(f"{spec.name}.values" + (f"-{i + 1}" if i else ""),
+                      tuple(values.chunk(part, stuck if i == last else None))) for i, part in enumerate(chunks)]
+
+
+def all_rules(spec: Spec) -> list[Rule]:
+    """Every rule of every group, flattened in group order."""
+    return [r for g in _build_groups(spec) for r in g.rules]

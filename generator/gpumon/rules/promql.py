@@ -1,0 +1,99 @@
+"""Small PromQL builders shared by the rule constructors (strings only; validity is checked by
+tests with promql-parser and promtool). Values go into PromQL only through
+:func:`gpumon.promqltext.quote`."""
+
+from __future__ import annotations
+
+from .. import promqltext
+from ..durations import format_duration
+from ..spec import DCGM_BLANK_MIN, Metric, Spec
+
+
+def selector(metric: str, **matchers: str) -> str:
+    """``metric{k="v",...}`` with equality matchers in the given order; values are escaped."""
+    inner = promqltext.matchers(matchers)
+    return promqltext.series(metric, inner, bare=True)
+
+
+def by(labels: tuple[str, ...] | list[str]) -> str:
+    """``job, Hostname, UUID`` for ``by (...)`` / ``on (...)`` clauses."""
+    return ", ".join(labels)
+
+
+def dur(seconds: float) -> str:
+    """A PromQL range/offset duration for ``seconds`` (``1800`` -> ``30m``)."""
+    return format_duration(seconds)
+
+
+def num(value: float) -> str:
+    """A number as PromQL writes it: ``83`` not ``83.0``."""
+    return str(int(value)) if float(value).is_integer() else repr(float(value))
+
+
+def fields_sel(spec: Spec, metrics, *more: str) -> str:
+    """``(A{job="<exporter job>"<,more>} or B{...} ...)``: the series of several fields in one
+    expression, for a ``group by`` that only needs their labels (``or`` keeps one series per label
+    set, so a GPU reporting several of the fields appears once). One selector per name, no regex
+    on metric names (the rules' convention, ``tests/test_render.py``); ``more`` are matcher
+    strings such as ``'Hostname=""'``."""
+    extra = "".join(f",{x}" for x in more)
+    job = promqltext.matcher("job", spec.exporter.job)
+    return "(" + " or ".join(promqltext.series(m.name, f"{job}{extra}") for m in metrics) + ")"
+
+
+def job_sel(spec: Spec, metric: str) -> str:
+    """``metric{job="<exporter job>"}``."""
+    return selector(metric, job=spec.exporter.job)
+
+
+def gpu_ids(spec: Spec, metric: Metric | None = None) -> tuple[str, ...]:
+    """Labels that identify the entity a metric's value belongs to, job first.
+
+    Device-wide fields on MIG (``mig: device``) are repeated on every MIG instance, so their
+    entity is the GPU (the MIG instance label is left out, which de-duplicates by UUID).
+    """
+    labels = spec.exporter.labels
+    ids = labels.identity
+    if metric is not None and metric.mig == "device":
+        ids = tuple(x for x in ids if x != labels.mig_instance)
+    return ("job",) + ids
+
+
+def fleet_ids(spec: Spec) -> tuple[str, ...]:
+    """``job`` plus the cluster label when the spec has one: the level of fleet-wide aggregates."""
+    cluster = spec.exporter.labels.cluster
+    return ("job",) + ((cluster,) if cluster else ())
+
+
+def node_ids(spec: Spec) -> tuple[str, ...]:
+    """``job`` plus the labels that identify a node."""
+    return ("job",) + spec.exporter.labels.node_identity
+
+
+def plausible_filter(metric: Metric) -> str:
+    """Comparison filters keeping plausible readings only: inside the spec range, below the DCGM
+    blank sentinels (dcgm_structs.h) and not NaN (every comparison with NaN is false).
+    Returns e.g. `` >= 5 <= 110``, to append to a selector."""
+    out = ""
+    if metric.range_min is not None:
+        out += f" >= {num(metric.range_min)}"
+    if metric.range_max is not None:
+        out += f" <= {num(metric.range_max)}"
+    else:
+        out += f" < {DCGM_BLANK_MIN}"
+    return out
+
+
+def reading_sel(spec: Spec, metric: Metric) -> str:
+    """Where rules read ``metric``'s values: its series of the exporter job, or, when the spec
+    lists ``sources`` for it, its normalized per-GPU series (``generator/gpumon/rules/sources.py``;
+    label ``source`` added, ``instance`` and workload labels gone)."""
+    if not metric.sources:
+        return job_sel(spec, metric.name)
+    from . import names   # names imports nothing; kept local so this module's imports stay as they were
+    return selector(names.NORMALIZED, job=spec.exporter.job, **{names.FIELD_LABEL: metric.name})
+
+
+def valid_values(spec: Spec, metric: Metric) -> str:
+    """The metric's readings (:func:`reading_sel`) filtered by :func:`plausible_filter`."""
+    return reading_sel(spec, metric) + plausible_filter(metric)

@@ -1,0 +1,225 @@
+"""A healthy fleet: every alert stays quiet, through the longest window in the spec. The sparse
+XID field is absent on every GPU (NVIDIA/DCGM#227, it only exists after an event) and nothing fires."""
+
+from __future__ import annotations
+
+from ..promqltext import matcher
+from ..rules import all_rules, kubernetes, names
+from ..spec import Spec
+from . import fleet
+from .fleet import Gpu, add_gpu, add_target, as_token, steps
+from .model import Scenario, selector, test_step
+from .series import MISSING, STALE, Token
+
+
+def checked_alerts(spec: Spec) -> list[str]:
+    """Alert names a healthy fleet asserts quiet: all but the kubernetes group's, whose inputs
+    (kube-state-metrics series) these scenarios do not model yet."""
+    kube = {r.alert for r in kubernetes.rules(spec) if r.alert}
+    return sorted({r.alert for r in all_rules(spec) if r.alert} - kube)
+
+
+def _hold(spec: Spec, step: float) -> int:
+    """The longest ``for`` of any alerting rule, in steps."""
+    return max([steps(r.for_ or 0, step) for r in all_rules(spec) if r.alert] + [0])
+
+
+def _windows(spec: Spec, step: float) -> list[int]:
+    """The history windows of the rules, in steps: gap window, inventory lookback, flapping
+    window, frozen window (at least 10 collect intervals, as generator/gpumon/rules/values.py renders it)."""
+    a = spec.alerts
+    frozen = max(a.frozen_window, 10 * spec.exporter.collect_interval)
+    return [steps(w, step) for w in (a.gap_window, a.inventory_lookback, a.flapping_window, frozen)]
+
+
+def scenarios(spec: Spec) -> list[Scenario]:
+    """2 nodes x 2 GPUs with every required and optional field, no sparse field; then an
+    exporter pod replaced, a node joining a settled fleet, and workload labels changing."""
+    step = test_step(spec)
+    hold = _hold(spec, step)
+    checks = sorted({w + hold + 2 for w in _windows(spec, step)})
+    sc = Scenario("healthy fleet, sparse XID absent on every GPU: no alert fires", checks[-1] + 2, step)
+    gpus = fleet.gpus(2, 2)
+    for inst in sorted({g.instance for g in gpus}):
+        add_target(sc, spec, inst)
+    for g in gpus:
+        add_gpu(sc, spec, g, spec.tracked_metrics)
+    names = checked_alerts(spec)
+    for at in [hold + 2] + checks:
+        sc.quiet(at, *names)
+    return [sc] + pod_replaced(spec) + [node_joined(spec)] + [workload_labels(spec, honor) for honor in (False, True)]
+
+
+def pod_replaced(spec: Spec) -> list[Scenario]:
+    """A DaemonSet rolling update: node 2's exporter pod is replaced and comes back under a new
+    address (``instance``); old and new pod are both scraped for two steps. Nothing fires, and
+    field coverage stays 1 (each GPU counted once) during the overlap."""
+    step = test_step(spec)
+    a = spec.alerts
+    hold = max([steps(r.for_ or 0, step) for r in all_rules(spec) if r.alert] + [0])
+    swap = 4
+    length = swap + steps(a.gap_window, step) + hold + 4
+    sc = Scenario("exporter pod replaced (new instance, two steps of overlap): no alert, coverage stays 1",
+                  length, step)
+    old_gpus, new_gpus = fleet.gpus(2, 2), []
+    for g in old_gpus:
+        if g.node == fleet.node_name(2):
+            new_gpus.append(Gpu(g.node, g.index, g.uuid, "10.0.1.2:9400"))
+    for inst in sorted({g.instance for g in old_gpus}):
+        up = sc.const(1) if inst != fleet.instance_of(2) else [1] * (swap + 2) + [STALE]
+        add_target(sc, spec, inst, up=up)
+    add_target(sc, spec, new_gpus[0].instance, up=["_"] * swap + [1] * (length - swap))
+    for g in old_gpus:
+        over = None
+        if g.instance == fleet.instance_of(2):
+            over = {m.name: fleet.lost_from(fleet.healthy(m, length, step), swap + 2) for m in spec.tracked_metrics}
+        add_gpu(sc, spec, g, spec.tracked_metrics, over)
+    for g in new_gpus:
+        add_gpu(sc, spec, g, spec.tracked_metrics,
+                {m.name: ["_"] * swap + fleet.healthy(m, length, step)[swap:] for m in spec.tracked_metrics})
+    names_ = checked_alerts(spec)
+    for at in sorted({swap + 1, swap + 3, swap + hold + 2, length - 2}):
+        sc.quiet(at, *names_)
+    if spec.required_metrics:
+        m = spec.required_metrics[0]
+        job = fleet.fleet_labels(spec)
+        cov = f'{names.COVERAGE}{{{matcher(names.FIELD_LABEL, m.name)}}}'
+        sc.expect_expr(swap + 1, cov, [(selector(names.COVERAGE, {**job, names.FIELD_LABEL: m.name}), 1)])
+    return [sc]
+
+
+def node_joined(spec: Spec) -> Scenario:
+    """A third node joins a fleet that has run longer than every window (gap window, inventory
+    lookback, flapping, frozen): its exporter's first scrape is empty (dcgm-exporter serves an
+    empty page while it initialises), the required fields appear one step later, the optional
+    ones another step later (issue 2: "a node that joined a minute ago"). Nothing fires at any
+    step of the longest ``for`` after its first scrape, nor one longest ``for`` after each window."""
+    step = test_step(spec)
+    hold, windows = _hold(spec, step), _windows(spec, step)
+    join = max(windows) + 2
+    after = sorted({join + w + hold + 2 for w in windows})
+    length = after[-1] + 2
+    sc = Scenario("a node joins a settled fleet (first scrape empty, fields arrive over two scrapes): no alert",
+                  length, step)
+    old, new = fleet.gpus(2, 2), fleet.gpus(1, 2, first_node=3)
+    for inst in sorted({g.instance for g in old}):
+        add_target(sc, spec, inst)
+    for g in old:
+        add_gpu(sc, spec, g, spec.tracked_metrics)
+    before = [MISSING] * join
+    live = length - join
+    add_target(sc, spec, new[0].instance, up=before + [1] * live,
+               samples_scraped=before + [0] + [120] * (live - 1),
+               duration=before + [as_token(round(spec.exporter.scrape_timeout * 0.1, 3))] * live)
+    for g in new:
+        over = {}
+        for m in spec.tracked_metrics:
+            first = join + (1 if m.presence == "required" else 2)
+            over[m.name] = [MISSING] * first + fleet.healthy(m, length, step)[first:]
+        add_gpu(sc, spec, g, spec.tracked_metrics, over)
+    names_ = checked_alerts(spec)
+    for at in sorted(set(range(join, join + hold + 3)) | set(after)):
+        sc.quiet(at, *names_)
+    return sc
+
+
+def _exporter_pod(node: int) -> dict[str, str]:
+    """Target labels Kubernetes service discovery (ServiceMonitor) puts on every series of the
+    exporter pod of node ``node``."""
+    return {"namespace": "gpu-operator", "pod": f"nvidia-dcgm-exporter-{node:05x}",
+            "container": "nvidia-dcgm-exporter"}
+
+
+def _workload(name: str | None, honor: bool, node: int) -> dict[str, str]:
+    """The workload labels one GPU's series carry while pod ``name`` (None: no pod) uses it.
+    dcgm-exporter exposes ``pod``/``namespace``/``container``; with ``honor_labels: false``
+    Prometheus renames them ``exported_*`` and keeps the exporter pod's target labels; with
+    ``honor_labels: true`` the exposed values replace the target labels (prometheus/prometheus#7887)."""
+    target = _exporter_pod(node)
+    if name is None:
+        return target
+    exposed = {"namespace": "ml-team", "pod": name, "container": "trainer"}
+    if honor:
+        return exposed
+    return {**target, **{f"exported_{k}": v for k, v in exposed.items()}}
+
+
+def split_series(samples: list[Token], phases: list[tuple[int, int]], count: int) -> list[list[Token]]:
+    """Distribute one GPU field's ``samples`` over ``count`` label sets: from each phase's start
+    step the samples go to that phase's label set (index); a label set that stops receiving them
+    goes ``stale`` at that step, as when a series vanishes from a successful scrape.
+
+    Args:
+        samples: one token per step.
+        phases: (start step, label-set index), starts ascending, the first at 0.
+    Returns:
+        ``count`` token lists (trailing missing samples removed)."""
+    owner = [0] * len(samples)
+    for (start, idx), (end, _) in zip(phases, phases[1:] + [(len(samples), 0)]):
+        owner[start:end] = [idx] * (end - start)
+    out = []
+    for idx in range(count):
+        toks: list[Token] = []
+        for i, v in enumerate(samples):
+            if owner[i] == idx:
+                toks.append(v)
+            elif i and owner[i - 1] == idx:
+                toks.append(STALE)
+            else:
+                toks.append(MISSING)
+        while toks and toks[-1] == MISSING:
+            toks.pop()
+        out.append(toks)
+    return out
+
+
+def workload_labels(spec: Spec, honor: bool) -> Scenario:
+    """One GPU's series change their workload labels (issue 2): no pod, then pod ``train-a``,
+    then ``train-b``, then no pod again, after the fleet ran a gap window (so the gap alert is
+armed while its window holds every change). Old series
+    go stale and new ones continue the same readings (the energy counter keeps counting). Nothing
+    fires (presence, gaps, frozen counter, thresholds), field coverage and the GPU's sample ratio
+    stay 1."""
+    step = test_step(spec)
+    hold, windows = _hold(spec, step), _windows(spec, step)
+    gap = steps(spec.alerts.gap_window, step)
+    c1 = gap + 2
+    c2, c3 = c1 + 3, c1 + 6
+    # the windows that read a GPU's series (gap ratio, frozen increase); the inventory lookback
+    # only reads the label-free inventory, so the run need not last that long after the changes
+    tail = max(gap, windows[3])
+    length = c3 + tail + hold + 4
+    mode = "honor_labels true: pod/namespace/container" if honor else \
+        "honor_labels false: exported_pod/exported_namespace/exported_container"
+    sc = Scenario(f"one GPU's workload labels change ({mode}): no alert, coverage and sample ratio stay 1",
+                  length, step)
+    gpus = fleet.gpus(2, 2)
+    victim = gpus[1]
+    node_of = {fleet.instance_of(n): n for n in (1, 2)}
+    for inst in sorted({g.instance for g in gpus}):
+        add_target(sc, spec, inst, extra=_exporter_pod(node_of[inst]))
+    for g in gpus:
+        if g != victim:
+            add_gpu(sc, spec, g, spec.tracked_metrics, extra=_exporter_pod(node_of[g.instance]))
+    n = node_of[victim.instance]
+    label_sets = [_workload(None, honor, n), _workload("train-a", honor, n), _workload("train-b", honor, n)]
+    phases = [(0, 0), (c1, 1), (c2, 2), (c3, 0)]
+    for m in spec.tracked_metrics:
+        parts = split_series(fleet.healthy(m, length, step), phases, len(label_sets))
+        for labels, toks in zip(label_sets, parts):
+            sc.add(m.name, {**fleet.series_labels(spec, victim), **labels}, toks)
+    names_ = checked_alerts(spec)
+    for at in sorted({c1, c1 + 1, c2, c2 + 1, c3, c3 + 1, c1 + hold + 2, c3 + hold + 2,
+                      *(c3 + w + 1 for w in windows if c3 + w + 1 < length - 2), length - 2}):
+        sc.quiet(at, *names_)
+    if spec.required_metrics:
+        m = spec.required_metrics[0]
+        job = fleet.fleet_labels(spec)
+        cov = f'{names.COVERAGE}{{{matcher(names.FIELD_LABEL, m.name)}}}'
+        ratio = names.sample_ratio(fleet.fmt_seconds(spec.alerts.gap_window))
+        ids = {**fleet.gpu_ids(spec, victim, instance=True), names.FIELD_LABEL: m.name}
+        for at in (c1, c3 + 1):
+            sc.expect_expr(at, cov, [(selector(names.COVERAGE, {**job, names.FIELD_LABEL: m.name}), 1)])
+        # the ratio is recorded only below 1 (issue 16): no series = no gap across the churn
+        sc.expect_expr(c3 + 1, selector(ratio, ids), [])
+    return sc

@@ -1,0 +1,144 @@
+"""Runbooks: one Markdown page per alert name, rendered from ``templates/runbooks/`` and linked
+by every alerting rule's ``runbook_url`` (``<alerts.runbook_url>/<AlertName>.md``; the default
+base ``../runbooks`` resolves from ``output/rules/`` to ``output/runbooks/``).
+
+The template is chosen by the alert's kind (``Rule.kind``, e.g. ``exporter_down`` ->
+``templates/runbooks/exporter_down.md.j2``); a kind without its own template uses
+``generic.md.j2``. Diagnosis steps shared by several runbooks live in ``_steps.md.j2``.
+
+A ``runbooks/`` folder next to the spec overrides them, so an installed gpumon can use a team's own
+runbooks: ``<AlertName>.md.j2`` there is that alert's runbook, and a file named like a bundled
+template (``<kind>.md.j2``, ``_steps.md.j2``, ``generic.md.j2``) replaces it. Those templates come
+from the spec's repository, so they run in Jinja's sandbox (no Python attributes or calls beyond
+plain data).
+"""
+
+from __future__ import annotations
+
+import re
+from collections import OrderedDict
+from functools import lru_cache
+from pathlib import Path
+
+import jinja2
+from jinja2.sandbox import SandboxedEnvironment
+
+from .durations import format_duration
+from .promqltext import quote
+from .rules import build_groups, names
+from .rules.model import Rule, RuleGroup
+from .rules.output import CRD_PATH, PLAIN_PATH
+from .rules.promql import num
+from .spec import Spec
+from .texts import templates_dir
+
+RUNBOOK_PATH = "runbooks/{alert}.md"
+#: the folder next to the spec whose templates replace the bundled ones
+OVERRIDE_DIR = "runbooks"
+#: dcgm-exporter's default listen port (dcgm-exporter ``--address`` default ``:9400``)
+EXPORTER_PORT = 9400
+
+
+def override_dir(spec: Spec) -> Path | None:
+    """The spec's ``runbooks/`` template folder, or None when there is none (or the spec was not
+    read from a file)."""
+    folder = Path(spec.path).parent / OVERRIDE_DIR
+    return folder if Path(spec.path).is_file() and folder.is_dir() else None
+
+
+@lru_cache(maxsize=8)
+def _env(own: str | None = None) -> jinja2.Environment:
+    """The runbook templates: ``own`` (the spec's folder) first, then the bundled ones."""
+    env = SandboxedEnvironment(
+        loader=jinja2.FileSystemLoader(([own] if own else []) + [str(templates_dir() / "runbooks")]),
+        undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True,
+        keep_trailing_newline=True, autoescape=False,
+    )
+    env.filters["num"] = num
+    env.filters["dur"] = format_duration
+    # values in PromQL go through the one quoting function (issue #15, finding 2); in a shell
+    # single-quoted string a ' ends the string, so it is written as '\''
+    env.filters["promql"] = quote
+    env.filters["sq"] = lambda value: str(value).replace("'", "'\\''")
+    return env
+
+
+def _alerts_by_name(groups: list[RuleGroup]) -> "OrderedDict[str, list[Rule]]":
+    out: OrderedDict[str, list[Rule]] = OrderedDict()
+    for rule in (r for g in groups for r in g.rules):
+        if rule.alert:
+            out.setdefault(rule.alert, []).append(rule)
+    return out
+
+
+def _context(spec: Spec, alert: str, rules: list[Rule]) -> dict:
+    lab = spec.exporter.labels
+    fields = [r.label_map.get(names.FIELD_LABEL) for r in rules if r.label_map.get(names.FIELD_LABEL)]
+    metrics = [spec.metric(f) for f in dict.fromkeys(fields) if spec.metric(f)]
+    return {
+        "alert": alert,
+        "kind": rules[0].kind or "generic",
+        "rules": [{"expr": r.expr, "for": format_duration(r.for_ or 0), "labels": r.label_map} for r in rules],
+        "severities": sorted({r.label_map.get("severity", "") for r in rules}),
+        "metrics": metrics,
+        "job": spec.exporter.job,
+        "node": lab.node, "gpu": lab.gpu, "gpu_index": lab.gpu_index, "mig": lab.mig_instance,
+        "cluster": lab.cluster,
+        "port": EXPORTER_PORT,
+        "scrape_interval": format_duration(spec.exporter.scrape_interval),
+        "scrape_timeout": format_duration(spec.exporter.scrape_timeout),
+        "collect_interval": format_duration(spec.exporter.collect_interval),
+        "alerts": spec.alerts,
+        "gap_window": format_duration(spec.alerts.gap_window),
+        "lookback": format_duration(spec.alerts.inventory_lookback),
+        "flapping_window": format_duration(spec.alerts.flapping_window),
+        "frozen_window": format_duration(spec.alerts.frozen_window),
+        "rule_file": PLAIN_PATH.format(name=spec.name),
+        "crd_file": CRD_PATH.format(name=spec.name),
+        "prometheus_rule": spec.prometheus_rule,
+        "names": names,
+        "spec_file": spec.path.rsplit("/", 1)[-1],
+        "kube": spec.kubernetes,      # None without a `kubernetes` section
+    }
+
+
+class TemplateProblem(ValueError):
+    """A runbook template of the spec's ``runbooks/`` folder cannot be rendered; the message names
+    the file (and line, when Jinja knows it)."""
+
+
+def _where(exc: jinja2.TemplateError, own: Path, alert: str) -> str:
+    file = getattr(exc, "filename", None) or getattr(exc, "name", None)
+    line = getattr(exc, "lineno", None)
+    place = f"{file}:{line}" if file and line else (file or str(own))
+    return f"runbook template {place} (runbook of {alert}): {exc.message or exc}"
+
+
+def render_one(spec: Spec, alert: str, rules: list[Rule]) -> str:
+    """The runbook of ``alert`` (all ``rules`` carrying that name) as Markdown.
+
+    Raises:
+        TemplateProblem: a template of the spec's ``runbooks/`` folder has a syntax error, uses a
+            variable the context lacks or breaks the sandbox's rules.
+        jinja2.TemplateError: the same in a bundled template (a programming error).
+    """
+    own = override_dir(spec)
+    env = _env(str(own) if own else None)
+    kind = rules[0].kind or "generic"
+    try:
+        template = env.select_template([f"{alert}.md.j2", f"{kind}.md.j2", "generic.md.j2"])
+        text = template.render(**_context(spec, alert, rules))
+    except jinja2.TemplateError as exc:
+        if own is None:
+            raise
+        raise TemplateProblem(_where(exc, own, alert)) from None
+    text = "\n".join(line.rstrip() for line in text.strip().splitlines()) + "\n"
+    return re.sub(r"\n{3,}", "\n\n", text)
+
+
+def files(spec: Spec, groups: list[RuleGroup] | None = None) -> dict[str, str]:
+    """Rendered runbooks keyed by path relative to the output folder, one per alert name;
+    ``groups`` default to :func:`gpumon.rules.build_groups` of ``spec``."""
+    groups = build_groups(spec) if groups is None else groups
+    return {RUNBOOK_PATH.format(alert=alert): render_one(spec, alert, rules)
+            for alert, rules in _alerts_by_name(groups).items()}

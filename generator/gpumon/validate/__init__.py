@@ -1,0 +1,120 @@
+"""``gpumon validate``: prove on a live Prometheus that every spec'd series exists, and say why not.
+
+Checks run in order, one module each: reachability (stops the run when the API cannot be used),
+stores (Thanos Query: every store answered), targets, presence, sources (metrics with fallback sources), duplicates, optional, values, continuity, counters, rules-loaded, inventory,
+metadata, and kubernetes (only with the spec's ``kubernetes`` section). Each returns findings
+(:class:`gpumon.findings.Finding`) and the JUnit cases it ran (one per check x metric), and
+declares the finding ids it reports (``FINDINGS``). What several checks need (targets, GPU
+inventory, loaded rule groups) is a shared fact on the context (:mod:`.facts`), computed on first
+use, so a check finds the same whether it runs alone or after the others.
+
+After the checks: the coverage matrix (:mod:`.coverage`, GPUs x fields, for the HTML report) and,
+with ``dashboards``, every panel of those Grafana dashboards run on the server (:mod:`.dashboards`:
+one verdict per panel, linked to the findings above).
+
+Exit codes (:func:`exit_code`): 0 all checks pass; 1 a check failed; 2 could not check
+(connection, auth, not a Prometheus API); 3 inconclusive (partial data or failed queries) and
+nothing failed. A run in which any answer was partial has no errors, only inconclusive findings.
+Warnings and info never fail a run.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+
+from ..durations import format_duration
+from ..exitcodes import EXIT_ERROR, EXIT_FINDINGS, EXIT_INCONCLUSIVE, EXIT_OK
+from ..findings import Report
+from ..promapi import PromClient
+from ..spec import Spec
+from . import (continuity, counters, coverage, duplicates, inventory, kubernetes, metadata, optional, presence, reachability,
+               rules_loaded, sources, stores, targets, values)
+from .base import Context
+
+#: Check modules in run order (ids as used in ``--checks`` and JUnit class names).
+CHECKS = {"stores": stores, "targets": targets, "presence": presence, "sources": sources, "duplicates": duplicates, "optional": optional,
+          "values": values, "continuity": continuity, "counters": counters, "rules-loaded": rules_loaded,
+          "inventory": inventory, "metadata": metadata, "kubernetes": kubernetes}
+
+
+def validate(spec: Spec, client: PromClient, *, lookback: float = 3600.0, concurrency: int = 4,
+             checks: tuple[str, ...] = tuple(CHECKS), progress: bool = True,
+             label_limit: int | None = None, dashboards: tuple[str, ...] = (),
+             dashboard_max_queries: int | None = None, matrix: bool = True,
+             read_limits=None) -> tuple[Report, int]:
+    """Run the checks against the server behind ``client``.
+
+    Args:
+        spec: the loaded spec (job, labels, metrics, ranges, rule groups).
+        client: the API client (URL, prefix, auth).
+        lookback: seconds of history for presence (last seen) and continuity.
+        concurrency: queries in flight at once.
+        checks: which of :data:`CHECKS` to run (reachability always runs).
+        progress: show progress on a TTY when the run takes over a second.
+        label_limit: warn about series with more label names than this (Mimir: 30); None = off.
+        dashboards: Grafana dashboard files/folders whose panels to run (:mod:`.dashboards`).
+        dashboard_max_queries: cap on the queries the dashboard step sends.
+        matrix: build the coverage matrix (``report.coverage``: one row per GPU, so its size
+            follows the fleet; the CLI asks for it only for ``--format html``, the one reporter
+            that shows it).
+        read_limits: how dashboard files are read (:class:`gpumon.readers.files.Limits`;
+            None: the defaults).
+    Returns:
+        (report, exit code).
+    """
+    started = time.monotonic()
+    ctx = Context(spec, client, lookback=lookback, concurrency=concurrency, progress=progress,
+                  label_limit=label_limit)
+    report = Report("gpumon validate", summary={
+        "prometheus": client.base, "job": spec.exporter.job, "spec": spec.path,
+        "lookback": format_duration(lookback)})
+    try:
+        result = reachability.run(ctx)
+        report.findings += result.findings
+        report.checks += result.cases
+        if result.findings:
+            return report, EXIT_ERROR
+        for name in CHECKS:
+            if name in checks:
+                result = CHECKS[name].run(ctx)
+                report.findings += result.findings
+                report.checks += result.cases
+        if matrix and {"presence", "values", "continuity"} & set(checks) and not ctx.skip_gpu_checks:
+            report.coverage = coverage.matrix(ctx, report.findings)
+        if dashboards:
+            from . import dashboards as dash_check
+            result, verdicts = dash_check.run(ctx, list(dashboards), report.findings,
+                                              dashboard_max_queries or dash_check.MAX_QUERIES,
+                                              limits=read_limits)
+            report.findings += result.findings
+            report.checks += result.cases
+            report.panels = [v.as_dict() for v in verdicts]
+            report.summary["dashboards"] = dash_check.summary(verdicts)
+    finally:
+        ctx.close()
+    if ctx.partial_warnings:
+        report.findings = _inconclusive(report.findings, ctx.partial_warnings)
+    report.summary["queries"] = ctx.queries
+    report.summary["seconds"] = f"{time.monotonic() - started:.1f}"
+    return report, exit_code(report)
+
+
+def _inconclusive(findings: list, warnings: list[str]) -> list:
+    """A run that saw a partial answer (a store or querier did not answer) cannot prove that a
+    series, target or rule is missing: its errors become inconclusive (exit 3, issue #15 finding 6)."""
+    note = "; ".join(dict.fromkeys(warnings))[:300]
+    return [replace(f, severity="inconclusive", message=f"{f.message} (the server answered partially: {note})")
+            if f.severity == "error" else f for f in findings]
+
+
+def exit_code(report: Report) -> int:
+    """2 when an input could not be read (an ``input-unreadable`` dashboard, as lint and diff
+    exit), else 1 when any finding is an error, else 3 when any is inconclusive, else 0."""
+    if any(f.check == "input-unreadable" for f in report.findings):
+        return EXIT_ERROR
+    if report.count("error"):
+        return EXIT_FINDINGS
+    if report.count("inconclusive"):
+        return EXIT_INCONCLUSIVE
+    return EXIT_OK

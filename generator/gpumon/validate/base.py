@@ -1,0 +1,281 @@
+"""What every validate check shares: the run context (spec, client, time, concurrent queries,
+progress) and the GPU identity read from a series' labels."""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field, replace
+from functools import cached_property
+
+from .. import promqltext
+from ..findings import Finding
+from ..promapi import Answer, PromClient, PromError
+from ..spec import Spec
+from . import facts
+
+
+@dataclass(frozen=True)
+class Gpu:
+    """One GPU (or MIG instance) as its series identify it.
+
+    ``node`` is the value of the spec's node label, or of its other spelling (``hostname`` /
+    ``Hostname``) when the series carry that one; ``node_label`` says which was found.
+    ``cluster`` is the value of the spec's cluster label (empty when the spec names none): under
+    a global view (Thanos Query, Mimir) one node name may exist in two clusters, so a node is
+    always (cluster, node) and reads ``cluster/node``.
+    """
+
+    job: str
+    node: str
+    uuid: str
+    index: str
+    mig: str = ""
+    cluster: str = ""
+    node_label: str = ""
+    uuid_label: str = ""
+
+    @property
+    def key(self) -> tuple[str, str, str, str, str, str]:
+        """(job, node, UUID, index, MIG instance, cluster): positions 0-4 are what they always were."""
+        return (self.job, self.node, self.uuid, self.index, self.mig, self.cluster)
+
+    @property
+    def where(self) -> str:
+        """The node as people read it: ``gpu-node-1``, or ``b/gpu-node-1`` with a cluster label."""
+        return f"{self.cluster}/{self.node or '?'}" if self.cluster else self.node
+
+    def node_labels(self, lab) -> tuple[tuple[str, str], ...]:
+        """``((cluster label, cluster), (node label, node))`` for a finding's labels (``lab``:
+        the spec's exporter labels); without a cluster label only the node."""
+        return (((lab.cluster, self.cluster),) if lab.cluster else ()) + ((lab.node, self.node),)
+
+    def __str__(self) -> str:
+        mig = f" MIG {self.mig}" if self.mig else ""
+        return f"{self.where or '?'} gpu {self.index or '?'} ({self.uuid or 'no UUID'}{mig})"
+
+
+def other_spelling(label: str) -> str:
+    """The label name an exporter version may use instead (``Hostname`` <-> ``hostname``,
+    ``UUID`` <-> ``uuid``; NVIDIA/dcgm-exporter#655 and the 1.x ``use-old-namespace`` option)."""
+    return label.lower() if label != label.lower() else label.capitalize() if label == "hostname" else label.upper()
+
+
+class Context:
+    """A validate run: the spec, the API client, the evaluation time, the query helpers and the
+    facts checks share (:mod:`gpumon.validate.facts`), each computed on first use:
+
+    * ``targets``: the exporter job's targets, which are down, whether there are any;
+    * ``inventory``: the GPUs seen now and within the lookback, per tracked metric;
+    * ``rule_groups``: the ``/api/v1/rules`` answer (loaded groups: :func:`facts.loaded_groups`).
+
+    A check reads the facts it needs and never changes them, so its findings do not depend on
+    which other checks ran. A new shared fact is one more ``cached_property`` here.
+
+    Args:
+        spec: the loaded spec.
+        client: a :class:`~gpumon.promapi.PromClient`.
+        lookback: seconds of history the presence and continuity checks look at.
+        concurrency: queries in flight at once (small: validate must not load the server).
+        progress: show a progress line on stderr when it is a TTY and the run takes > 1 s.
+        label_limit: warn about series with more label names than this (None: no check).
+    """
+
+    def __init__(self, spec: Spec, client: PromClient, lookback: float = 3600.0, concurrency: int = 4,
+                 progress: bool = True, label_limit: int | None = None):
+        self.spec, self.client, self.lookback = spec, client, lookback
+        self.label_limit = label_limit  # max label names per series (Mimir: 30), None = not checked
+        self.job = spec.exporter.job
+        self.labels = spec.exporter.labels
+        self.now = time.time()
+        self.concurrency = max(1, concurrency)
+        self.pool = ThreadPoolExecutor(max_workers=self.concurrency, thread_name_prefix="gpumon-q")
+        self.queries = 0
+        self.done = 0
+        self._lock = threading.Lock()
+        self._started = time.monotonic()
+        self._show = progress and sys.stderr.isatty()
+        self._shown = False
+        #: warnings of every partial answer of the run (Thanos/Mimir): what was not seen cannot be
+        #: called missing, so :func:`gpumon.validate.validate` makes the run's errors inconclusive
+        self.partial_warnings: list[str] = []
+
+    # ------------------------------------------------------------------ shared facts
+    @cached_property
+    def targets(self) -> facts.Targets:
+        """The exporter job's targets (:class:`facts.Targets`)."""
+        return facts.targets(self)
+
+    @cached_property
+    def inventory(self) -> facts.Inventory:
+        """GPUs seen now and within the lookback (:class:`facts.Inventory`)."""
+        return facts.inventory(self)
+
+    @cached_property
+    def sources(self) -> facts.Sources:
+        """Which source serves each GPU of every metric with ``sources`` (:class:`facts.Sources`)."""
+        return facts.sources(self)
+
+    @cached_property
+    def rule_groups(self) -> "Answer | PromError":
+        """The server's ``/api/v1/rules`` answer."""
+        return self.run({"rules": ("rules",)})["rules"]
+
+    @property
+    def scrape_interval(self) -> float:
+        """Seconds between scrapes: the targets API's scrapeInterval when known (the spec may be
+        wrong about it), else the spec's."""
+        return self.targets.scrape_interval
+
+    @property
+    def skip_gpu_checks(self) -> bool:
+        """True when the job has no target at all: per-GPU checks have nothing to look at."""
+        return self.targets.missing
+
+    def target_down(self, instance: str) -> bool:
+        """True when ``instance`` is down, flapping or scraped empty: the targets check reports it
+        once, so per-GPU checks leave its GPUs alone."""
+        return instance in self.targets.down
+
+    # ------------------------------------------------------------------ identity
+    @property
+    def id_labels(self) -> tuple[str, ...]:
+        """Labels to ``group by`` for a GPU: job, instance, identity, both spellings of node and
+        UUID, model and driver (so one query also feeds the inventory)."""
+        lab = self.labels
+        extra = (other_spelling(lab.node), other_spelling(lab.gpu), lab.model, lab.driver_version)
+        return tuple(dict.fromkeys(("job", "instance") + lab.identity + extra))
+
+    def gpu(self, metric: dict) -> Gpu:
+        """The :class:`Gpu` a result's label set describes."""
+        lab = self.labels
+        node_label = lab.node if metric.get(lab.node) else other_spelling(lab.node) if metric.get(other_spelling(lab.node)) else ""
+        uuid_label = lab.gpu if metric.get(lab.gpu) else other_spelling(lab.gpu) if metric.get(other_spelling(lab.gpu)) else ""
+        return Gpu(metric.get("job", self.job), metric.get(node_label, ""), metric.get(uuid_label, ""),
+                   metric.get(lab.gpu_index, ""), metric.get(lab.mig_instance, ""),
+                   metric.get(lab.cluster, "") if lab.cluster else "", node_label, uuid_label)
+
+    def sel(self, metric: str, *more: str, **matchers: str) -> str:
+        """``metric{job="<job>",...}``: equality ``matchers`` (escaped here), then ``more``,
+        matchers already formatted (e.g. a regex built with ``promqltext.matcher``)."""
+        inner = ",".join((promqltext.matchers({"job": self.job, **matchers}),) + more)
+        return promqltext.series(metric, inner)
+
+    # ------------------------------------------------------------------ queries
+    def _tick(self) -> None:
+        with self._lock:
+            self.done += 1
+            if self._show and time.monotonic() - self._started > 1.0:
+                self._shown = True
+                sys.stderr.write(f"\rgpumon validate: {self.done}/{self.queries} queries")
+                sys.stderr.flush()
+
+    def run(self, calls: dict[str, tuple]) -> dict[str, "Answer | PromError"]:
+        """Run ``{key: (method name, *args)}`` on the client concurrently (bounded).
+
+        Returns:
+            {key: Answer, or the PromError it raised}.
+        """
+        with self._lock:
+            self.queries += len(calls)
+
+        def one(call):
+            name, *args = call
+            try:
+                answer = getattr(self.client, name)(*args)
+            except PromError as exc:
+                return exc
+            finally:
+                self._tick()
+            if answer.partial:
+                with self._lock:
+                    self.partial_warnings += answer.warnings
+            return answer
+
+        futures = {key: self.pool.submit(one, call) for key, call in calls.items()}
+        return {key: fut.result() for key, fut in futures.items()}
+
+    def queries_at_now(self, exprs: dict[str, str]) -> dict[str, "Answer | PromError"]:
+        """Instant queries ``{key: expr}`` at the run's evaluation time, concurrently."""
+        return self.run({k: ("query", e, self.now) for k, e in exprs.items()})
+
+    def close(self) -> None:
+        self.pool.shutdown(wait=True)
+        if self._shown:
+            sys.stderr.write("\r" + " " * 60 + "\r")
+            sys.stderr.flush()
+
+
+@dataclass
+class CheckResult:
+    """What one check module returns: findings plus the JUnit cases (``check/subject``) it ran."""
+
+    findings: list[Finding] = field(default_factory=list)
+    cases: list[str] = field(default_factory=list)
+
+
+def partial(findings: list[Finding], answer: Answer | None, case: str, check: str, subject: str) -> list[Finding]:
+    """A partial answer (``warnings``) cannot prove a failure: turn its errors into
+    ``inconclusive`` findings, or add one when nothing failed."""
+    if answer is None or not answer.partial:
+        return findings
+    note = "partial response: " + "; ".join(answer.warnings)[:300]
+    out = [replace(f, severity="inconclusive", message=f"{f.message} ({note})") if f.severity == "error" else f
+           for f in findings]
+    if not any(f.severity == "inconclusive" for f in out):
+        out.append(Finding(check, "inconclusive", subject, f"cannot tell: {note}",
+                           "a store or querier did not answer (Thanos/Mimir partial response); retry, or check the "
+                           "store gateways", labels=(), case=case))
+    return out
+
+
+def query_failed(exc: PromError, check: str, subject: str, case: str) -> Finding:
+    """A query error inside a check: the check could not look, so it is inconclusive."""
+    return Finding(check, "inconclusive", subject, f"query failed: {exc}", exc.hint, case=case)
+
+
+def answered(check: str, metrics, answers: dict, findings: list[Finding]):
+    """Yield ``(metric, JUnit case, answer)`` for each metric whose query (``answers[metric.name]``)
+    answered; a failed query becomes an inconclusive finding appended to ``findings`` instead."""
+    for m in metrics:
+        case, ans = f"{check}/{m.name}", answers[m.name]
+        if isinstance(ans, PromError):
+            findings.append(query_failed(ans, check, m.name, case))
+            continue
+        yield m, case, ans
+
+
+def ago(seconds: float) -> str:
+    """``'5m ago'``-style age."""
+    s = int(max(0, seconds))
+    return f"{s // 3600}h{s % 3600 // 60:02d}m ago" if s >= 3600 else f"{s // 60}m{s % 60:02d}s ago" if s >= 60 else f"{s}s ago"
+
+
+def utc(ts: float) -> str:
+    """RFC 3339 UTC time, second resolution."""
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ts))
+
+
+def device(gpu) -> tuple[str, str]:
+    """The physical GPU a :class:`Gpu` (or its ``key``) is: ``(cluster, UUID)``. MIG instances of
+    one GPU share its UUID (dcgm-exporter labels them with ``GPU_I_ID``), and one GPU reported under
+    two targets or two node names (a second scrape config, an exporter pod replaced) keeps its UUID:
+    each is one device. Without a UUID label, ``(cluster, node/index)``."""
+    if isinstance(gpu, tuple):
+        gpu = Gpu(*gpu)
+    return (gpu.cluster, gpu.uuid) if gpu.uuid else (gpu.cluster, f"{gpu.node}/{gpu.index}")
+
+
+def gpu_count(gpus) -> int:
+    """How many physical GPUs ``gpus`` (:class:`Gpu` objects or keys, one per series label set)
+    are: distinct :func:`device` s, so MIG instances and duplicate reports count once."""
+    return len({device(g) for g in gpus})
+
+
+def gpu_list(gpus, limit: int = 8) -> str:
+    """``gpu-node-1 gpu 0 (GPU-..), ...`` with ``(+N more)`` past ``limit``."""
+    items = sorted(gpus, key=lambda g: (g.job, g.cluster, g.node, int(g.index) if g.index.isdigit() else -1, g.index, g.mig))
+    text = ", ".join(str(g) for g in items[:limit])
+    return text + (f" (+{len(items) - limit} more)" if len(items) > limit else "")

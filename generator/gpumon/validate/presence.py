@@ -1,0 +1,232 @@
+"""Check 3: every required metric exists now on every GPU that reports, and if not, why.
+
+Queries per spec'd metric, never per GPU (``group by`` the identity labels; never a regex over
+metric names, measured 15x slower at 160k series): which GPUs carry it now, and which carried it
+within the lookback (``last_over_time``). The GPU inventory is the union over all tracked
+metrics; it is a shared fact (``ctx.inventory``, queried in :mod:`gpumon.validate.facts`). Only for metrics with gaps, a second query per metric finds when each missing GPU was
+last seen (``max_over_time(timestamp(m)[lookback:step])``, limited to the affected nodes): that
+subquery is the costly part (measured 60 s at 320 GPUs, 1 h, 1 s steps, over every series), so
+a healthy fleet never pays for it. Gaps are classified with evidence: never seen /
+disappeared at T; whole fleet, whole node or some GPUs; legacy 1.x names instead; MIG instances
+that cannot report the field; GPUs lost altogether; identity label renamed.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from ..durations import format_duration
+from ..findings import Finding
+from ..promapi import Answer, PromError
+from ..rules.names import FIELD_LABEL
+from ..spec import Metric
+from . import hints
+from .base import CheckResult, Context, Gpu, ago, device, gpu_count, gpu_list, other_spelling, partial, query_failed, utc
+from .facts import Inventory
+
+CHECK = "presence"
+#: finding ids this check reports (the check's own id: a query failed or answered partially,
+#: so it could not tell)
+FINDINGS = ("series-missing", "legacy-metric-names", "field-unsupported-on-mig", "gpu-lost", "node-lost",
+            "identity-label-renamed", "identity-label-missing", "skipped", CHECK)
+#: why the check exists and how to silence it (docs/checks/validate/)
+WHY = ('A series that is gone does not alert by itself: a threshold alert such as DCGM_FI_DEV_GPU_TEMP > '
+       '85 goes quiet when the series disappears (fields change between dcgm-exporter versions and '
+       'collector lists, dcgm-exporter#571, #655).')
+SILENCE = ('Mark the metric `presence: optional` (reported by the optional check, never an error) or '
+           '`presence: sparse` (never checked) in the spec, or leave the check out with --checks.')
+
+
+def run(ctx: Context) -> CheckResult:
+    """Findings: series-missing, legacy-metric-names, field-unsupported-on-mig, gpu-lost,
+    identity-label-renamed / identity-label-missing. Sparse metrics are never checked."""
+    required = ctx.spec.required_metrics
+    cases = [f"{CHECK}/{m.name}" for m in required] + [f"{CHECK}/gpu-inventory", f"{CHECK}/identity-labels"]
+    if ctx.skip_gpu_checks:
+        return CheckResult([Finding("skipped", "info", ctx.job, "no targets: series presence not checked",
+                                    case=f"{CHECK}/gpu-inventory")], cases)
+    inv = ctx.inventory
+    answers = inv.answers
+    findings: list[Finding] = []
+    for m in required:
+        case = f"{CHECK}/{m.name}"
+        failed = [a for k, a in answers.items() if k.split("|")[1] == m.name and isinstance(a, PromError)]
+        if failed:
+            findings.append(query_failed(failed[0], CHECK, m.name, case))
+            continue
+        own = [a for k, a in answers.items() if k.split("|")[1] == m.name]
+        warned = next((a for a in own if isinstance(a, Answer) and a.partial), None)
+        findings += partial(_metric(ctx, inv, m, case), warned, case, CHECK, m.name)
+    findings += _lost(ctx, inv)
+    findings += _identity(ctx, inv)
+    return CheckResult(findings, cases)
+
+
+def _checked(ctx: Context, inv: Inventory, m: Metric) -> set[tuple]:
+    """GPUs expected to carry ``m`` now: reporting (or on legacy names), target up, MIG-aware."""
+    keys = inv.reporting | set().union(*[set(v) for v in inv.legacy.values()]) if inv.legacy else inv.reporting
+    keys = {k for k in keys if not ctx.target_down(inv.instance.get(k, ""))}
+    if m.mig == "unsupported":
+        keys = {k for k in keys if not k[4]}
+    return keys
+
+
+def _gpu(inv: Inventory, key: tuple) -> Gpu:
+    return inv.gpus.get(key) or Gpu(*key)
+
+
+def _node(key: tuple) -> tuple[str, str]:
+    """(cluster, node) of a GPU key: node names repeat across clusters under a global view."""
+    return (key[5], key[1])
+
+
+def _evidence(ctx: Context, inv: Inventory, m: Metric, keys: set[tuple]) -> str:
+    seen = keys & inv.seen[m.name]
+    times = [inv.last_seen[m.name][k] for k in seen if k in inv.last_seen[m.name]]
+    window = format_duration(ctx.lookback)
+    if not seen:
+        return f"never seen in the last {window}"
+    text = f"last seen {utc(max(times))} ({ago(ctx.now - max(times))})" if times else f"seen within the last {window}"
+    return text if len(seen) == len(keys) else f"{len(keys) - len(seen)} never seen in the last {window}, others {text}"
+
+
+def _metric(ctx: Context, inv: Inventory, m: Metric, case: str) -> list[Finding]:
+    expected = _checked(ctx, inv, m)
+    missing = expected - inv.now[m.name]
+    if m.sources and missing:
+        # a GPU a fallback source serves is the sources check's warning (fallback-serving), not an error
+        served = ctx.sources.fallback(m.name)
+        missing = {k for k in missing if (k[5], k[2]) not in served}
+    if not missing:
+        return []
+    out: list[Finding] = []
+    legacy = {k for k in missing if k in inv.legacy[m.name]}
+    if legacy:
+        names = sorted({inv.legacy[m.name][k] for k in legacy})
+        gpus = [_gpu(inv, k) for k in legacy]
+        out.append(Finding("legacy-metric-names", "error", m.name,
+                           f"{m.name} absent but its 1.x name {', '.join(names)} is present on {len(legacy)} GPU(s): "
+                           f"{gpu_list(gpus)}", hints.LEGACY,
+                           labels=((FIELD_LABEL, m.name), ("job", ctx.job)), case=case))
+    rest = missing - legacy
+    mig = {k for k in rest if k[4]}
+    if mig and mig == rest and inv.now[m.name]:
+        out.append(Finding("field-unsupported-on-mig", "warning", m.name,
+                           f"{m.name} is missing on {len(mig)} MIG instance(s) and present on non-MIG GPUs: "
+                           f"{gpu_list([_gpu(inv, k) for k in mig])}", hints.MIG,
+                           labels=((FIELD_LABEL, m.name), ("job", ctx.job)), case=case))
+        return out
+    if not rest:
+        return out
+    # under a global view each cluster is a fleet of its own: a field gone from every GPU of
+    # cluster b is one finding for cluster b, as GpuMetricAbsent pages once per cluster
+    clusters = sorted({k[5] for k in expected})
+    for cluster in clusters:
+        in_cluster = {k for k in expected if k[5] == cluster}
+        out += _tiers(ctx, inv, m, in_cluster, rest & in_cluster, case, cluster)
+    return out
+
+
+def _tiers(ctx: Context, inv: Inventory, m: Metric, expected: set[tuple], rest: set[tuple], case: str,
+           cluster: str) -> list[Finding]:
+    """Missing GPUs of one fleet (one cluster, or all GPUs without a cluster label) as findings:
+    one for the whole fleet when none reports ``m``, else one per node."""
+    if not rest:
+        return []
+    out: list[Finding] = []
+    labels = ((FIELD_LABEL, m.name), ("job", ctx.job)) + (((ctx.labels.cluster, cluster),) if ctx.labels.cluster else ())
+    if not (expected & inv.now[m.name]):
+        targets = sorted({inv.instance.get(k, "") for k in rest})
+        scope = f" of cluster {cluster}" if ctx.labels.cluster else ""
+        out.append(Finding("series-missing", "error", f"{m.name} in {cluster}" if ctx.labels.cluster else m.name,
+                           f"{m.name} is absent on all {gpu_count(rest)} GPUs{scope} of {len(targets)} healthy target(s) "
+                           f"({', '.join(targets[:5])}{' ...' if len(targets) > 5 else ''}); {_evidence(ctx, inv, m, rest)}. "
+                           f"GPUs: {gpu_list([_gpu(inv, k) for k in rest])}",
+                           hints.METRIC_ABSENT + (f"; {hints.DISAPPEARED}" if rest & inv.seen[m.name] else ""),
+                           labels=labels + ((("instance", targets[0]),) if len(targets) == 1 else ()), case=case))
+        return out
+    by_node: dict[tuple[str, str], set[tuple]] = defaultdict(set)
+    for k in rest:
+        by_node[_node(k)].add(k)
+    for (_, name), keys in sorted(by_node.items()):
+        node_gpus = {k for k in expected if _node(k) == _node(next(iter(keys)))}
+        one = _gpu(inv, next(iter(keys)))
+        node = one.where
+        targets = sorted({inv.instance.get(k, "") for k in keys})
+        where = f"node {node or '?'} (target {', '.join(targets)})"
+        node_labels = labels + one.node_labels(ctx.labels) + ((("instance", targets[0]),) if len(targets) == 1 else ())
+        listed = f"{gpu_list([_gpu(inv, k) for k in keys])}; {_evidence(ctx, inv, m, keys)}"
+        if keys == node_gpus and len(keys) > 1:
+            msg = f"{m.name} is missing on all {gpu_count(keys)} GPUs of {where}; other nodes report it. Missing on: {listed}"
+            hint = hints.NODE_MISSING
+        else:
+            msg = f"{m.name} is missing on {gpu_count(keys)} of {gpu_count(node_gpus)} GPUs of {where}: {listed}"
+            hint = hints.GPU_MISSING
+        if len(keys) == 1:
+            node_labels += ((ctx.labels.gpu, next(iter(keys))[2]),)
+        if keys & inv.seen[m.name]:
+            hint += f"; {hints.DISAPPEARED}"
+        out.append(Finding("series-missing", "error", f"{m.name} on {node or '?'}", msg, hint,
+                           labels=tuple(sorted(node_labels)), case=case))
+    return out
+
+
+def _lost(ctx: Context, inv: Inventory) -> list[Finding]:
+    """GPUs seen in the lookback that report nothing now, on a target that is not down. A GPU
+    whose UUID reports now under another node name (an exporter pod replaced, its series labelled
+    with the new pod's host name) is not lost: it is the same device."""
+    case = f"{CHECK}/gpu-inventory"
+    reporting = inv.reporting | {k for v in inv.legacy.values() for k in v}
+    alive = {device(k) for k in reporting}
+    lost = [k for k in inv.gpus if k not in reporting and device(k) not in alive
+            and not ctx.target_down(inv.instance.get(k, ""))]
+    out = []
+    nodes_now = {_node(k) for k in reporting}
+    by_node: dict[tuple[str, str], list[tuple]] = defaultdict(list)
+    for k in lost:
+        by_node[_node(k)].append(k)
+    for pair, keys in sorted(by_node.items()):
+        last = max((t for m in inv.last_seen.values() for k, t in m.items() if k in keys), default=None)
+        when = f"last seen {utc(last)} ({ago(ctx.now - last)})" if last else "seen earlier"
+        gpus = [_gpu(inv, k) for k in keys]
+        node, node_labels = gpus[0].where, gpus[0].node_labels(ctx.labels)
+        if pair in nodes_now:
+            out.append(Finding("gpu-lost", "error", f"{node}", f"{gpu_count(keys)} GPU(s) of node {node} report nothing now "
+                               f"while the node reports other GPUs; {when}: {gpu_list(gpus)}", hints.GPU_LOST,
+                               labels=(("job", ctx.job),) + node_labels, case=case))
+        else:
+            out.append(Finding("node-lost", "warning", f"{node}", f"node {node} ({gpu_count(keys)} GPUs) reports nothing now "
+                               f"and its target is not listed as down; {when}", "a node removed on purpose is fine; "
+                               "otherwise check that the exporter pod still runs there (DaemonSet tolerations, node "
+                               "labels)", labels=(("job", ctx.job),) + node_labels, case=case))
+    return out
+
+
+def _identity(ctx: Context, inv: Inventory) -> list[Finding]:
+    """Series that carry the other spelling of the node/UUID label, or none at all."""
+    case = f"{CHECK}/identity-labels"
+    lab = ctx.labels
+    by_target: dict[tuple[str, str], set[str]] = defaultdict(set)
+    for k in inv.reporting:
+        g = _gpu(inv, k)
+        inst = inv.instance.get(k, "")
+        if g.node_label != lab.node:
+            by_target[(inst, "node")].add(g.node)
+        if g.uuid_label != lab.gpu:
+            by_target[(inst, "uuid")].add(g.uuid)
+    out = []
+    for (inst, which), values in sorted(by_target.items()):
+        want = lab.node if which == "node" else lab.gpu
+        other = other_spelling(want)
+        if any(values):
+            out.append(Finding("identity-label-renamed", "error", inst,
+                               f"series of target {inst} carry `{other}` instead of `{want}` "
+                               f"({', '.join(sorted(values))[:200]}); rules and dashboards keyed on `{want}` do not see them",
+                               hints.RENAMED if which == "node" else hints.LEGACY,
+                               labels=(("instance", inst), ("job", ctx.job)), case=case))
+        else:
+            out.append(Finding("identity-label-missing", "error", inst,
+                               f"series of target {inst} have neither `{want}` nor `{other}`: GPUs cannot be told apart",
+                               "check relabeling (labeldrop) in the scrape config and the exporter's flags",
+                               labels=(("instance", inst), ("job", ctx.job)), case=case))
+    return out

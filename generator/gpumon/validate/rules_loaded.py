@@ -1,0 +1,84 @@
+"""Check 6: the rule groups gpumon renders for this spec are loaded (``/api/v1/rules``), each with
+all its rules and ``health: ok``. Expected groups come from :func:`gpumon.rules.build_groups`,
+the same code that writes the rule files, so the check cannot drift from what render wrote."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from ..findings import Finding
+from ..promapi import PromError
+from ..rules import build_groups
+from .base import CheckResult, Context, partial, query_failed
+from .facts import loaded_groups
+
+CHECK = "rules-loaded"
+#: finding ids this check reports (the check's own id: a query failed or answered partially,
+#: so it could not tell)
+FINDINGS = ("rules-not-loaded", "rule-missing", "rule-unhealthy", CHECK)
+#: why the check exists and how to silence it (docs/checks/validate/)
+WHY = ('Rendered rules that the server never loaded (PrometheusRule selector labels, namespace selector, '
+       'a stale file) mean no alert at all, and nothing says so.')
+SILENCE = ('Leave the check out with --checks when rules run on a server this API does not show (e.g. a '
+           'separate ruler).')
+
+
+def _selector_hint(ctx: Context) -> str:
+    labels = ", ".join(f"{k}={v}" for k, v in ctx.spec.prometheus_rule.labels) or "none"
+    return ("load output/rules/*.yaml via rule_files, or apply output/kubernetes/ (PrometheusRule); the "
+            f"PrometheusRule must carry every label of the Prometheus ruleSelector (spec labels: {labels}; "
+            "kube-prometheus-stack ignores PrometheusRules without its `release` label), and the "
+            "ruleNamespaceSelector must match its namespace (prometheus-operator#3767)")
+
+
+def _key(rule: dict) -> tuple[str, str]:
+    return ("alerting" if rule.get("type") == "alerting" else "recording", rule.get("name", ""))
+
+
+def run(ctx: Context) -> CheckResult:
+    """Findings: rules-not-loaded (one for every absent group: they share a cause), rule-missing (some rules absent),
+    rule-unhealthy (``health: err`` with its lastError)."""
+    expected = build_groups(ctx.spec)
+    cases = [f"{CHECK}/{g.name}" for g in expected]
+    ans = ctx.rule_groups
+    if isinstance(ans, PromError):
+        return CheckResult([query_failed(ans, CHECK, g.name, f"{CHECK}/{g.name}") for g in expected], cases)
+    loaded = loaded_groups(ans)
+    findings: list[Finding] = []
+    absent = [g for g in expected if g.name not in loaded]
+    if absent:
+        # one cause (the file is not loaded, or the server evaluates no rules) for every absent
+        # group: one finding with one hint, not the same hint once per group
+        hint = _selector_hint(ctx) if loaded else (
+            "this server has no rule groups at all: it may not evaluate rules itself (VictoriaMetrics "
+            "single-node: rules run in vmalert, visible here only with -vmalert.proxyURL; Thanos Query: "
+            "from Thanos Ruler or sidecars); otherwise " + _selector_hint(ctx))
+        what = (f"rule group {absent[0].name} is not loaded" if len(absent) == 1 else
+                f"{len(absent)} of {len(expected)} rule groups are not loaded ({', '.join(g.name for g in absent)})")
+        findings.append(Finding("rules-not-loaded", "error", absent[0].name if len(absent) == 1 else ctx.spec.name,
+                                f"{what}: expected {sum(len(g.rules) for g in absent)} rules, found 0 "
+                                f"({len(loaded)} other groups are loaded)", hint, case=f"{CHECK}/not-loaded"))
+        cases = [c for c in cases if c.split("/", 1)[1] not in {g.name for g in absent}] + [f"{CHECK}/not-loaded"]
+    for g in expected:
+        case = f"{CHECK}/{g.name}"
+        want = Counter(("alerting" if r.alert else "recording", r.name) for r in g.rules)
+        out: list[Finding] = []
+        if g.name not in loaded:
+            continue
+        have = Counter(_key(r) for r in loaded[g.name])
+        missing = want - have
+        if missing:
+            names = sorted({name for _, name in missing})
+            out.append(Finding("rule-missing", "error", g.name,
+                               f"rule group {g.name} has {sum(have.values())} of {len(g.rules)} rules; missing: "
+                               f"{', '.join(names)} ({sum(missing.values())} rules)",
+                               "the loaded file is older or was edited: re-render and re-apply it "
+                               "(`gpumon render --check` catches a stale output/)", case=case))
+        for r in loaded[g.name]:
+            if r.get("health") == "err":
+                out.append(Finding("rule-unhealthy", "error", f"{g.name}/{r.get('name')}",
+                                   f"rule {r.get('name')} fails to evaluate: {r.get('lastError', '')}",
+                                   "check that the server supports every function the rule uses and that "
+                                   "recording-rule inputs exist", case=case))
+        findings += partial(out, ans, case, CHECK, g.name)
+    return CheckResult(findings, cases)

@@ -104,13 +104,18 @@ def load_or_exit(path: str | None):
         sys.exit(EXIT_ERROR)
     from ..rules import build_groups
 
+    spec = None
     try:
         spec = load_spec(path)
         build_groups(spec)      # checks the override names against the alerts it builds (kept, cached)
     except SpecError as exc:
-        for problem in exc.problems:
+        # warnings too, in file order among the errors: an uncatalogued field name is often the
+        # typo behind an error, and fixing the errors first would hide it for a round
+        warnings = exc.warnings or (spec.warnings if spec is not None else ())
+        for problem in sorted((*exc.problems, *warnings), key=lambda p: (p.file, p.line, p.column)):
             click.echo(str(problem), err=True)
-        click.echo(f"gpumon: {len(exc.problems)} problem(s) in the spec", err=True)
+        also = f" and {len(warnings)} warning(s)" if warnings else ""
+        click.echo(f"gpumon: {len(exc.problems)} problem(s) in the spec{also}", err=True)
         sys.exit(EXIT_ERROR)
     for warning in spec.warnings:
         click.echo(str(warning), err=True)

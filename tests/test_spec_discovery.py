@@ -56,3 +56,23 @@ def test_lint_without_a_spec_does_not_pass_relative_runbook_links(tmp_path):
                      "    annotations: {runbook_url: ../runbooks/A.md}\n")
     proc = gpumon("lint", str(rules), cwd=tmp_path)
     assert proc.returncode == 2 and NO_SPEC in proc.stderr
+
+
+def test_without_o_the_output_is_beside_the_spec_from_any_folder(tmp_path):
+    """`gpumon render` and `render --check` from a subfolder mean the spec's output/ (as `make
+    render` at the root does), not an output/ in the subfolder; -o stays relative to the working
+    directory."""
+    (tmp_path / "gpumon.yaml").write_text((ROOT / "examples" / "mixed-fleet.yaml").read_text())
+    sub = tmp_path / "dashboards" / "team"
+    sub.mkdir(parents=True)
+    proc = gpumon("render", cwd=tmp_path)
+    assert proc.returncode == 0 and "wrote output/ from gpumon.yaml" in proc.stdout, proc.stdout + proc.stderr
+    proc = gpumon("render", "--check", cwd=sub)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.startswith("../../output/ is up to date with ../../gpumon.yaml")
+    assert not (sub / "output").exists()
+    (tmp_path / "output" / "rules" / "gpumon.rules.yaml").write_text("groups: []\n")
+    proc = gpumon("render", "--check", cwd=sub)
+    assert proc.returncode == 1 and "run `gpumon render`" in proc.stderr, proc.stdout + proc.stderr
+    proc = gpumon("render", "../../gpumon.yaml", "-o", "here", cwd=sub)
+    assert proc.returncode == 0 and (sub / "here" / "rules" / "gpumon.rules.yaml").is_file()

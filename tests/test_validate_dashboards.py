@@ -208,6 +208,9 @@ def test_cli_without_a_spec(env, tmp_path, monkeypatch):
     assert [c for c in doc["checks"] if not c.startswith("dashboards/")] == ["reachability/query-api"]
     assert {p["title"]: p["verdict"] for p in doc["panels"]}["GPU SM Clocks"] == "panel-partial"
     assert doc["summary"]["dashboards"].startswith("8 panels in 1 dashboard(s): 5 ok, 1 no data, 2 partial")
+    assert doc["summary"]["spec"] == "gpumon.yaml"
+    assert doc["summary"]["spec use"] == ("label names only (the nearest gpumon.yaml from the working directory "
+                                          "upwards); no spec check ran: pass SPEC to check the fleet too")
 
 
 class _Dom(HTMLParser):

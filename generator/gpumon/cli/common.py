@@ -76,6 +76,25 @@ def find_spec(start: Path | None = None) -> Path | None:
     return None
 
 
+def specs_for(paths: list[str]) -> dict[Path, list[str]]:
+    """The spec that governs each path: the nearest ``gpumon.yaml`` from the path's own folder (a
+    folder: itself) upwards, so ``gpumon lint clusters/a/output clusters/b/output`` checks each
+    tree against its own spec from anywhere; for a path outside every spec's tree, the working
+    directory's (:func:`find_spec`), the project lint runs in. Returns spec -> the paths it
+    governs (in the order given); exits 2 naming a path no spec governs (never a guess)."""
+    out: dict[Path, list[str]] = {}
+    for path in paths:
+        start = Path(path) if Path(path).is_dir() else Path(path).parent
+        found = find_spec(start) or find_spec()
+        if found is None:
+            click.echo(f"gpumon: no spec found: pass SPEC or run `gpumon init` (no gpumon.yaml in {start.resolve()}, "
+                       f"{Path.cwd()} or a folder above them, for {path}; `--spec {DEFAULT_SPEC}` uses gpumon's bundled "
+                       "example spec)", err=True)
+            sys.exit(EXIT_ERROR)
+        out.setdefault(found, []).append(path)
+    return out
+
+
 def pick_spec(argument: str | None, option: str | None) -> str | None:
     """The spec given as the SPEC argument or as ``--spec`` (a usage error when both differ)."""
     if argument and option and argument != option:

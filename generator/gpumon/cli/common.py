@@ -71,9 +71,18 @@ def find_spec(start: Path | None = None) -> Path | None:
     above it, as ``git`` finds its repository; None when no folder up to the root has one."""
     here = (start or Path.cwd()).resolve()
     for folder in (here, *here.parents):
-        if (folder / "gpumon.yaml").is_file():
+        if _is_file(folder / "gpumon.yaml"):
             return folder / "gpumon.yaml"
     return None
+
+
+def _is_file(path: Path) -> bool:
+    """``path.is_file()``, False where a folder on the way may not be entered (stat raises
+    PermissionError there, which ``Path.is_file`` passes on)."""
+    try:
+        return path.is_file()
+    except OSError:
+        return False
 
 
 def specs_for(paths: list[str]) -> dict[Path, list[str]]:
@@ -84,7 +93,7 @@ def specs_for(paths: list[str]) -> dict[Path, list[str]]:
     governs (in the order given); exits 2 naming a path no spec governs (never a guess)."""
     out: dict[Path, list[str]] = {}
     for path in paths:
-        start = Path(path) if Path(path).is_dir() else Path(path).parent
+        start = Path(path).parent if _is_file(Path(path)) or not _is_dir(Path(path)) else Path(path)
         found = find_spec(start) or find_spec()
         if found is None:
             click.echo(f"gpumon: no spec found: pass SPEC or run `gpumon init` (no gpumon.yaml in {start.resolve()}, "
@@ -93,6 +102,13 @@ def specs_for(paths: list[str]) -> dict[Path, list[str]]:
             sys.exit(EXIT_ERROR)
         out.setdefault(found, []).append(path)
     return out
+
+
+def _is_dir(path: Path) -> bool:
+    try:
+        return path.is_dir()
+    except OSError:
+        return False
 
 
 def pick_spec(argument: str | None, option: str | None) -> str | None:
@@ -118,7 +134,12 @@ def load_or_exit(path: str | None):
                        f"{Path.cwd()} or a folder above it; `{DEFAULT_SPEC}` uses gpumon's bundled example spec)", err=True)
             sys.exit(EXIT_ERROR)
         path = os.path.relpath(found)
-    if not Path(path).is_file():
+    try:
+        found = Path(path).is_file()
+    except OSError as exc:     # a folder on the way may not be entered
+        click.echo(f"gpumon: cannot read spec {path}: {exc.strerror or exc}", err=True)
+        sys.exit(EXIT_ERROR)
+    if not found:
         click.echo(f"gpumon: no spec found at {path}: pass SPEC or run `gpumon init`", err=True)
         sys.exit(EXIT_ERROR)
     from ..rules import build_groups

@@ -22,7 +22,7 @@ from .common import DEFAULT_SPEC, EPILOG, EXIT_ERROR, EXIT_FINDINGS, load_or_exi
 def render(spec: str | None, spec_option: str | None, out: str | None, check: bool) -> None:
     """Render rules, dashboards, rule tests and runbooks from SPEC (default: the gpumon.yaml in
     this folder or the nearest one above it; `default` is gpumon's bundled example spec) into
-    OUTPUT (default: the output/ folder beside the spec, from whichever folder you run it).
+    the -o folder (default: the output/ folder beside the spec, from whichever folder you run it).
 
     Output is byte-identical for the same spec on any machine. Files gpumon wrote earlier and no
     longer renders are removed; other files in the folder are never touched. A manifest line

@@ -96,9 +96,10 @@ def specs_for(paths: list[str]) -> dict[Path, list[str]]:
         start = Path(path).parent if _is_file(Path(path)) or not _is_dir(Path(path)) else Path(path)
         found = find_spec(start) or find_spec()
         if found is None:
-            click.echo(f"gpumon: no spec found: pass SPEC or run `gpumon init` (no gpumon.yaml in {start.resolve()}, "
-                       f"{Path.cwd()} or a folder above them, for {path}; `--spec {DEFAULT_SPEC}` uses gpumon's bundled "
-                       "example spec)", err=True)
+            where = sorted({str(start.resolve()), str(Path.cwd())})
+            click.echo(f"gpumon: no spec found: pass SPEC or run `gpumon init` (no gpumon.yaml in {' or '.join(where)} "
+                       f"or a folder above, for {path}; `--spec {DEFAULT_SPEC}` uses gpumon's bundled example spec)",
+                       err=True)
             sys.exit(EXIT_ERROR)
         out.setdefault(found, []).append(path)
     return out

@@ -180,16 +180,16 @@ def test_dashboards_of_one_spec_never_show_another_specs_alerts():
     ignored the section), so its dashboards missed the kubernetes alerts."""
     from gpumon import dashboards
     from gpumon.dashboards.output import to_json
-    from gpumon.rules import all_rules
+    from gpumon.rules import all_rules, build_groups
 
     plain = parse_spec(BASE, "spec.yaml")
     kube = parse_spec(BASE + KUBE, "spec.yaml")
     for spec in (plain, kube):
-        text = "".join(to_json(m) for m in dashboards.build_all(spec).values())
+        text = "".join(to_json(m) for m in dashboards.build_all(spec, build_groups(spec)).values())
         alerts = {r.alert for r in all_rules(spec) if r.alert}
         assert all(name in text for name in alerts), sorted(a for a in alerts if a not in text)
     kube_only = {r.alert for r in all_rules(kube) if r.alert} - {r.alert for r in all_rules(plain) if r.alert}
-    assert kube_only and all(name not in "".join(map(to_json, dashboards.build_all(plain).values()))
+    assert kube_only and all(name not in "".join(map(to_json, dashboards.build_all(plain, build_groups(plain)).values()))
                          for name in kube_only)
 
 

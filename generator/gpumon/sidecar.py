@@ -262,7 +262,7 @@ def manifest(spec: "Spec") -> str:
     return dump_all([configmap, daemonset], header=header)
 
 
-def files(spec: "Spec", groups=None) -> dict[str, str]:
+def files(spec: "Spec", groups: list | None = None) -> dict[str, str]:
     """``{kubernetes/<name>-nvidia-smi-textfile.yaml: manifest}`` when the spec has a
     ``textfile_sidecar`` section, else nothing (other specs' output stays byte-identical)."""
     if spec.textfile_sidecar is None:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from .common import DEFAULT_SPEC, EXIT_ERROR, input_options, load_or_exit, pick_spec, read_limits
+from .common import DEFAULT_SPEC, EXIT_ERROR, input_options, load_built_or_exit, pick_spec, read_limits
 
 VALIDATE_EPILOG = """\b
 Exit codes:
@@ -107,7 +107,7 @@ def validate(args, url, backend, path_prefix, tenant, headers, bearer_token_file
         except PromError as exc:
             raise click.BadParameter(exc.message, param_hint="--header") from None
         extra[key.strip()] = value
-    model = load_or_exit(spec)
+    model, groups = load_built_or_exit(spec)
     try:
         client = PromClient(url, path_prefix=_BACKEND_PREFIX[backend] if path_prefix is None else path_prefix,
                             tenant=tenant, headers=extra, bearer_token_file=bearer_token_file,
@@ -122,7 +122,7 @@ def validate(args, url, backend, path_prefix, tenant, headers, bearer_token_file
         report, code = run_validate(model, client, lookback=lookback_s, concurrency=concurrency, checks=chosen,
                                     label_limit=limit, dashboards=tuple(dashboards),
                                     dashboard_max_queries=dashboard_max_queries,
-                                    matrix=fmt == "html",
+                                    matrix=fmt == "html", groups=groups,
                                     read_limits=read_limits(follow_symlinks, max_input_mib))  # the matrix is GPUs x fields: only HTML shows it
     text = reporters.render(report, fmt, color=fmt == "text" and sys.stdout.isatty())
     # an HTML file is for a browser: with -o, the terminal gets the text report instead

@@ -27,6 +27,7 @@ from ..durations import format_duration
 from ..exitcodes import EXIT_ERROR, EXIT_FINDINGS, EXIT_INCONCLUSIVE, EXIT_OK
 from ..findings import Report
 from ..promapi import PromClient
+from ..rules import RuleGroup
 from ..spec import Spec
 from . import (continuity, counters, coverage, duplicates, inventory, kubernetes, metadata, optional, presence, reachability,
                rules_loaded, sources, stores, targets, values)
@@ -42,7 +43,7 @@ def validate(spec: Spec, client: PromClient, *, lookback: float = 3600.0, concur
              checks: tuple[str, ...] = tuple(CHECKS), progress: bool = True,
              label_limit: int | None = None, dashboards: tuple[str, ...] = (),
              dashboard_max_queries: int | None = None, matrix: bool = True,
-             read_limits=None) -> tuple[Report, int]:
+             read_limits=None, groups: list[RuleGroup] | None = None) -> tuple[Report, int]:
     """Run the checks against the server behind ``client``.
 
     Args:
@@ -60,12 +61,14 @@ def validate(spec: Spec, client: PromClient, *, lookback: float = 3600.0, concur
             that shows it).
         read_limits: how dashboard files are read (:class:`gpumon.readers.files.Limits`;
             None: the defaults).
+        groups: the rule groups built from ``spec`` (:func:`gpumon.rules.build_groups`; built
+            here when not given).
     Returns:
         (report, exit code).
     """
     started = time.monotonic()
     ctx = Context(spec, client, lookback=lookback, concurrency=concurrency, progress=progress,
-                  label_limit=label_limit)
+                  label_limit=label_limit, groups=groups)
     report = Report("gpumon validate", summary={
         "prometheus": client.base, "job": spec.exporter.job, "spec": spec.path,
         "lookback": format_duration(lookback)})

@@ -20,7 +20,6 @@ from ..durations import format_duration
 from ..findings import Finding
 from ..kube import Kubernetes
 from ..promapi import Answer, PromError
-from ..rules import build_groups
 from ..rules import kubernetes as krules
 from ..rules import names
 from ..rules.promql import by, node_ids, selector
@@ -133,7 +132,7 @@ def _rules_loaded(ctx: Context, findings: list[Finding]) -> bool:
     if loaded is None:
         findings.append(query_failed(ctx.rule_groups, CHECK, "rules", _case("expected-gpus")))
         return False
-    want = [g.name for g in build_groups(ctx.spec) if g.name.endswith((".kubernetes", ".inventory"))]
+    want = [g.name for g in ctx.expected_groups if g.name.endswith((".kubernetes", ".inventory"))]
     absent = [g for g in want if g not in loaded]
     if absent:
         findings.append(Finding("kubernetes-rules-not-loaded", "inconclusive", ", ".join(absent),

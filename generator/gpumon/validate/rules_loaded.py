@@ -8,7 +8,6 @@ from collections import Counter
 
 from ..findings import Finding
 from ..promapi import PromError
-from ..rules import build_groups
 from .base import CheckResult, Context, partial, query_failed
 from .facts import loaded_groups
 
@@ -38,7 +37,7 @@ def _key(rule: dict) -> tuple[str, str]:
 def run(ctx: Context) -> CheckResult:
     """Findings: rules-not-loaded (one for every absent group: they share a cause), rule-missing (some rules absent),
     rule-unhealthy (``health: err`` with its lastError)."""
-    expected = build_groups(ctx.spec)
+    expected = ctx.expected_groups
     cases = [f"{CHECK}/{g.name}" for g in expected]
     ans = ctx.rule_groups
     if isinstance(ans, PromError):

@@ -22,6 +22,18 @@ Exit codes:
 _BACKEND_PREFIX = {"prometheus": "", "thanos": "", "victoriametrics": "", "mimir": "/prometheus"}
 
 
+class _ChecksOption(click.Option):
+    """``--checks``, whose help lists the checks found in gpumon/validate/ (read when help is
+    shown, so other commands do not pay for it)."""
+
+    def get_help_record(self, ctx):
+        from ..checkfind import VALIDATE, find
+
+        names = [f"{i.id} ({i.applies})" if i.applies else i.id for i in find(VALIDATE) if i.selectable]
+        self.help = f"Comma-separated subset of: {', '.join(names)}."
+        return super().get_help_record(ctx)
+
+
 @click.command(epilog=VALIDATE_EPILOG)
 @click.argument("args", nargs=-1, type=click.Path(), metavar="[SPEC] [DASHBOARD...]")
 @click.option("--spec", "spec_option", type=click.Path(dir_okay=False), metavar="SPEC",
@@ -47,9 +59,7 @@ _BACKEND_PREFIX = {"prometheus": "", "thanos": "", "victoriametrics": "", "mimir
               help="Refuse answers larger than this (MiB, after gzip decompression).")
 @click.option("--lookback", default="1h", show_default=True, help="History to check presence and gaps over.")
 @click.option("--concurrency", default=4, show_default=True, type=click.IntRange(1, 32), help="Queries in flight.")
-@click.option("--checks", default=None, metavar="LIST",
-              help="Comma-separated subset of: targets, presence, duplicates, optional, values, continuity, counters, "
-                   "rules-loaded, inventory, metadata, kubernetes (only with the spec's kubernetes section).")
+@click.option("--checks", default=None, metavar="LIST", cls=_ChecksOption, help="Comma-separated subset of the checks.")
 @click.option("--label-limit", type=click.IntRange(1), default=None,
               help="Warn about series with more label names than this [default: 30 with --backend mimir, else off].")
 @click.option("--dashboards", "dashboards", multiple=True, type=click.Path(exists=True), metavar="PATH",

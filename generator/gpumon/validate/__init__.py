@@ -1,8 +1,8 @@
 """``gpumon validate``: prove on a live Prometheus that every spec'd series exists, and say why not.
 
-Checks run in order, one module each: reachability (stops the run when the API cannot be used),
-stores (Thanos Query: every store answered), targets, presence, sources (metrics with fallback sources), duplicates, optional, values, continuity, counters, rules-loaded, inventory,
-metadata, and kubernetes (only with the spec's ``kubernetes`` section). Each returns findings
+Checks run in order, one module each, found in this folder (:mod:`gpumon.checkfind`: a module
+with ``CHECK``, ``ORDER`` and ``run(ctx)``): reachability first (it stops the run when the API
+cannot be used), then every check ``--checks`` may pick (:data:`CHECKS`). Each returns findings
 (:class:`gpumon.findings.Finding`) and the JUnit cases it ran (one per check x metric), and
 declares the finding ids it reports (``FINDINGS``). What several checks need (targets, GPU
 inventory, loaded rule groups) is a shared fact on the context (:mod:`.facts`), computed on first
@@ -29,14 +29,13 @@ from ..findings import Report
 from ..promapi import PromClient
 from ..rules import RuleGroup
 from ..spec import Spec
-from . import (continuity, counters, coverage, duplicates, inventory, kubernetes, metadata, optional, presence, reachability,
-               rules_loaded, sources, stores, targets, values)
+from ..checkfind import VALIDATE, modules
+from . import coverage, reachability
 from .base import Context
 
-#: Check modules in run order (ids as used in ``--checks`` and JUnit class names).
-CHECKS = {"stores": stores, "targets": targets, "presence": presence, "sources": sources, "duplicates": duplicates, "optional": optional,
-          "values": values, "continuity": continuity, "counters": counters, "rules-loaded": rules_loaded,
-          "inventory": inventory, "metadata": metadata, "kubernetes": kubernetes}
+#: Check modules ``--checks`` may pick, by id (as used in ``--checks`` and JUnit class names), in
+#: run order
+CHECKS = {m.CHECK: m for m in modules(VALIDATE, selectable_only=True)}
 
 
 def validate(spec: Spec, client: PromClient, *, lookback: float = 3600.0, concurrency: int = 4,

@@ -12,6 +12,8 @@ from .base import CheckResult, Context, partial, query_failed
 from .facts import loaded_groups
 
 CHECK = "rules-loaded"
+#: place in reports and runs (gpumon.checkfind)
+ORDER = 100
 #: finding ids this check reports (the check's own id: a query failed or answered partially,
 #: so it could not tell)
 FINDINGS = ("rules-not-loaded", "rule-missing", "rule-unhealthy", CHECK)
@@ -20,6 +22,9 @@ WHY = ('Rendered rules that the server never loaded (PrometheusRule selector lab
        'a stale file) mean no alert at all, and nothing says so.')
 SILENCE = ('Leave the check out with --checks when rules run on a server this API does not show (e.g. a '
            'separate ruler).')
+#: for the checks table of docs/validate.md (generated): what the check looks at
+LOOKS_AT = ('`/api/v1/rules` against the groups `gpumon render` writes for this spec (same code: '
+            '`gpumon.rules.build_groups`), with the PrometheusRule selector-label hint')
 
 
 def _selector_hint(ctx: Context) -> str:

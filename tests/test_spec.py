@@ -266,11 +266,11 @@ def test_one_alert_name_at_two_severities_is_a_spec_error(tmp_path):
 
 def test_builtin_alert_names_are_the_rendered_ones(default_spec, root):
     from gpumon.rules import all_rules
-    from gpumon.spec import BUILTIN_ALERTS
+    from gpumon.alertnames import builtin_alerts
     specs = (default_spec, load_spec(root / "examples" / "kubernetes.yaml"), load_spec(root / "examples" / "mixed-fleet.yaml"))
     threshold_names = {t.alert for s in specs for m in s.metrics for t in m.thresholds}
     rendered = {r.alert for s in specs for r in all_rules(s) if r.alert}
-    assert rendered - threshold_names == BUILTIN_ALERTS
+    assert rendered - threshold_names == builtin_alerts()
 
 
 def test_relative_runbook_url_needs_saying_so(tmp_path):

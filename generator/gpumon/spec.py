@@ -23,6 +23,7 @@ from ruamel.yaml.comments import CommentedMap, CommentedSeq
 from ruamel.yaml.error import MarkedYAMLError, YAMLError
 
 from . import kube, sidecar, sourcepresets, specbounds
+from .alertnames import builtin_alerts
 from .durations import format_duration, parse_duration
 from .fields import known_fields
 from .kube import Kubernetes
@@ -42,18 +43,6 @@ DCGM_BLANK_MIN = 140737488355328
 MAX_SPEC_BYTES = 1 << 20
 MAX_NODES = 50_000
 MAX_DEPTH = 32
-
-#: Alert names gpumon's own rules use (generator/gpumon/rules/); a spec threshold may not take one of them
-#: (tests/test_spec.py keeps this list equal to what the rules render).
-BUILTIN_ALERTS = frozenset((
-    "GpuDevicePluginUnhealthy", "GpuExporterDaemonSetMissing", "GpuExporterDaemonSetNotReady", "GpuExporterDown",
-    "GpuExporterEmpty", "GpuExporterFlapping", "GpuExporterOOMKilled", "GpuExporterPodRestarting",
-    "GpuExporterLegacyNames", "GpuExporterScrapeSlow", "GpuExporterTargetMissing", "GpuFleetTelemetryImplausible", "GpuIdentityLabelMissing",
-    "GpuKubeStateMetricsMissing", "GpuNodeTelemetryImplausible",
-    "GpuLost", "GpuMetricAbsent", "GpuMetricFallbackServing", "GpuMetricIntermittent", "GpuMetricMissing", "GpuNodeCapacityMissing",
-    "GpuNodeExporterMissing", "GpuNodeGpusMissing", "GpuNodeMetricMissing", "GpuProfilingStuck",
-    "GpuTelemetryFrozen", "GpuTelemetryImplausible", "GpuXidCritical", "GpuXidInformational", "GpuXidWarning",
-))
 
 
 @dataclass(frozen=True)
@@ -791,7 +780,7 @@ def _alert_name_problems(metrics: list, add) -> None:
     the same name (issue 11, item 11). gpumon's own alert names are taken."""
     first: dict[str, tuple[str, list]] = {}
     for name, severity, path in _alert_names(metrics):
-        if name in BUILTIN_ALERTS:
+        if name in builtin_alerts():
             add(path, f"alert name {name!r} is one of gpumon's own alerts; name the threshold differently")
         elif name in first and first[name][0] != severity:
             add(path, f"alert {name!r} is already used at severity {first[name][0]} ({_format_path(first[name][1])}); "

@@ -22,13 +22,13 @@ from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
 from ruamel.yaml.error import MarkedYAMLError, YAMLError
 
-from . import kube, sidecar, sourcepresets, specbounds
+from . import kube, sidecarspec, sourcepresets, specbounds
 from .alertnames import builtin_alerts
 from .durations import format_duration, parse_duration
 from .fields import known_fields
 from .kube import Kubernetes
 from . import overrides as alert_overrides
-from .sidecar import TextfileSidecar
+from .sidecarspec import TextfileSidecar
 
 #: Labels that change with restarts or with ``honor_labels`` and must never identify a GPU.
 VOLATILE_LABELS = ("instance", "pod", "namespace", "container", "service", "endpoint")
@@ -415,7 +415,7 @@ def parse_spec(text: str, name: str = "<spec>") -> Spec:
         raise SpecError(_dedupe(problems))
     spec = _build(plain, name, lambda path: _position(doc, path, key_of_last=True))
     late: list[Problem] = []
-    alert_overrides.label_problems(spec, lambda path, msg: late.append(
+    alert_overrides.label_problems(spec.overrides, spec.exporter.labels, lambda path, msg: late.append(
         Problem(name, *_position(doc, path, key_of_last=True), _format_path(path), msg)))
     if late:
         raise SpecError(late)
@@ -679,7 +679,7 @@ def _semantic_problems(doc: CommentedMap, plain: dict, name: str) -> list[Proble
         add(["metrics"], "no metric has presence: required; the GPU inventory, coverage and presence alerts are "
             "built from the required fields (issue #15: such a spec rendered empty PromQL)")
     kube.problems(plain, add)
-    sidecar.problems(plain, add)
+    sidecarspec.problems(plain, add)
     specbounds.problems(plain, add, {f.name: f.default for f in dataclasses.fields(Labels)})
     return out
 
@@ -998,7 +998,7 @@ def _build(plain: dict, path: str, where=None) -> Spec:
     return Spec(path=path, name=plain.get("name", "gpumon"), exporter=exporter, alerts=alerts,
                 prometheus_rule=prule, metrics=metrics, dashboards=_dashboards(plain.get("dashboards") or {}),
                 kubernetes=kube.from_plain(plain.get("kubernetes"), labels.node),
-                textfile_sidecar=sidecar.from_plain(plain.get("textfile_sidecar")),
+                textfile_sidecar=sidecarspec.from_plain(plain.get("textfile_sidecar")),
                 overrides=alert_overrides.from_plain(plain.get("overrides"), where))
 
 

@@ -84,7 +84,7 @@ def alert_catalogue(spec: Spec) -> dict[str, list[str]]:
 def _check_overrides(spec: Spec) -> None:
     if not spec.overrides:
         return
-    found = overrides.name_problems(spec, alert_catalogue(spec))
+    found = overrides.name_problems(spec.overrides, alert_catalogue(spec))
     if found:
         raise SpecError([Problem(spec.path, *item.position(field),
                                  ".".join(["overrides", item.alert] + (["fields", field] if field else [])), message)

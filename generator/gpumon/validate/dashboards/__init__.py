@@ -29,6 +29,7 @@ from ...promapi import PromError
 from ...readers import loader, promql
 from ..base import CheckResult
 from . import api, exprs, timing, variables, verdicts
+from .judge import Judge
 from .verdicts import FINDINGS, Verdict  # noqa: F401 - re-exported
 
 CHECK = "dashboards"
@@ -194,7 +195,7 @@ def run(ctx, paths: list[str], prior: list[Finding], max_queries: int = MAX_QUER
               for k, a in probe_answers.items()}
     series = {k: n for k, n in counts.items() if not isinstance(k, tuple)}
     history = {k[1:]: n for k, n in counts.items() if isinstance(k, tuple)}
-    judge = verdicts.Judge(ctx, prior, series, resolved_by_dash, runs, history=history)
+    judge = Judge(ctx, prior, series, resolved_by_dash, runs, history=history)
     out: list[Verdict] = []
     for pr in runs:
         v = judge.verdict(pr)

@@ -111,6 +111,23 @@ CASES = [
          covers="lifecycle: node replaced"),
     Case("a planned decommission: a node listed under alerts.retired leaves, nothing pages", (), nodes=5,
          leave={RETIRED: AT}, bound=12, length=AT + 50, covers="lifecycle: planned decommission"),
+    Case("a field missing on one GPU comes back, Prometheus restarts right after: the page ends",
+         (Page("GpuMetricMissing", N2, 1, TEMP),), (Fault("drop", metric=TEMP, node=N2, gpu=1),), bound=6,
+         clear=AT + 10, resolve=4, restarts=(AT + 10,), end=(), length=AT + 45,
+         covers="lifecycle: fault, clear, restart"),
+    Case("a node removed from service discovery while its GPUs were reporting",
+         (Page("GpuLost", N2, 0), Page("GpuLost", N2, 1)), leave={N2: AT}, bound=10, length=AT + 50,
+         covers="lifecycle: node removed from discovery"),
+    Case("a GPU lost on a node serving 1.x names: one page for the GPU beside the node's",
+         (Page("GpuExporterLegacyNames", N2), Page("GpuLost", N2, 1)),
+         (Fault("legacy-names", node=N2), Fault("drop", node=N2, gpu=1)), bound=10, covers="legacy-names, GPU lost"),
+    # the GPU is lost under 1.x names (its page starts before the upgrade at `at`) and stays one page
+    # across the upgrade to 4.x names
+    Case("exporter upgrade 1.x -> 4.x names on a node while one of its GPUs is lost", (Page("GpuLost", N2, 1),),
+         initial=(Fault("legacy-names", node=N2),), faults=(Fault("drop", node=N2, gpu=1),),
+         later=((AT, (Fault("drop", node=N2, gpu=1),)),), at=AT + 20,
+         before=(Page("GpuExporterLegacyNames", N2), Page("GpuLost", N2, 1)), bound=10, length=AT + 60,
+         covers="lifecycle: exporter upgrade mid-fault"),
     # two clusters behind one (global) ruler: gpu-node-1/2 in cluster a, gpu-node-3/4 in cluster b
     Case("two healthy clusters", (), nodes=4, clusters=True, bound=12, covers="cluster label"),
     Case("every exporter target of cluster b vanishes", (Page("GpuExporterTargetMissing", cluster="b"),), nodes=4,
@@ -121,23 +138,4 @@ CASES = [
 ]
 
 #: scenarios that show a fault the rules still get wrong (tests/test_matrix.py expects them to fail)
-OPEN = [
-    # the missing set recorded just before the restart stays visible for the 5 m lookback (no
-    # staleness marker), so GpuMetricMissing pages again after the field came back
-    Case("a field missing on one GPU comes back, Prometheus restarts right after: the page ends",
-         (Page("GpuMetricMissing", N2, 1, TEMP),), (Fault("drop", metric=TEMP, node=N2, gpu=1),), bound=6,
-         clear=AT + 10, resolve=4, restarts=(AT + 10,), end=(), length=AT + 45,
-         covers="lifecycle: fault, clear, restart"),
-    # a node whose target leaves service discovery while its GPUs report: no rule pages (only
-    # validate's node-lost finding)
-    Case("a node removed from service discovery while its GPUs were reporting",
-         (Page("GpuLost", N2, 0), Page("GpuLost", N2, 1)), leave={N2: AT}, bound=10, length=AT + 50,
-         covers="lifecycle: node removed from discovery"),
-    # a GPU lost while its node serves 1.x names (not in the inventory: the bundled spec has no 1.x
-    # sources), then the exporter is upgraded to 4.x names: the GPU was never known, nothing pages for it
-    Case("exporter upgrade 1.x -> 4.x names on a node while one of its GPUs is lost", (Page("GpuLost", N2, 1),),
-         (Fault("drop", node=N2, gpu=1),), initial=(Fault("legacy-names", node=N2),),
-         later=((AT - 10, (Fault("drop", node=N2, gpu=1),)),), at=AT + 10,
-         before=(Page("GpuExporterLegacyNames", N2),), bound=10, length=AT + 50,
-         covers="lifecycle: exporter upgrade mid-fault"),
-]
+OPEN: list[Case] = []

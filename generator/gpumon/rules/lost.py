@@ -136,7 +136,8 @@ def recent(spec: Spec) -> str:
 
 def xid_lost(spec: Spec) -> list[Rule]:
     """:data:`names.XID_LOST`: a GPU gone while its last XID was critical (XID 79, fallen off the
-    bus), valued the code, until it reports again. From the first evaluation it is not in the
+    bus), valued the code, until it reports again. Only an XID new within the policy window when
+    the GPU went counts (an older one ended its page already; the loss is GpuLost's). From the first evaluation it is not in the
     inventory (not after the lost window, which left the XID page off for that long: it paged
     twice), and only for a known GPU (a retired one leaves it with :data:`names.KNOWN`). One cause, one page: GpuXidCritical holds while
     the GPU is gone, and GpuLost leaves it out (the XID alert alone would resolve after the policy
@@ -152,6 +153,12 @@ def xid_lost(spec: Spec) -> list[Rule]:
         last = f"last_over_time({sel}[{w}]) > 0"
     else:
         last = "(" + " or ".join(f"{last} == {c}" for c in codes) + ")"
+    # only an XID still new when the GPU went (GpuXidCritical's own test: not the value of a
+    # policy window before): a code left set from a fault the GPU was reset from long ago does not
+    # make an unrelated loss an XID page (GpuLost pages it)
+    s = job_sel(spec, m.name)
+    last = (f"(\n      {last}\n      unless\n      (last_over_time({s}[{w}] offset {dur(m.xid.window)}) "
+            f"== last_over_time({s}[{w}]))\n    )")
     dev = by(device_ids(spec))
     keep = by(xid_keep(spec, m))
     # one max by over both sides: the record keeps the alert's labels only (pod, driver version

@@ -12,7 +12,7 @@ from dataclasses import replace
 from .. import overrides
 from ..applysize import BUDGET, applied_size
 from ..spec import Problem, Spec, SpecError
-from . import exporter, gaps, inventory, kubernetes, lost, names, presence, sources, values
+from . import exporter, fresh, gaps, inventory, kubernetes, lost, names, presence, sources, values
 from .model import Rule, RuleGroup, group_dict
 
 #: the most bytes one group may take in a PrometheusRule's last-applied annotation: the object's
@@ -46,10 +46,11 @@ def _build(spec: Spec) -> list[RuleGroup]:
     slow = spec.alerts.slow_group_interval
     groups = [
         # the normalized readings (issue 13; none without sources) before the inventory that reads them
-        RuleGroup(f"{p}.inventory", tuple(sources.recording(spec) + inventory.inventory(spec) + lost.rules(spec)
+        RuleGroup(fresh.inventory_group(spec), tuple(sources.recording(spec) + inventory.inventory(spec)
+                                          + inventory.target_node(spec) + lost.rules(spec)
                                           + inventory.field_missing(spec, spec.required_metrics)
-                                          + inventory.target_node(spec) + inventory.unlabelled(spec)
-                                          + inventory.aggregates(spec))),
+                                          + inventory.unlabelled(spec)
+                                          + inventory.aggregates(spec) + [fresh.heartbeat(fresh.inventory_group(spec))])),
         # optional fields' missing sets feed coverage only: evaluated with it, each after the
         # nodes where no GPU serves the field (which it leaves out)
         RuleGroup(f"{p}.coverage", tuple(inventory.field_absent(spec, spec.optional_metrics)

@@ -32,13 +32,13 @@ FINDING_NOTES = {'gpu-inventory': 'info', 'driver-mismatch': 'warning', 'driver-
 
 
 def matrix(ctx: Context) -> dict[str, dict[tuple[str, str], set[tuple[str, str]]]]:
-    """``{node: {(model, driver): physical GPUs}}`` for GPUs reporting now, each GPU a
-    :func:`~.base.device` (MIG instances of one GPU and one GPU under two targets are one; ``node``
-    reads ``cluster/node`` when the spec names a cluster label)."""
+    """``{node: {(model, driver): physical GPUs}}`` for GPUs reporting now, under current or 1.x
+    names, each GPU a :func:`~.base.device` (MIG instances of one GPU and one GPU under two targets
+    are one; ``node`` reads ``cluster/node`` when the spec names a cluster label)."""
     inv = ctx.inventory
     lab = ctx.labels
     seen: dict[str, dict[tuple[str, str], set]] = defaultdict(lambda: defaultdict(set))
-    for key in inv.reporting:
+    for key in inv.reporting | {k for keys in inv.legacy.values() for k in keys}:
         attrs = inv.attrs.get(key, {})
         node = f"{key[5]}/{key[1]}" if key[5] else key[1]  # cluster/node under a global view
         seen[node][(attrs.get(lab.model, ""), attrs.get(lab.driver_version, ""))].add(device(key))

@@ -19,7 +19,7 @@ DATA = Path(__file__).resolve().parent / "data"
 
 #: modules whose every test starts a server (Prometheus, vmalert, VictoriaMetrics, the simulator)
 #: or builds and installs the package
-_SLOW_MODULES = {"test_rules_e2e", "test_thanos", "test_validate_e2e", "test_validate_kubernetes", "test_validate_vm", "test_validate_devices", "test_matrix_vm", "test_package", "test_demo",
+_SLOW_MODULES = {"test_rules_e2e", "test_live_alertmanager", "test_thanos", "test_validate_e2e", "test_validate_kubernetes", "test_validate_vm", "test_validate_devices", "test_matrix_vm", "test_package", "test_demo",
                  "test_ruletests"}
 #: fixtures that start a server or need promtool
 _SLOW_FIXTURES = {"promtool", "engine", "vm_engine", "am_engine", "prom", "env", "cluster", "installed", "delivered"}

@@ -318,6 +318,14 @@ class FlushingWriteProxy(_ServedInThread):
             def do_POST(self):  # noqa: N802 - http.server API
                 t0 = time.monotonic()
                 body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                if self.headers.get("Content-Encoding", "snappy") != "snappy":
+                    # vmalert after 1.79 first sends VictoriaMetrics' own remote-write protocol
+                    # (zstd) and switches to Prometheus' (snappy) for good on a 415: the proxy
+                    # reads Prometheus' only (VictoriaMetrics/VictoriaMetrics#8462)
+                    self.send_response(415)
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                    return
                 headers = {h: self.headers[h] for h in FORWARDED_HEADERS if self.headers.get(h)}
                 try:
                     res = client.post(f"{outer.vm_url}/api/v1/write", content=body, headers=headers)

@@ -28,7 +28,7 @@ from gpumon.reporters import render as render_report
 from gpumon.simulate import Fault, Fleet, Simulator
 from gpumon.spec import parse_spec
 from gpumon.validate import validate
-from gpumon.validate.dashboards.verdicts import Judge
+from gpumon.validate.dashboards.judge import Judge
 
 from . import browser
 from .conftest import ROOT

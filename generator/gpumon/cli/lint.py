@@ -7,7 +7,7 @@ import sys
 
 import click
 
-from .common import EXIT_ERROR, EXIT_FINDINGS, input_options, load_or_exit, read_limits, specs_for
+from .common import EXIT_ERROR, EXIT_FINDINGS, input_options, load_built_or_exit, read_limits, specs_for
 
 #: report formats (``gpumon.reporters.FORMATS``; kept here so ``--help`` does not import it)
 FORMATS = ("text", "json", "sarif", "junit", "github")
@@ -90,9 +90,11 @@ def lint_command(paths, spec_path, fmt, fail_on, disable, max_object_bytes, list
     # unless --spec names one for all
     groups = {spec_path: paths} if spec_path else {os.path.relpath(k): v for k, v in specs_for(paths).items()}
     sizes = {"max_object_bytes": max_object_bytes} if max_object_bytes else {}
-    reports = [lint(group, load_or_exit(spec), disabled, read_limits(follow_symlinks, max_input_mib),
-                    skip_other=skip_other_files, **sizes)  # a bug ends in the internal-error exit (4)
-               for spec, group in groups.items()]
+    reports = []
+    for spec, group in groups.items():
+        model, rule_groups = load_built_or_exit(spec)
+        reports.append(lint(group, model, disabled, read_limits(follow_symlinks, max_input_mib),
+                            skip_other=skip_other_files, groups=rule_groups, **sizes))  # a bug: exit 4
     report = reports[0] if len(reports) == 1 else _merged(reports)
     click.echo(reporters.render(report, fmt), nl=False)
     if any(f.check == loader.UNREADABLE for f in report.findings):

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import click
 
-from .common import DEFAULT_SPEC, EPILOG, EXIT_ERROR, EXIT_FINDINGS, load_or_exit, pick_spec
+from .common import DEFAULT_SPEC, EPILOG, EXIT_ERROR, EXIT_FINDINGS, load_built_or_exit, pick_spec
 
 
 @click.command(epilog=EPILOG)
@@ -35,10 +35,10 @@ def render(spec: str | None, spec_option: str | None, out: str | None, check: bo
     from ..runbooks import TemplateProblem
 
     spec = pick_spec(spec, spec_option)
-    model = load_or_exit(spec)
+    model, groups = load_built_or_exit(spec)
     given, out = out, out or default_output(spec, model.path)
     try:
-        files = render_mod.render(model)
+        files = render_mod.render(model, groups)
     except TemplateProblem as exc:      # the spec's own runbook templates
         click.echo(f"gpumon: {exc}", err=True)
         sys.exit(EXIT_ERROR)

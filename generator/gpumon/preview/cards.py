@@ -81,8 +81,9 @@ def stat(pp: PanelPreview, width: float, height: float) -> str:
         if opts.get("graphMode") == "area" and len(s.points) > 1:
             out.append(_sparkline(s, x + 2, y + tile_h * 0.55, tile_w - 4, tile_h * 0.45 - 2, ink))
         if with_name:
-            name_size = max(9.0, min(size * 0.45, 14))
+            name_size = max(6.0, min(size * 0.45, 14, tile_h * 0.7))
             if orientation_rows(cols, rows) and tile_w > 4 * tile_h:
+                size = min(size, tile_h * 0.75)
                 out.append(text(x + 10, y + tile_h / 2 + name_size / 3, _cut(s.name, tile_w * 0.55, name_size),
                                 name_size, ink if mode == "background" else TEXT))
                 out.append(text(x + tile_w - 10, y + tile_h / 2 + size / 3, label, size, ink, "end",

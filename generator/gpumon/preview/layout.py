@@ -41,7 +41,7 @@ CSS = """
  padding:0 10px;box-sizing:border-box}
 .gp-nodata{font-size:14px}.gp-why{color:#8E8E9A;font-size:11px;margin-top:4px;max-height:70%;overflow:hidden}
 .gp-legend{font-size:11px;overflow:hidden;color:#CCCCDC}.gp-legend table{border-collapse:collapse;width:100%}
-.gp-legend th{color:#6E9FFF;font-weight:normal;text-align:right;padding:0 6px}
+.gp-legend th{color:#6E9FFF;font-weight:normal;text-align:right;padding:0 6px;white-space:nowrap}
 .gp-legend td{text-align:right;padding:0 6px;white-space:nowrap}
 .gp-legend td.gp-lname{text-align:left;width:100%;max-width:1px;overflow:hidden;text-overflow:ellipsis}
 .gp-legend i{display:inline-block;width:14px;height:3px;margin:0 6px 3px 0;vertical-align:middle}

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import click
 
-from .common import EXIT_ERROR, input_options, load_or_exit, read_limits
+from .common import EXIT_ERROR, input_options, load_or_exit, parse_headers, read_limits
+from .validate import BACKEND_PREFIX
 
 PREVIEW_EPILOG = """\b
 Exit codes:
@@ -31,8 +32,11 @@ Exit codes:
                    "`default`: gpumon's bundled example spec).")
 @click.option("--time-range", "time_range", metavar="DURATION",
               help="Draw the last DURATION (15m, 6h) instead of each dashboard's own time range.")
-@click.option("--path-prefix", default="", help="Path before /api/v1 (Mimir: /prometheus).")
+@click.option("--backend", type=click.Choice(sorted(BACKEND_PREFIX)), default="prometheus", show_default=True,
+              help="Server kind; mimir implies --path-prefix /prometheus.")
+@click.option("--path-prefix", default=None, help="Path before /api/v1 (Mimir: /prometheus).")
 @click.option("--tenant", help="Tenant id, sent as X-Scope-OrgID on every request (Mimir, Cortex).")
+@click.option("--header", "headers", multiple=True, metavar="K=V", help="Extra request header (repeatable).")
 @click.option("--bearer-token-file", type=click.Path(dir_okay=False),
               help="File holding a bearer token ($GPUMON_BEARER_TOKEN when unset).")
 @click.option("--basic-auth-file", type=click.Path(dir_okay=False), help="File holding user:password.")
@@ -47,7 +51,7 @@ Exit codes:
               help="Cap on the queries sent for the panels' verdicts, and again for drawing them.")
 @click.option("--concurrency", default=4, show_default=True, type=click.IntRange(1, 32), help="Queries in flight.")
 @input_options
-def preview(dashboards, url, out_file, spec_option, time_range, path_prefix, tenant, bearer_token_file,
+def preview(dashboards, url, out_file, spec_option, time_range, backend, path_prefix, tenant, headers, bearer_token_file,
             basic_auth_file, ca_file, insecure_skip_verify, timeout, deadline, max_response_mib,
             dashboard_max_queries, concurrency, follow_symlinks, max_input_mib) -> None:
     """Draw every panel of DASHBOARD... (JSON files, ConfigMaps, folders) from the live server at
@@ -56,18 +60,21 @@ def preview(dashboards, url, out_file, spec_option, time_range, path_prefix, ten
     range. An empty panel says why, as `gpumon validate --dashboards` explains it."""
     from .. import writer
     from ..preview import fetch, page
-    from ..promapi import PromClient, PromError
+    from ..promapi import BACKEND_QUERY_PARAMS, PromClient, PromError
     from ..validate import validate as run_validate
 
     try:
         override = fetch.parse_range(time_range)
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--time-range") from None
+    extra = parse_headers(headers)
     model = load_or_exit(spec_option)
     try:
-        client = PromClient(url, path_prefix=path_prefix, tenant=tenant, bearer_token_file=bearer_token_file,
+        client = PromClient(url, path_prefix=BACKEND_PREFIX[backend] if path_prefix is None else path_prefix,
+                            tenant=tenant, headers=extra, bearer_token_file=bearer_token_file,
                             basic_auth_file=basic_auth_file, ca_file=ca_file, insecure=insecure_skip_verify,
-                            timeout=timeout, deadline=deadline, max_bytes=max_response_mib << 20)
+                            timeout=timeout, deadline=deadline, max_bytes=max_response_mib << 20,
+                            query_params=BACKEND_QUERY_PARAMS.get(backend))
     except PromError as exc:
         click.echo(f"gpumon preview: {exc}", err=True)
         sys.exit(EXIT_ERROR)

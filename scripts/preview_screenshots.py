@@ -57,7 +57,8 @@ def main() -> int:
         dashboards = {}
         for name, text in files.items():
             if name.startswith("dashboards/"):
-                dashboards[Path(name).stem] = Path(tmp) / Path(name).name
+                dashboards[Path(name).stem] = Path(tmp) / name
+                dashboards[Path(name).stem].parent.mkdir(exist_ok=True)
                 dashboards[Path(name).stem].write_text(text)
         with Simulator(Fleet(3, 4, [Fault.parse(f) for f in demo.FAULTS])) as sim:
             with LocalPrometheus({spec.exporter.job: list(sim.targets.values())}, rule_files=[rules],
@@ -69,15 +70,16 @@ def main() -> int:
                 span = f"{int(args.minutes * 60)}s"
                 for stem, path in sorted(dashboards.items()):
                     page = Path(tmp) / f"{stem}.html"
-                    cmd = [str(Path(sys.executable).with_name("gpumon")), "preview", str(path), "--spec", str(spec_path),
-                           "--prom", prom.url, "--time-range", span, "-o", str(page)]
-                    code = subprocess.run(cmd).returncode
-                    print(f"gpumon preview {path.name}: exit {code}")
+                    # run in the temporary folder: the page names the dashboard as dashboards/<file>
+                    cmd = [str(Path(sys.executable).with_name("gpumon")), "preview", f"dashboards/{path.name}",
+                           "--spec", str(spec_path), "--prom", prom.url, "--time-range", span, "-o", str(page)]
+                    code = subprocess.run(cmd, cwd=tmp).returncode
+                    print(f"gpumon preview {path.name}: exit {code}", flush=True)
                     if code not in (0, 1):
                         return 1
                     shot = args.out / f"preview-{stem}.png"
                     shoot(page, shot)
-                    print(f"screenshot: {shot.relative_to(ROOT) if shot.is_relative_to(ROOT) else shot}")
+                    print(f"screenshot: {shot.relative_to(ROOT) if shot.is_relative_to(ROOT) else shot}", flush=True)
     return 0
 
 

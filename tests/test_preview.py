@@ -322,3 +322,12 @@ def test_preview_of_an_unreachable_server_exits_2(tmp_path):
                                    "--timeout", "2", "-o", str(out)])
     assert res.exit_code == 2, res.output
     assert "127.0.0.1:9" in res.output and not out.exists()
+
+
+def test_a_legend_taller_than_its_room_counts_the_series_it_leaves_out():
+    pp = panel("timeseries", [Series(f"gpu {i}", {}, wave(5)) for i in range(12)],
+               options={"legend": {"calcs": ["max"], "displayMode": "table"}})
+    root = xml(timecharts.timeseries(pp, 580, 200))
+    names = ["".join(td.itertext()) for td in root.iter("td") if td.get("class") == "gp-lname"]
+    assert len(root.findall(f".//{SVG}polyline")) == 12 and 0 < len(names) < 12
+    assert "".join(root.itertext()).endswith(f"+{12 - len(names)} more series")

@@ -234,7 +234,9 @@ def table(pp: PanelPreview, width: float, height: float) -> str:
     """An HTML table (header, then the rows that fit; ``+N more rows`` below)."""
     cols = columns(pp)
     rows = table_rows(pp)
-    fit = max(1, int((height - 22) // 22))
+    fit = max(1, int((height - 24) // 22))
+    if len(rows) + pp.more > fit:
+        fit = max(1, int((height - 24 - 16) // 22))  # room for the "+N more rows" line
     shown = rows[:min(fit, MAX_ROWS)]
     head = "".join(f"<th>{esc(h)}</th>" for _, h in cols)
     body = "".join("<tr>" + "".join(f"<td>{esc(r.get(k, ''))}</td>" for k, _ in cols) + "</tr>" for r in shown)

@@ -81,10 +81,10 @@ def time_ticks(start: float, end: float, width: float) -> list[float]:
     return [first + i * step for i in range(int((end - first) // step) + 1)]
 
 
-def time_label(ts: float, span: float) -> str:
-    """``HH:MM`` (``HH:MM:SS`` under 10 minutes, ``MM-DD HH:MM`` over 2 days), UTC."""
+def time_label(ts: float, span: float, step: float = 60.0) -> str:
+    """``HH:MM`` (``HH:MM:SS`` when ticks are under a minute apart, ``MM-DD HH:MM`` over 2 days), UTC."""
     when = datetime.fromtimestamp(ts, timezone.utc)
-    if span <= 600:
+    if step < 60:
         return when.strftime("%H:%M:%S")
     if span > 2 * 86400:
         return when.strftime("%m-%d %H:%M")

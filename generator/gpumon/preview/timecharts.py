@@ -44,16 +44,24 @@ def _legend_opts(pp: PanelPreview) -> tuple[bool, list[str]]:
     return shown, calcs
 
 
-def legend_html(pp: PanelPreview, entries: list[tuple[str, str, list[str]]], headers: list[str]) -> str:
-    """The legend under a chart: ``(colour, name, [calc texts])`` per entry, and ``+N more``."""
+def legend_html(pp: PanelPreview, entries: list[tuple[str, str, list[str]]], headers: list[str],
+                height: float) -> str:
+    """The legend under a chart: ``(colour, name, [calc texts])`` per entry, as many as fit in
+    ``height`` px; the series beyond them and beyond the cap are counted (``+N more series``)."""
+    room = max(1, int((height - (15 if headers else 0)) // 15))
+    hidden = pp.more
+    if len(entries) + (1 if hidden else 0) > room:
+        keep = max(0, room - 1)
+        hidden += len(entries) - keep
+        entries = entries[:keep]
     rows = []
     if headers:
         rows.append('<tr><th></th>' + "".join(f"<th>{esc(h)}</th>" for h in headers) + "</tr>")
     for colour, name, calcs in entries:
         rows.append(f'<tr><td class="gp-lname"><i style="background:{colour}"></i>{esc(name)}</td>'
                     + "".join(f"<td>{esc(c)}</td>" for c in calcs) + "</tr>")
-    more = f'<div class="gp-more">+{pp.more} more series</div>' if pp.more else ""
-    return f'<div class="gp-legend"><table>{"".join(rows)}</table>{more}</div>'
+    more = f'<div class="gp-more">+{hidden} more series</div>' if hidden else ""
+    return f'<div class="gp-legend" style="height:{fmt(height)}px"><table>{"".join(rows)}</table>{more}</div>'
 
 
 def _split(width: float, height: float, shown: bool, n: int, more: int) -> tuple[float, float]:
@@ -72,10 +80,12 @@ def _x(ts: float, pp: PanelPreview, left: float, width: float) -> float:
 
 def _time_axis(pp: PanelPreview, left: float, width: float, y: float) -> list[str]:
     out = []
-    for ts in time_ticks(pp.start, pp.end, width):
+    marks = time_ticks(pp.start, pp.end, width)
+    step = marks[1] - marks[0] if len(marks) > 1 else 1.0
+    for ts in marks:
         x = _x(ts, pp, left, width)
         out.append(f'<line x1="{fmt(x)}" y1="0" x2="{fmt(x)}" y2="{fmt(y)}" stroke="{GRID}" stroke-width="1"/>')
-        out.append(text(x, y + 12, time_label(ts, pp.end - pp.start), 10, MUTED, "middle"))
+        out.append(text(x, y + 12, time_label(ts, pp.end - pp.start, step), 10, MUTED, "middle"))
     return out
 
 
@@ -121,7 +131,7 @@ def timeseries(pp: PanelPreview, width: float, height: float) -> str:
         entries = [(colours.series_colour(i), s.name,
                     [units.format_value(reduce(s, c), unit, pp.decimals) if reduce(s, c) is not None else "-"
                      for c in calcs]) for i, s in enumerate(pp.series)]
-        out.append(legend_html(pp, entries, [_CALCS[c] for c in calcs] if calcs else []))
+        out.append(legend_html(pp, entries, [_CALCS[c] for c in calcs] if calcs else [], legend_h))
     return "".join(out)
 
 

@@ -39,7 +39,7 @@ HOSTILE_DASHBOARD = {"title": EVIL, "uid": "evil", "time": {"from": "now-5m", "t
 
 
 @pytest.fixture(scope="module")
-def env(tmp_path_factory):
+def env(tmp_path_factory, engine):
     tmp = tmp_path_factory.mktemp("preview")
     spec_path = tmp / "gpumon.yaml"
     spec_path.write_text(SPEC_TEXT)
@@ -55,7 +55,8 @@ def env(tmp_path_factory):
     with Simulator(Fleet(2, 2, [Fault("drop", metric="DCGM_FI_DEV_FB_USED", node="gpu-node-2")])) as sim:
         with LocalPrometheus({"dcgm-exporter": list(sim.targets.values())},
                              rule_files=[tmp / "rules.yaml", tmp / "hostile.rules.yaml"],
-                             scrape_interval="1s", scrape_timeout="1s", evaluation_interval="1s") as prom:
+                             scrape_interval="1s", scrape_timeout="1s", evaluation_interval="1s",
+                             binary=engine.prometheus) as prom:
             ready = prom.wait_for(lambda: len(prom.query('count_over_time(up{job="dcgm-exporter"}[1m]) >= 15')) == 2
                                   and prom.query("job_dcgm_field:gpumon_coverage:ratio")
                                   and prom.query("gpumon_test:hostile"), 120)

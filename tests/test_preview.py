@@ -255,6 +255,8 @@ def test_grid_positions_and_a_collapsed_row_drawn_expanded():
     assert (boxes["stat"].x, boxes["stat"].y, boxes["stat"].w, boxes["stat"].h) == (0, 0, 6, 4)
     assert boxes["row"].collapsed and (boxes["timeseries"].x, boxes["timeseries"].y) == (12, 5)
     assert boxes["table"].y == 5 + 8  # pushed down by the expanded row's panels
+    html = layout.grid(DashboardPreview("d", "u", "f.json", START, NOW, "last 1h", panels=ps))
+    assert "collapsed in Grafana" in html and html.count('class="gp-panel"') == 3
 
 
 def test_grid_pixels_and_clamping():

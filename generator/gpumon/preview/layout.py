@@ -57,7 +57,8 @@ CSS = """
 
 @dataclass
 class Box:
-    """A panel's place on the grid (grid units) and whether it is a collapsed row's header."""
+    """A panel's place on the grid (grid units) and whether it is the header of a row holding its
+    panels (a collapsed row's)."""
 
     panel: PanelPreview
     x: int
@@ -167,9 +168,10 @@ def grid(preview: DashboardPreview) -> str:
         width, tall = b.w * COLUMN - GAP, b.h * ROW - GAP
         p = b.panel
         if p.type == "row":
-            hint = '<span class="gp-hint">collapsed in Grafana: drawn expanded</span>' if b.collapsed else ""
+            folded = b.collapsed and p.doc.get("collapsed") is True
+            hint = '<span class="gp-hint">collapsed in Grafana: drawn expanded</span>' if folded else ""
             out.append(f'<div class="gp-row" data-type="row" style="left:{left}px;top:{top}px;width:{width}px">'
-                       f'{"▸" if b.collapsed else "▾"} {esc(p.title)}{hint}</div>')
+                       f'{"▸" if folded else "▾"} {esc(p.title)}{hint}</div>')
             continue
         attrs = (f'class="gp-panel" data-type="{esc(p.type)}" data-state="{p.state}" data-panel-id="{esc(p.id)}"'
                  + (f' data-verdict="{esc(p.verdict)}"' if p.verdict else ""))

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from .common import EXIT_ERROR, input_options, load_or_exit, parse_headers, read_limits
+from .common import EXIT_ERROR, input_options, load_built_or_exit, parse_headers, read_limits
 from .validate import BACKEND_PREFIX
 
 PREVIEW_EPILOG = """\b
@@ -68,7 +68,7 @@ def preview(dashboards, url, out_file, spec_option, time_range, backend, path_pr
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--time-range") from None
     extra = parse_headers(headers)
-    model = load_or_exit(spec_option)
+    model, groups = load_built_or_exit(spec_option)
     try:
         client = PromClient(url, path_prefix=BACKEND_PREFIX[backend] if path_prefix is None else path_prefix,
                             tenant=tenant, headers=extra, bearer_token_file=bearer_token_file,
@@ -81,6 +81,7 @@ def preview(dashboards, url, out_file, spec_option, time_range, backend, path_pr
     with client:
         report, code = run_validate(model, client, checks=(), concurrency=concurrency, dashboards=tuple(dashboards),
                                     dashboard_max_queries=dashboard_max_queries, matrix=False, progress=False,
+                                    groups=groups,
                                     read_limits=read_limits(follow_symlinks, max_input_mib), preview=True,
                                     preview_range=override)
     if code == EXIT_ERROR:  # the server could not be asked, or a dashboard could not be read

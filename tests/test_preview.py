@@ -333,3 +333,10 @@ def test_a_legend_taller_than_its_room_counts_the_series_it_leaves_out():
     names = ["".join(td.itertext()) for td in root.iter("td") if td.get("class") == "gp-lname"]
     assert len(root.findall(f".//{SVG}polyline")) == 12 and 0 < len(names) < 12
     assert "".join(root.itertext()).endswith(f"+{12 - len(names)} more series")
+
+
+def test_a_series_of_nan_samples_reads_nan_not_no_data():
+    pp = panel("stat", [Series("total", {}, [(START, math.nan), (NOW, math.nan)])])
+    assert [t.text for t in xml(cards.stat(pp, 200, 80)).iter(f"{SVG}text")] == ["NaN"]
+    pp = panel("gauge", [Series("total", {}, [(NOW, math.nan)])])
+    assert [t.text for t in xml(cards.gauge(pp, 200, 200)).iter(f"{SVG}text")] == ["NaN"]

@@ -25,8 +25,11 @@ def _calc(pp: PanelPreview) -> str:
     return calcs[0] if calcs else "lastNotNull"
 
 
-def shown_value(pp: PanelPreview, value: float | None) -> tuple[str, str]:
-    """(text, colour) of one reduced value: a mapping's, else the unit's text and the threshold colour."""
+def shown_value(pp: PanelPreview, value: float | None, series: Series | None = None) -> tuple[str, str]:
+    """(text, colour) of one reduced value: a mapping's, else the unit's text and the threshold
+    colour. A series whose samples are all NaN reads ``NaN`` (not "No data": it has samples)."""
+    if value is None and series is not None and series.points:
+        value = math.nan
     label, colour = colours.mapping(value, pp.fieldcfg)
     if label is None:
         label = "No data" if value is None else units.format_value(value, pp.unit or _old_unit(pp.doc), pp.decimals)
@@ -69,7 +72,7 @@ def stat(pp: PanelPreview, width: float, height: float) -> str:
     out = [open_svg(width, height, f"{pp.title}: stat")]
     for i, s in enumerate(series):
         x, y = (i % cols) * tile_w, (i // cols) * tile_h
-        label, colour = shown_value(pp, reduce(s, calc))
+        label, colour = shown_value(pp, reduce(s, calc), s)
         if mode == "background":
             out.append(f'<rect x="{fmt(x + 2)}" y="{fmt(y + 2)}" width="{fmt(tile_w - 4)}" height="{fmt(tile_h - 4)}" '
                        f'rx="2" fill="{colour}"/>')
@@ -141,7 +144,7 @@ def gauge(pp: PanelPreview, width: float, height: float) -> str:
         cx, cy = (i % cols) * tile_w + tile_w / 2, (i // cols) * tile_h + tile_h * 0.55
         radius = max(8.0, min(tile_w, tile_h) * 0.38)
         value = reduce(s, calc)
-        label, colour = shown_value(pp, value)
+        label, colour = shown_value(pp, value, s)
         share = 0.0 if value is None else min(1.0, max(0.0, (value - low) / (high - low)))
         out.append(_arc(cx, cy, radius, 1.0, "#2C3235", radius * 0.22))
         if share > 0:
@@ -176,7 +179,7 @@ def bargauge(pp: PanelPreview, width: float, height: float) -> str:
     for i, s in enumerate(pp.series):
         y = i * band
         value = reduce(s, calc)
-        label, colour = shown_value(pp, value)
+        label, colour = shown_value(pp, value, s)
         share = 0.0 if value is None else min(1.0, max(0.0, (value - low) / (high - low)))
         bar_h = max(4.0, band * 0.5)
         out.append(text(6, y + band * 0.35, _cut(s.name, width * 0.7, 11), 11, TEXT))

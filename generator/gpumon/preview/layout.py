@@ -30,6 +30,8 @@ CSS = """
 .gp-meta{color:#616161;font-size:12px;margin:0 0 8px}
 .gp-grid{position:relative;width:1200px;background:#111217;padding:8px;box-sizing:content-box;
  font:12px/1.3 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;color:#CCCCDC}
+.gp-grid table{background:transparent;color:inherit;font-size:inherit}
+.gp-grid code{font-size:inherit}
 .gp-panel{position:absolute;background:#181B1F;border:1px solid #2C3235;border-radius:2px;overflow:hidden}
 .gp-title{height:26px;line-height:26px;padding:0 8px;font-weight:500;font-size:13px;white-space:nowrap;
  overflow:hidden;text-overflow:ellipsis;color:#CCCCDC}

@@ -340,3 +340,13 @@ def test_a_series_of_nan_samples_reads_nan_not_no_data():
     assert [t.text for t in xml(cards.stat(pp, 200, 80)).iter(f"{SVG}text")] == ["NaN"]
     pp = panel("gauge", [Series("total", {}, [(NOW, math.nan)])])
     assert [t.text for t in xml(cards.gauge(pp, 200, 200)).iter(f"{SVG}text")] == ["NaN"]
+
+
+def test_the_newest_point_is_the_end_of_the_range():
+    from gpumon.validate.dashboards import timing
+
+    tm = timing.timing({"gridPos": {"w": 12}}, {}, NOW + 50, 6 * 3600, 15, max_points=fetch.MAX_POINTS)
+    assert (NOW + 50 - tm.start) % tm.step != 0  # Grafana's alignment: the end falls between two points
+    now = fetch.ending_now(tm)
+    assert (now.end - now.start) % now.step == 0 and now.end == NOW + 50 and now.step == tm.step
+    assert (now.end - now.start) / now.step <= fetch.MAX_POINTS

@@ -12,9 +12,10 @@ from .validate import BACKEND_PREFIX
 
 PREVIEW_EPILOG = """\b
 Exit codes:
-  0  every panel was drawn (empty panels that are empty by design included)
-  1  a panel is empty or its query failed where data was expected (the
-     panel says why, as validate --dashboards does)
+  0  the page is written and no panel fails validate --dashboards (empty by
+     design, or a warning such as an optional field absent, does not fail)
+  1  the page is written, and a panel is empty or its query failed where data
+     was expected (the panel says why, as validate --dashboards does)
   2  could not draw: usage, bad spec, connection, auth, not a Prometheus API,
      an unreadable dashboard, the page could not be written
   3  inconclusive: partial responses, a cap or the deadline reached

@@ -205,3 +205,10 @@ def test_the_page_renders_in_chromium(env, tmp_path):
     # the stat tiles' threshold green and the panels' background are painted, and the lines' palette shows
     assert rgb(colours.NAMED["green"]) in seen and rgb("#181B1F") in seen
     assert len(seen) > 200
+
+
+def test_the_page_can_go_to_stdout(env):
+    res = CliRunner().invoke(cli, ["preview", str(env["dir"] / "hostile.json"), "--prom", env["prom"].url,
+                                   "--spec", str(env["spec"]), "--time-range", "1m", "-o", "-"])
+    assert res.exit_code in (0, 1), res.output
+    assert res.output.startswith("<!DOCTYPE html>") and res.output.count('class="gp-panel"') == 3

@@ -66,9 +66,7 @@ def stat(pp: PanelPreview, width: float, height: float) -> str:
     mode = opts.get("colorMode", "value")
     text_mode = opts.get("textMode", "auto")
     cols, rows = _tiles(len(series), width, height, str(opts.get("orientation", "auto")))
-    tile_w, tile_h = width / cols, height / rows
-    more = 14 if pp.more else 0
-    tile_h = (height - more) / rows
+    tile_w, tile_h = width / cols, (height - (14 if pp.more else 0)) / rows
     out = [open_svg(width, height, f"{pp.title}: stat")]
     for i, s in enumerate(series):
         x, y = (i % cols) * tile_w, (i // cols) * tile_h
@@ -85,7 +83,7 @@ def stat(pp: PanelPreview, width: float, height: float) -> str:
             out.append(_sparkline(s, x + 2, y + tile_h * 0.55, tile_w - 4, tile_h * 0.45 - 2, ink))
         if with_name:
             name_size = max(6.0, min(size * 0.45, 14, tile_h * 0.7))
-            if orientation_rows(cols, rows) and tile_w > 4 * tile_h:
+            if cols == 1 and rows > 1 and tile_w > 4 * tile_h:  # stacked: name left, value right
                 size = min(size, tile_h * 0.75)
                 out.append(text(x + 10, y + tile_h / 2 + name_size / 3, _cut(s.name, tile_w * 0.55, name_size),
                                 name_size, ink if mode == "background" else TEXT))
@@ -102,10 +100,6 @@ def stat(pp: PanelPreview, width: float, height: float) -> str:
         out.append(text(width - 6, height - 3, f"+{pp.more} more series", 10, MUTED, "end"))
     out.append("</svg>")
     return "".join(out)
-
-
-def orientation_rows(cols: int, rows: int) -> bool:
-    return cols == 1 and rows > 1
 
 
 def _cut(name: str, width: float, size: float) -> str:

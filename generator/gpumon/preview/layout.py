@@ -146,17 +146,17 @@ def draw(pp: PanelPreview, width: float, height: float) -> str:
     if pp.type == "text":
         return cards.text_panel(pp, width, height)
     if pp.errors:
-        return empty("Query error", "; ".join(pp.errors), width, "error")
+        return empty("Query error", "; ".join(pp.errors), "error")
     if pp.note:
-        return empty("Not drawn", pp.note, width)
+        return empty("Not drawn", pp.note)
     if not any(s.points for s in pp.series):
         no_value = pp.fieldcfg.get("noValue")
         reason = pp.reason if pp.verdict and pp.verdict != "panel-ok" else ""
-        return empty(str(no_value) if isinstance(no_value, str) and no_value else "No data", reason, width)
+        return empty(str(no_value) if isinstance(no_value, str) and no_value else "No data", reason)
     drawer = _DRAW.get(pp.type)
     if drawer is None:
         return empty(f"{pp.type or 'untyped'} panels are not drawn by the preview",
-                     f"{len(pp.series) + pp.more} series returned", width)
+                     f"{len(pp.series) + pp.more} series returned")
     return drawer(pp, width, height)
 
 

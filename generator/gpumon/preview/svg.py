@@ -91,7 +91,7 @@ def time_label(ts: float, span: float, step: float = 60.0) -> str:
     return when.strftime("%H:%M")
 
 
-def empty(message: str, detail: str = "", width: float = 0, state: str = "no-data") -> str:
+def empty(message: str, detail: str = "", state: str = "no-data") -> str:
     """The body of a panel with nothing to draw: ``message`` large, ``detail`` (a reason) below."""
     colour = "#F2495C" if state == "error" else TEXT
     more = f'<div class="gp-why">{esc(detail)}</div>' if detail else ""

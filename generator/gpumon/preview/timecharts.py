@@ -96,7 +96,7 @@ def timeseries(pp: PanelPreview, width: float, height: float) -> str:
     plot_h, legend_h = _split(width, height, shown, len(pp.series), pp.more)
     values = [v for s in pp.series for v in s.finite]
     thresholds = _threshold_lines(pp)
-    low, high, marks = value_range(values + [v for v, _ in thresholds if low_high_ok(v, values)], pp.fieldcfg)
+    low, high, marks = value_range(values + [v for v, _ in thresholds if _near(v, values)], pp.fieldcfg)
     inner_w, inner_h = max(10.0, width - _AXIS_W - 8), max(10.0, plot_h - _AXIS_H - 6)
     y_of = lambda v: 4 + (high - v) / (high - low) * inner_h  # noqa: E731 - a local scale
     out = [open_svg(width, plot_h, f"{pp.title}: time series")]
@@ -135,7 +135,7 @@ def timeseries(pp: PanelPreview, width: float, height: float) -> str:
     return "".join(out)
 
 
-def low_high_ok(value: float, values: list[float]) -> bool:
+def _near(value: float, values: list[float]) -> bool:
     """A threshold line widens the value axis only when it is near the data (within 25 %)."""
     if not values:
         return False

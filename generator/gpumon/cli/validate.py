@@ -131,6 +131,8 @@ def validate(args, url, backend, path_prefix, tenant, headers, bearer_token_file
                                     matrix=fmt == "html", groups=groups, preview=fmt == "html",
                                     preview_range=preview_s,
                                     read_limits=read_limits(follow_symlinks, max_input_mib))  # the matrix is GPUs x fields: only HTML shows it
+    if dashboards and not chosen:
+        report.summary = _dashboards_only(report.summary, spec)
     text = reporters.render(report, fmt, color=fmt == "text" and sys.stdout.isatty())
     # an HTML file is for a browser: with -o, the terminal gets the text report instead
     shown = reporters.render(report, "text", color=sys.stdout.isatty()) if fmt == "html" and out_file else text
@@ -142,6 +144,18 @@ def validate(args, url, backend, path_prefix, tenant, headers, bearer_token_file
             click.echo(f"gpumon validate: cannot write {out_file}: {exc.strerror or exc}", err=True)
             sys.exit(EXIT_ERROR)
     sys.exit(code)
+
+
+def _dashboards_only(summary: dict, named: str | None) -> dict:
+    """The summary of a dashboards-only run says which spec gave the label names, and that no spec
+    check ran (a bare ``spec: gpumon.yaml`` read as if the fleet had been checked against it)."""
+    how = "named" if named else "the nearest gpumon.yaml from the working directory upwards"
+    out = {}
+    for key, value in summary.items():
+        out[key] = value
+        if key == "spec":
+            out["spec use"] = f"label names only ({how}); no spec check ran: pass SPEC to check the fleet too"
+    return out
 
 
 def _split_args(args: tuple[str, ...]) -> tuple[str | None, tuple[str, ...]]:

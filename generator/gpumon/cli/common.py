@@ -45,6 +45,29 @@ def read_limits(follow_symlinks: bool, max_input_mib: int):
     return Limits(follow_symlinks=follow_symlinks, max_bytes=max_input_mib << 20)
 
 
+def parse_headers(headers: tuple[str, ...]) -> dict[str, str]:
+    """``--header K=V`` options as a dict; each value is registered for redaction (it is usually
+    a credential) and never echoed. click.BadParameter for a malformed or forbidden header."""
+    from .. import redact
+    from ..promapi import PromError, check_header
+
+    extra = {}
+    for h in headers:
+        key, sep, value = h.partition("=")
+        if not sep or not key.strip():
+            # never echo the value: it is usually a credential (Authorization: Bearer ...)
+            shown = key.split(":", 1)[0].strip() or "?"
+            raise click.BadParameter(f"expected K=V (e.g. Authorization=Bearer ...), got {shown!r} followed by a "
+                                     "value that is not shown", param_hint="--header")
+        redact.add(value)
+        try:
+            check_header(key.strip(), value)
+        except PromError as exc:
+            raise click.BadParameter(exc.message, param_hint="--header") from None
+        extra[key.strip()] = value
+    return extra
+
+
 def internal_error(exc: BaseException, command: str | None = None) -> None:
     """Exit 4 with one line asking for a bug report: an uncaught exception is a bug, and must
     not end as exit 1 (findings) or 2, which CI reads as drift or bad input (issue #15, finding 4).

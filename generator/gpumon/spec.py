@@ -675,6 +675,14 @@ def _semantic_problems(doc: CommentedMap, plain: dict, name: str) -> list[Proble
             # would read as implausible, on every GPU of the node at once (found by the fuzzer)
             add(["metrics", i, "range", 0], f"a counter's range cannot start above 0 ({rng[0]}): counters restart "
                 "from 0 with the exporter, and every restart would read as implausible")
+        if (metric.get("kind") == "counter" and isinstance(rng, list) and len(rng) == 2
+                and isinstance(rng[1], (int, float)) and not isinstance(rng[1], bool)):
+            # a counter's total only grows while the GPU works (energy: 18,000,000 mJ a minute at
+            # 300 W): any maximum is crossed by a healthy GPU in time, and the whole fleet then
+            # reads as implausible (found by the spec fuzzer: [0, 5] on the energy counter)
+            add(["metrics", i, "range", 1], f"a counter's range has no maximum ({rng[1]}): its total grows for as "
+                "long as the exporter runs, so every healthy GPU would cross it; use null, and bound its "
+                "per-second rate with a threshold (`rate: 5m`)")
         if metric.get("frozen_check") and metric.get("kind") != "counter":
             add(["metrics", i, "frozen_check"], "frozen_check needs kind: counter (it checks that the counter increases)")
         _rate_problems(metric, i, add, interval, _duration_or_none(exp.get("collect_interval", format_duration(Exporter.collect_interval))))

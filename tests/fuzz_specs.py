@@ -87,7 +87,7 @@ def metrics(draw, pools: Pools):
     if not pools.hostile and m["kind"] == "counter" and isinstance(m.get("range"), list):
         # counters restart from 0 with the exporter: a clean range starts at 0; a maximum (the spec
         # refuses one: the total grows) is drawn too
-        m["range"] = [0, draw(st.one_of(st.none(), st.integers(1, 10 ** 12)))]
+        m["range"] = [0, draw(st.integers(1, 10 ** 12)) if draw(st.floats(0, 1)) < 0.15 else None]
     if pools.hostile or m["kind"] == "gauge":
         _optional(m, "thresholds", st.lists(thresholds(pools), max_size=2), draw, 0.6)
     _optional(m, "mig", st.sampled_from(("device", "instance", "unsupported")), draw, 0.3)
@@ -98,7 +98,7 @@ def metrics(draw, pools: Pools):
     _optional(m, "alert_labels", st.lists(pools.labels, max_size=2, unique=True), draw, 0.2)
     _optional(m, "legacy_names", st.lists(_bad(pools, LEGACY_BAD, ("dcgm_gpu_temp", "dcgm_power_usage")),
                                           max_size=1), draw, pools.share(0.1))
-    _optional(m, "sources", st.lists(sources(pools), min_size=1, max_size=2 if pools.hostile else 1), draw,
+    _optional(m, "sources", st.lists(sources(pools, m), min_size=1, max_size=2 if pools.hostile else 1), draw,
               pools.share(0.1 if pools.hostile else 0.03))
     return m
 
@@ -109,17 +109,22 @@ PRESETS = ("dcgm-exporter-1.x", "nvidia_gpu_exporter", "nvidia-smi-textfile", "o
 SOURCE_LABELS = ("uuid", "host", "instance", "gpu_idx")
 
 
+#: (metric, unit) pairs the nvidia-smi presets serve in that unit
+PRESET_SERVED = {("DCGM_FI_DEV_GPU_TEMP", "celsius"), ("DCGM_FI_DEV_POWER_USAGE", "watts")}
+
+
 @st.composite
-def sources(draw, pools: Pools):
-    """A ``sources`` entry: a preset name, or a mapping (preset overrides or a custom series) whose
-    label mapping may name job, gpumon's own labels or the GPU label twice."""
+def sources(draw, pools: Pools, metric: dict):
+    """A ``sources`` entry for ``metric``: a preset name, or a mapping (preset overrides or a
+    custom series) whose label mapping may name job, gpumon's own labels or the GPU label twice."""
     if not pools.hostile:  # a custom series with its labels said (loads whatever the metric), or a preset
-        if draw(st.floats(0, 1)) < 0.25:
+        if (metric["name"], metric["unit"]) in PRESET_SERVED and draw(st.booleans()):
             return draw(st.sampled_from(("nvidia_gpu_exporter", "nvidia-smi-textfile")))
         labels = {"gpu": "uuid", "node": draw(st.sampled_from(SOURCE_LABELS[1:3]))}
         # with or without a GPU index: a source without one borrows it from the GPU's other fields
         _optional(labels, "gpu_index", st.just("gpu_idx"), draw)
-        return {"name": "gpu_reading", "job": draw(st.sampled_from(("nvidia-smi", "$1", 'x",y'))), "labels": labels}
+        return {"name": f"smi_{metric['name'].lower()}", "job": draw(st.sampled_from(("nvidia-smi", "$1", 'x",y'))),
+                "labels": labels}
     if draw(st.booleans()):
         return draw(_bad(pools, ("nvidia-gpu-exporter", ""), PRESETS))
     entry: dict = {}

@@ -67,9 +67,16 @@ def _bad(pools: Pools, bad, good):
 
 
 @st.composite
-def thresholds(draw, pools: Pools):
+def thresholds(draw, pools: Pools, rng=None):
+    """A threshold; a clean one lies strictly inside the metric's range ``rng`` (the spec refuses
+    one no plausible reading crosses, or every one does)."""
     t = {"severity": draw(_bad(pools, ("page",), ("critical", "warning", "info"))),
          "op": draw(_bad(pools, ("==",), (">", ">=", "<", "<="))), "value": draw(pools.numbers)}
+    if not pools.hostile and isinstance(rng, list):
+        lo = rng[0] if rng[0] is not None else t["value"] - 100
+        hi = rng[1] if rng[1] is not None else max(t["value"], lo) + 100
+        if hi - lo > 1:
+            t["value"] = round(lo + (hi - lo) * draw(st.sampled_from((0.25, 0.5, 0.75))), 3)
     _optional(t, "for", pools.durations, draw)
     _optional(t, "alert", _bad(pools, ("gpuLower", "Gpu Hot"), ("GpuHot", "GpuCold", "GpuX1")), draw, 0.3)
     _optional(t, "summary", pools.texts, draw, 0.2)
@@ -89,15 +96,17 @@ def metrics(draw, pools: Pools):
         # refuses one: the total grows) is drawn too
         m["range"] = [0, draw(st.integers(1, 10 ** 12)) if draw(st.floats(0, 1)) < 0.15 else None]
     if pools.hostile or m["kind"] == "gauge":
-        _optional(m, "thresholds", st.lists(thresholds(pools), max_size=2), draw, 0.6)
+        _optional(m, "thresholds", st.lists(thresholds(pools, m.get("range")), max_size=2 if pools.hostile else 1),
+                  draw, 0.6)
     _optional(m, "mig", st.sampled_from(("device", "instance", "unsupported")), draw, 0.3)
     if pools.hostile or m["kind"] == "counter":
         _optional(m, "frozen_check", st.booleans(), draw, 0.2)
     _optional(m, "title", pools.texts, draw, 0.4)
     _optional(m, "description", pools.texts, draw, 0.2)
     _optional(m, "alert_labels", st.lists(pools.labels, max_size=2, unique=True), draw, 0.2)
-    _optional(m, "legacy_names", st.lists(_bad(pools, LEGACY_BAD, ("dcgm_gpu_temp", "dcgm_power_usage")),
-                                          max_size=1), draw, pools.share(0.1))
+    # a clean legacy name is the field's own 1.x-style name (one field per legacy name)
+    legacy = "dcgm_" + m["name"].lower().removeprefix("dcgm_fi_dev_").removeprefix("dcgm_fi_prof_")
+    _optional(m, "legacy_names", st.lists(_bad(pools, LEGACY_BAD, (legacy,)), max_size=1), draw, pools.share(0.1))
     _optional(m, "sources", st.lists(sources(pools, m), min_size=1, max_size=2 if pools.hostile else 1), draw,
               pools.share(0.1 if pools.hostile else 0.03))
     return m
@@ -246,7 +255,7 @@ def documents(draw, hostile_share: float = 0.5, section_share: float | None = No
         windows = st.sampled_from(clean) if clean and not pools.hostile else pools.windows
         _optional(alerts, key, windows, draw, 0.25)
     for key in ("gap_min_ratio", "flapping_min_up_ratio", "scrape_slow_ratio"):
-        _optional(alerts, key, st.one_of(st.floats(0.01, 1) if pools.hostile else st.floats(0.7, 0.99),
+        _optional(alerts, key, st.one_of(st.floats(0.01, 1) if pools.hostile else st.floats(0.7, 0.9),
                                          _bad(pools, NUMBERS, (0.75, 0.9))), draw, 0.15)
     _optional(alerts, "runbook_url", pools.texts if pools.hostile else st.just("https://runbooks.example/gpu"), draw, 0.3)
     _optional(alerts, "labels", st.dictionaries(pools.labels, pools.texts, max_size=2), draw, 0.3)

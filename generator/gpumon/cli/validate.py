@@ -128,6 +128,7 @@ def validate(args, url, backend, path_prefix, tenant, headers, bearer_token_file
     # an HTML file is for a browser: with -o, the terminal gets the text report instead
     shown = reporters.render(report, "text", color=sys.stdout.isatty()) if fmt == "html" and out_file else text
     click.echo(shown, nl=False)
+    _say_unreadable(report)
     if out_file:
         try:
             writer.atomic_write(Path(out_file), (reporters.render(report, fmt) if fmt == "text" else text).encode())
@@ -135,6 +136,19 @@ def validate(args, url, backend, path_prefix, tenant, headers, bearer_token_file
             click.echo(f"gpumon validate: cannot write {out_file}: {exc.strerror or exc}", err=True)
             sys.exit(EXIT_ERROR)
     sys.exit(code)
+
+
+def _say_unreadable(report) -> None:
+    """On stderr, as lint and diff say it: which dashboard files could not be read (the run exits
+    2 for them, whatever the server's checks found)."""
+    from ..readers.loader import UNREADABLE
+
+    files = sorted({(f.location.file if f.location else f.subject) for f in report.findings
+                    if f.check == UNREADABLE})
+    if files:
+        shown = ", ".join(files[:5]) + (f" and {len(files) - 5} more" if len(files) > 5 else "")
+        click.echo(f"gpumon validate: {len(files)} dashboard file(s) could not be read, so their panels were not "
+                   f"run (see the input-unreadable findings): {shown}", err=True)
 
 
 def _split_args(args: tuple[str, ...]) -> tuple[str | None, tuple[str, ...]]:

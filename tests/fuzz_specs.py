@@ -98,6 +98,11 @@ def metrics(draw, pools: Pools):
     if pools.hostile or m["kind"] == "gauge":
         _optional(m, "thresholds", st.lists(thresholds(pools, m.get("range")), max_size=2 if pools.hostile else 1),
                   draw, 0.6)
+    else:  # a clean counter's threshold compares its per-second rate (`<` and `>= 0` are refused)
+        _optional(m, "thresholds", st.lists(st.fixed_dictionaries({
+            "severity": st.sampled_from(("critical", "warning")), "op": st.sampled_from((">", ">", ">=", "<")),
+            "value": st.sampled_from((0, 1, 10, 100000, 1000000)), "rate": st.sampled_from(("5m", "10m"))}),
+            max_size=1), draw, 0.4)
     _optional(m, "mig", st.sampled_from(("device", "instance", "unsupported")), draw, 0.3)
     if pools.hostile or m["kind"] == "counter":
         _optional(m, "frozen_check", st.booleans(), draw, 0.2)

@@ -39,7 +39,7 @@ _BACKEND_PREFIX = {"prometheus": "", "thanos": "", "victoriametrics": "", "mimir
 @click.option("--insecure-skip-verify", is_flag=True, help="Do not verify the server's TLS certificate.")
 @click.option("--timeout", default=30.0, show_default=True, type=click.FloatRange(0.1),
               help="Seconds per request: connecting, redirects and reading the whole answer; after 3 timeouts "
-                   "in a row nothing more is sent.")
+                   "in a row, or 6 in all, nothing more is sent.")
 @click.option("--deadline", default=900.0, show_default=True, type=click.FloatRange(1),
               help="Seconds for the whole run; queries, dashboards and panels after it are not run "
                    "(inconclusive, exit 3).")

@@ -11,8 +11,13 @@ default 20), loading and rendering in process: a fixed number of examples is a f
 number of examples: a fixed seed (``GPUMON_FUZZ_EXAMPLES``, default 400), a wider one
 (``GPUMON_FUZZ_WIDE_EXAMPLES``, default 2000) and the rotating seed (``GPUMON_FUZZ_ROTATING_EXAMPLES``,
 default 100) in process, and a fixed seed through promtool
-(``GPUMON_FUZZ_PROMTOOL_EXAMPLES``, default 8, nine in ten of them clean). ``make fuzz`` runs
-them with far more examples.
+(``GPUMON_FUZZ_PROMTOOL_EXAMPLES``, default 8, nine in ten of them clean, each drawing every newer
+section with at least even odds). ``make fuzz`` runs them with far more examples.
+
+A CI run (``make test``, both tiers) fuzzes 60 + 20 + 400 + 2,000 + 100 + 8 = 2,588 specs. The
+slices of 400 and more, and the promtool slice, assert that specs with each newer section
+(``sources``, ``legacy_names``, ``kubernetes``, ``textfile_sidecar``, ``overrides``) rendered
+(:data:`SECTIONS`), so a strategy change cannot quietly stop drawing them.
 """
 
 from __future__ import annotations

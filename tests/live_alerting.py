@@ -50,7 +50,8 @@ LIVE = {"collect_interval: 1s": "collect_interval: 3s", "  for: 5m\n": "  for: 6
 #: seconds after the XID that the GPU falls off the bus (its series vanish)
 BUS_OFF_AFTER = 6
 #: how long the faults run: past the GPU's loss by the inventory lookback, the lost window, the
-#: XID record's window and ``for`` (30 + 12 + 24 + 6), with a margin of a few evaluations
+#: XID record's window and ``for`` (30 + 12 + 6), with a margin of a few evaluations; the last
+#: :data:`RECENT` seconds must start after the lookback and the XID record's window (24 s)
 FAULT_SECONDS = BUS_OFF_AFTER + 30 + 12 + 6 + 10
 #: seconds of a healthy fleet before the faults: longer than ``for`` and a few evaluations
 QUIET_SECONDS = 10
@@ -164,12 +165,17 @@ class LiveRun:
 
 
 #: what the engine is asked at the end: the known set and the XID-lost record must hold the lost
-#: GPUs from their own last values. Each record is read as written in the last 3 s (a bare selector
-#: would also find a sample up to VictoriaMetrics' lookbehind old, five minutes by default)
+#: GPUs from their own last values. Each record is read as written in the last :data:`RECENT`
+#: seconds, which start after the inventory lookback (30 s) and the XID record's window (24 s) have
+#: passed since the GPUs vanished: a sample from then can only come from the record reading itself.
+#: (A bare selector would also find a sample up to VictoriaMetrics' lookbehind old, five minutes by
+#: default, and a window of one evaluation is too tight on vmalert, whose writes reach the store a
+#: few seconds later under load.)
+RECENT = 20
 QUERIES = {
-    "known lost": 'last_over_time(job_gpu:gpumon_known:group{Hostname=~"gpu-node-1|gpu-node-4"}[3s])',
+    "known lost": f'last_over_time(job_gpu:gpumon_known:group{{Hostname=~"gpu-node-1|gpu-node-4"}}[{RECENT}s])',
     "inventory in lookback": 'last_over_time(job_gpu:gpumon_inventory:group{Hostname=~"gpu-node-1|gpu-node-4"}[30s])',
-    "xid lost": "last_over_time(job_gpu:gpumon_xid_lost:max[3s])",
+    "xid lost": f"last_over_time(job_gpu:gpumon_xid_lost:max[{RECENT}s])",
     "firing": 'ALERTS{alertstate="firing"}',
 }
 
@@ -195,6 +201,9 @@ def _vmalert(engine: VmEngine, targets: list[str], rules: Path, ams: list[LocalA
         with LocalVmalert([rules], vm.url, [am.url for am in ams], binary=engine.vmalert, extra_args=extra) as va:
             vm.vmalert = va
             yield vm
+
+
+assert FAULT_SECONDS - BUS_OFF_AFTER - RECENT > 30 > 24, "the last RECENT seconds must follow every window"
 
 
 def run(engine: "Engine | VmEngine", alertmanagers: tuple[AlertmanagerEngine, ...]) -> LiveRun:

@@ -95,14 +95,19 @@ def scrape_slow(spec: Spec) -> Rule:
                  timeout=dur(spec.exporter.scrape_timeout))
 
 
+def unserved_legacy_names(spec: Spec) -> list[str]:
+    """The 1.x names of required fields (the spec's ``legacy_names``) that no source of the spec
+    serves: a 1.x name a source lists is served (GpuMetricFallbackServing warns), not blind."""
+    served = {s.series for m in spec.metrics for s in m.sources if s.job == spec.exporter.job}
+    return [n for m in spec.required_metrics for n in m.legacy_names if n not in served]
+
+
 def legacy_names(spec: Spec) -> Rule | None:
     """A target serving the 1.x names of required fields (``dcgm_gpu_temp``, label ``uuid``:
     dcgm-exporter's 1.x compatibility mode) and none of the current ones: every GPU alert is blind
     for its node and nothing else fires (issue 11, item 3), so it pages once for the target. The
     names come from the spec's ``legacy_names``; a selector per name (no regex on metric names)."""
-    # a 1.x name the spec lists as a source is served (GpuMetricFallbackServing warns), not blind
-    served = {s.series for m in spec.metrics for s in m.sources if s.job == spec.exporter.job}
-    legacy = [n for m in spec.required_metrics for n in m.legacy_names if n not in served]
+    legacy = unserved_legacy_names(spec)
     if not legacy:
         return None
     lab = spec.exporter.labels

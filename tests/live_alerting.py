@@ -160,6 +160,8 @@ class LiveRun:
     queries: dict[str, list] = field(default_factory=dict)
     seconds: dict[str, float] = field(default_factory=dict)
     log: str = ""
+    #: nodes with at least one failed scrape while the faults ran (the HTTP 500 node always)
+    failed_scrapes: set[str] = field(default_factory=set)
 
 
 #: what the engine is asked at the end: the known set and the XID-lost record must hold the lost
@@ -239,12 +241,15 @@ def run(engine: "Engine | VmEngine", alertmanagers: tuple[AlertmanagerEngine, ..
         # every window past (see FAULT_SECONDS): a second page for any cause has had its chance
         _elapse(faulted, FAULT_SECONDS)
         queries = {k: server.query(q) for k, q in QUERIES.items()}
+        node_of = {addr: node for node, addr in sim.targets.items()}
+        failed = server.query(f'min_over_time(up{{job="dcgm-exporter"}}[{int(time.monotonic() - faulted)}s]) == 0')
+        failed_nodes = {node_of.get(r["metric"].get("instance"), r["metric"].get("instance")) for r in failed}
         deliveries = [Delivery(a, list(h.notifications), am.alerts()) for a, h, am in zip(alertmanagers, hooks, ams)]
         log = (server.vmalert.logs() if hasattr(server, "vmalert") else server.logs())[-3000:]
         end = time.monotonic()
     return LiveRun(label, deliveries, queries, {
         "start": started - t0, "healthy": faulted - started, "all groups notified": paged - faulted,
-        "faults": end - faulted, "total": time.monotonic() - t0}, log)
+        "faults": end - faulted, "total": time.monotonic() - t0}, log, failed_nodes)
 
 
 def _count(server, expr: str) -> int:

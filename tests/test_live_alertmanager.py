@@ -59,10 +59,18 @@ def test_the_open_defects_still_show(live):
 
 def test_no_page_ends_and_starts_again(live):
     """A page notified with two ``startsAt`` ended and fired again: two pages for one cause (the
-    short group_interval of the test notifies each start); :data:`live_alerting.OPEN_FLIPS` aside."""
+    short group_interval of the test notifies each start); :data:`live_alerting.OPEN_FLIPS` aside.
+
+    A page on a node one of whose scrapes failed during the run is left out: a failed scrape marks
+    every series of the target stale, so every engine ends its value alerts then (the simulator
+    answers in the test process, and on a loaded machine a 1 s scrape can time out)."""
     for d in live.deliveries:
         twice = {(dict(k)["alertname"], dict(k).get("Hostname")): v for k, v in d.starts().items() if len(v) > 1}
-        assert set(twice) <= set(live_alerting.OPEN_FLIPS), (d.am.id, twice)
+        unexplained = {k for k in twice if k[1] not in live.failed_scrapes} - set(live_alerting.OPEN_FLIPS)
+        assert not unexplained, (d.am.id, twice, "failed scrapes on", live.failed_scrapes)
+        if twice:
+            print(f"{live.engine} {d.am.id}: pages started twice {sorted(twice, key=str)}; "
+                  f"failed scrapes on {sorted(live.failed_scrapes)}")
 
 
 def test_every_cause_still_pages_at_the_end(live):

@@ -8,6 +8,8 @@ the inventory lookback, from the engine's own earlier result."""
 
 from __future__ import annotations
 
+import subprocess
+
 import pytest
 
 from tests import live_alerting
@@ -101,3 +103,26 @@ def test_lost_gpus_are_known_from_the_engines_own_last_result(live):
     assert lost <= known, (known, live.log)
     xid = {(r["metric"]["Hostname"], r["metric"]["gpu"]) for r in live.queries["xid lost"]}
     assert xid == {("gpu-node-1", "0")}, xid
+
+
+def test_the_xid_page_bridges_the_evaluation_before_the_loss_is_recorded(tmp_path, default_render, promtool):
+    """The flip the live runs showed on Prometheus, made deterministic: GpuXidCritical alone (its
+    group may evaluate after the scrape that marked the XID stale and before the inventory group
+    records job_gpu:gpumon_xid_lost:max), with no such record yet. One evaluation after the stale
+    marker the page must still fire (it holds the XID over one scrape and one evaluation, 1 m with
+    the bundled spec's 30 s collect interval); two minutes on it has ended (nothing holds it)."""
+    import yaml
+    groups = yaml.safe_load(default_render["rules/gpumon.rules.yaml"])["groups"]
+    rule = next(r for g in groups for r in g["rules"] if r.get("alert") == "GpuXidCritical")
+    (tmp_path / "rules.yaml").write_text(yaml.safe_dump({"groups": [{"name": "values", "rules": [rule]}]}))
+    series = ('DCGM_FI_DEV_XID_ERRORS{job="dcgm-exporter",Hostname="n1",UUID="GPU-1",gpu="0",err_code="79",'
+              'err_msg="GPU has fallen off the bus"}')
+    firing = 'count(ALERTS{alertname="GpuXidCritical",alertstate="firing"})'
+    test = {"rule_files": ["rules.yaml"], "evaluation_interval": "15s", "tests": [{
+        "interval": "15s", "input_series": [{"series": series, "values": "79 79 79 stale"}],
+        "promql_expr_test": [{"expr": firing, "eval_time": "30s", "exp_samples": [{"labels": "{}", "value": 1}]},
+                             {"expr": firing, "eval_time": "50s", "exp_samples": [{"labels": "{}", "value": 1}]},
+                             {"expr": firing, "eval_time": "150s", "exp_samples": []}]}]}
+    (tmp_path / "xid.test.yaml").write_text(yaml.safe_dump(test, sort_keys=False))
+    proc = subprocess.run([promtool, "test", "rules", "xid.test.yaml"], cwd=tmp_path, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr

@@ -42,7 +42,8 @@ ROOT = Path(__file__).resolve().parent.parent
 #: the validate spec (1 s scrapes) with every window compressed: a 6 s collect interval, so alerts
 #: wait 12 s (twice the collect interval, the spec's lower bound), a GPU is lost after 24 s without
 #: samples (4 collect intervals), the XID alert holds a vanished XID for 12 s and the XID record holds
-#: it for 48 s, and the inventory lookback is 60 s (the spec's lower bound: for + lost window + 18 s). The shortest of them, 12 s, stays above the
+#: it for 48 s, and the inventory lookback is 60 s (the least the spec allows: for + lost window +
+#: 18 s). The shortest of them, 12 s, stays above the
 #: seconds VictoriaMetrics takes to make a series it has never seen searchable (about 10 s, measured
 #: on 1.79 and 1.151): with real windows (30 s collect interval) that delay is far below every window,
 #: and a compression below it would test the compression

@@ -190,7 +190,10 @@ def xid(spec: Spec, m: Metric, severity: str) -> Rule | None:
     s = job_sel(spec, m.name)
     w = dur(policy.window)
     keep = by(gpu_ids(spec, m) + m.alert_labels)
-    expr = f"max by ({keep}) (\n  {selected}\n  unless\n  ({s} offset {w} == {s})\n)"
+    # "new": not the same value one window ago (read as held too: a held XID already seen then is not new)
+    same = (f"(last_over_time({s}[{held}] offset {w}) == last_over_time({s}[{held}]))" if held
+            else f"({s} offset {w} == {s})")
+    expr = f"max by ({keep}) (\n  {selected}\n  unless\n  {same}\n)"
     if bus_off:
         # the GPU gone after it (off the bus) keeps this page until it reports again (rules/lost.py)
         expr += f"\nor\n{names.XID_LOST}"

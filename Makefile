@@ -41,7 +41,7 @@ prometheus-installed:
 	  DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends prometheus prometheus-alertmanager victoria-metrics chromium busybox >/dev/null; }
 .PHONY: prometheus-installed
 
-tools:                           ## build Prometheus 3.x and Thanos from their Go modules into ~/.cache/gpumon-tools (pinned in tools/versions.env)
+tools:                           ## build Prometheus 3.x, Thanos, Alertmanager and VictoriaMetrics + vmalert from their Go modules into ~/.cache/gpumon-tools (pinned in tools/versions.env)
 	bash scripts/build-tools.sh
 
 # make demo says first what it needs from apt-get, then installs only that (Prometheus; Chromium

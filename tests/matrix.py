@@ -524,4 +524,7 @@ def promtool_version(promtool: str = "promtool") -> str:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # run as the module tests.matrix, not as __main__: the scenarios (tests/matrix_cases.py) hold
+    # tests.matrix.Page, which a timeline of __main__.Page never equals
+    from tests import matrix as _module
+    sys.exit(_module.main())

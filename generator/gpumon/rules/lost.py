@@ -106,7 +106,11 @@ def targets_known(spec: Spec) -> Rule:
     # cannot read the rule's own earlier result still knows a down target's node for that long
     lookback = dur(spec.alerts.inventory_lookback)
     parts += [f"last_over_time({names.TARGET_NODE}[{lookback}])", f"last_over_time({names.TARGETS_KNOWN}[{lookback}])"]
-    expr = "(\n  " + "\n  or\n  ".join(parts) + f"\n)\nand on ({by(ids)})\n{job_sel(spec, 'up')}"
+    # one group by around it all: the parts are one series per target and node whatever their
+    # names (VictoriaMetrics' `or` keeps series that differ only in name, and the record then had
+    # two of the same labels)
+    inner = "\n    or\n    ".join(parts)
+    expr = f"group by ({by(ids + (lab.node,))}) (\n  (\n    {inner}\n  )\n  and on ({by(ids)})\n  {job_sel(spec, 'up')}\n)"
     return record(names.TARGETS_KNOWN, expr)
 
 

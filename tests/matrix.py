@@ -433,7 +433,12 @@ two engines:
   slice of time of its own, 20 minutes apart; one `vmalert -replay.timeFrom/-replay.timeTo` run per rule
   file (plain spec, cluster spec) evaluates every rule over the whole range and writes recording results
   and `ALERTS` back; the firing pages are read back raw (`/api/v1/export`) at three checks per scenario
-  (before the fault, at the bound, at the end).
+  (before the fault, at the bound, at the end). The replay runs the 37 scenarios that are not lifecycles:
+  the replay harness has no restart, and the rules that hold a lost GPU's page past the inventory lookback
+  (and bus-off's single page) read their own last result, which `vmalert -replay` cannot give a rule (it
+  evaluates each rule over the whole range in one query). On vmalert, a lost GPU pages `GpuLost` for the
+  inventory lookback from the GPUs seen in it, as it did before those rules; the lifecycles run on both
+  promtools.
 
 A page is a firing alert at severity critical or warning, told apart by alert name, cluster, node
 (`Hostname`), GPU index and `dcgm_field`. On promtool the whole timeline is judged: no page before the

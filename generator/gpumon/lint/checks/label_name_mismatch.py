@@ -7,7 +7,8 @@ clauses, dashboard legends and template variables, and alert templates (``$label
 Why: label names are case-sensitive: the matcher selects nothing, the legend is empty, the
 variable has no values and the dashboard is blank after an exporter upgrade.
 Silence: ``# gpumon-lint: ignore label-name-mismatch`` on the rule, or ``--disable label-name-mismatch``;
-if the exporter really writes the other spelling, fix ``exporter.labels`` in the spec.
+if the exporter really writes the other spelling, fix ``exporter.labels`` in the spec. gpumon's own
+record of the GPUs on 1.x names (``job_gpu:gpumon_legacy_inventory:group``) reads ``uuid`` on purpose.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import promql_parser as pp
 
 from ...findings import Finding
 from ...readers import promql
+from ...rules.names import LEGACY_INVENTORY
 from ._base import make, parsed
 
 ID = "label-name-mismatch"
@@ -51,6 +53,8 @@ def _msg(used: str, right: str, where: str) -> str:
 def check(inputs, ctx) -> Iterator[Finding]:
     hint = "use the spelling in the spec's exporter.labels, or fix exporter.labels if the exporter changed"
     for query, ast in parsed(inputs):
+        if query.rule is not None and (query.rule.kind, query.rule.name) == ("record", LEGACY_INVENTORY):
+            continue  # gpumon's set of the GPUs on 1.x names reads their spelling on purpose
         for label in dict.fromkeys(_labels_used(ast)):
             right = ctx.wrong_spelling(label)
             if right:

@@ -96,7 +96,10 @@ def targets_known(spec: Spec) -> Rule:
     exporter is down or serves no labels stays."""
     lab = spec.exporter.labels
     ids = _target_ids(spec)
-    parts = [names.TARGET_NODE]
+    # `group by` as the other parts: a bare selector keeps its name where they drop theirs, and over
+    # a range VictoriaMetrics after 1.79 then answers two series for one target, which vmalert
+    # refuses to record ("result contains metrics with the same labelset")
+    parts = [f"group by ({by(ids + (lab.node,))}) ({names.TARGET_NODE})"]
     legacy_names = unserved_legacy_names(spec)
     if legacy_names:
         job = matcher("job", spec.exporter.job)

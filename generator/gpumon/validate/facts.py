@@ -51,6 +51,12 @@ class Inventory:
         return set().union(*self.now.values()) if self.now else set()
 
 
+def other_spelling(label: str) -> str:
+    """The label name an exporter version may use instead (``Hostname`` <-> ``hostname``,
+    ``UUID`` <-> ``uuid``; NVIDIA/dcgm-exporter#655 and the 1.x ``use-old-namespace`` option)."""
+    return label.lower() if label != label.lower() else label.capitalize() if label == "hostname" else label.upper()
+
+
 def _ids(ctx) -> str:
     """The identity labels the inventory groups by: the context's, without ``job``. Every
     selector here filters ``job="<job>"``, so the label is the same on every series (the GPU's

@@ -7,8 +7,7 @@ clauses, dashboard legends and template variables, and alert templates (``$label
 Why: label names are case-sensitive: the matcher selects nothing, the legend is empty, the
 variable has no values and the dashboard is blank after an exporter upgrade.
 Silence: ``# gpumon-lint: ignore label-name-mismatch`` on the rule, or ``--disable label-name-mismatch``;
-if the exporter really writes the other spelling, fix ``exporter.labels`` in the spec. gpumon's own
-record of the GPUs on 1.x names (``job_gpu:gpumon_legacy_inventory:group``) reads ``uuid`` on purpose.
+if the exporter really writes the other spelling, fix ``exporter.labels`` in the spec.
 """
 
 from __future__ import annotations
@@ -20,7 +19,6 @@ import promql_parser as pp
 
 from ...findings import Finding
 from ...readers import promql
-from ...rules.names import LEGACY_INVENTORY
 from ._base import make, parsed
 
 ID = "label-name-mismatch"
@@ -53,8 +51,8 @@ def _msg(used: str, right: str, where: str) -> str:
 def check(inputs, ctx) -> Iterator[Finding]:
     hint = "use the spelling in the spec's exporter.labels, or fix exporter.labels if the exporter changed"
     for query, ast in parsed(inputs):
-        if query.rule is not None and (query.rule.kind, query.rule.name) == ("record", LEGACY_INVENTORY):
-            continue  # gpumon's set of the GPUs on 1.x names reads their spelling on purpose
+        if ctx.rendered_by_gpumon(query):
+            continue  # gpumon's rule over 1.x series reads their label spelling on purpose
         for label in dict.fromkeys(_labels_used(ast)):
             right = ctx.wrong_spelling(label)
             if right:

@@ -7,8 +7,7 @@ dcgm-exporter's ``default-counters.csv``/``dcp-metrics-included.csv`` (commented
 users enable them), gpumon's recording rules and the recording rules of the linted files.
 Old 1.x names (``dcgm_gpu_temp``, exporter ``-o``/``1.x-compatibility-metrics.csv``) are errors
 with the current name as hint, unless the same expression also reads the current name (or gpumon's
-field-presence series): it then tells the two namings apart on purpose (and gpumon's record of the GPUs
-on 1.x names reads them on purpose); fields the exporter knows but the spec does not list are ``info``
+field-presence series): it then tells the two namings apart on purpose; fields the exporter knows but the spec does not list are ``info``
 (gpumon does not check their presence). Other metrics (``up``, node-exporter ...) are not checked.
 Why: a typo or a renamed field selects nothing, so the panel says "No data" and the alert never
 fires — silently (NVIDIA/gpu-monitoring-tools#143, openobserve/dashboards#30).
@@ -22,7 +21,7 @@ from typing import Iterator
 
 from ...findings import Finding
 from ...readers import promql
-from ...rules.names import LEGACY_INVENTORY, TARGET_NODE
+from ...rules.names import TARGET_NODE
 from ._base import make, parsed
 
 ID = "unknown-metric"
@@ -42,11 +41,10 @@ def check(inputs, ctx) -> Iterator[Finding]:
             seen.add(name)
             if name in {s.series for m in ctx.spec.metrics for s in m.sources}:
                 continue  # a fallback source the spec declares (issue 13): read on purpose
-            if name in ctx.legacy and (ctx.legacy[name] in selected or TARGET_NODE in selected):
-                continue  # compares the 1.x name with the current one on purpose (GpuExporterLegacyNames)
-            if name in ctx.legacy and query.rule is not None and (query.rule.kind, query.rule.name) == \
-                    ("record", LEGACY_INVENTORY):
-                continue  # gpumon's set of the GPUs on 1.x names: reads them on purpose
+            if name in ctx.legacy and (ctx.legacy[name] in selected or TARGET_NODE in selected
+                                       or ctx.rendered_by_gpumon(query)):
+                continue  # compares the 1.x name with the current one on purpose (GpuExporterLegacyNames),
+                # or is gpumon's own rule counting GPUs on 1.x names
             if name in ctx.legacy:
                 current = ctx.legacy[name]
                 hint = f"use {current}" if current else "use the DCGM_FI_* name of this field"

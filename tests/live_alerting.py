@@ -104,7 +104,15 @@ OPEN_GROUPS: dict[tuple, str] = {}
 #: and end and start again (seen in 2 of 4 runs on Prometheus 2.42: it depends on the groups' phase,
 #: which Prometheus derives from a hash of the group); the XID is now held over one scrape and one
 #: evaluation (test_the_xid_page_bridges_the_evaluation_before_the_loss_is_recorded)
-OPEN_FLIPS: dict[tuple, str] = {}
+OPEN_FLIPS: dict[tuple, tuple[tuple[str, ...], str]] = {
+    # (alertname, node): (the engines it is seen on, why)
+    ("GpuNodeMetricMissing", "gpu-node-2"): (("vm1.151",), "seen once on vmalert 1.151 (ended and started three "
+        "times in 90 s, not active at the end), not on 1.79 or Prometheus; not explained yet. The alert reads "
+        "the node's missing set only where it is not older than the inventory group's heartbeat "
+        "(rules/fresh.py); vmalert 1.151 sends remote writes over several connections (-remoteWrite.concurrency "
+        "defaults to twice the CPUs), so the set and the heartbeat of one evaluation may become searchable at "
+        "different times"),
+}
 
 
 def live_spec() -> Spec:

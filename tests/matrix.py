@@ -16,6 +16,7 @@ Run as a script (``python -m tests.matrix``) it writes docs/matrix.md with the t
 
 from __future__ import annotations
 
+import functools
 import re
 import subprocess
 import sys
@@ -53,8 +54,10 @@ PAGES = 'ALERTS{alertstate="firing",severity=~"critical|warning"}'
 RETIRED = "gpu-node-5"
 
 
+@functools.lru_cache(maxsize=2)
 def matrix_spec(cluster: bool = False) -> Spec:
-    """The matrix's spec: gpumon.yaml with :data:`COMPRESS` (and a ``cluster`` label)."""
+    """The matrix's spec: gpumon.yaml with :data:`COMPRESS` (and a ``cluster`` label); parsed once
+    per test process (a :class:`~gpumon.spec.Spec` is frozen)."""
     text = (ROOT / "gpumon.yaml").read_text()
     for old, new in COMPRESS.items():
         assert old in text, old
@@ -173,6 +176,14 @@ _SAMPLE = re.compile(r"^([A-Za-z_:][A-Za-z0-9_:]*)(?:\{(.*)\})?\s+(\S+)$")
 _LABEL = re.compile(r'([A-Za-z_][A-Za-z0-9_]*)="((?:[^"\\]|\\.)*)"')
 #: labels the scrape sets; exposed ones are renamed exported_<name> (honor_labels: false)
 _TARGET_LABELS = ("job", "instance", "cluster")
+#: series the scrape itself writes for a target (never marked stale by a successful scrape)
+_SCRAPE_SERIES = ("up", "scrape_samples_scraped", "scrape_duration_seconds", "scrape_timeout_seconds")
+
+
+def _target_of(key: tuple) -> tuple:
+    """The target labels of a series key (name, sorted label pairs): every series of a target
+    carries exactly its target's job, instance and cluster (exposed ones are renamed)."""
+    return tuple(x for x in key[1] if x[0] in _TARGET_LABELS)
 
 
 def parse(text: str) -> list[tuple[str, dict[str, str], str]]:
@@ -197,6 +208,9 @@ class Scrape:
         # a node replaced by new hardware under the same name: other GPU UUIDs, a new address
         self.new = Fleet(case.nodes, case.gpus, clock=lambda: self.now, uuid_salt="replaced")
         self.series: dict[tuple, list] = {}
+        # target labels (job, instance, cluster) -> keys of the series scraped from that target:
+        # the staleness checks below look only at the target's own series
+        self._by_target: dict[tuple, list[tuple]] = {}
 
     def down(self, step: int) -> bool:
         """Prometheus is restarting at ``step``: no scrape and no rule evaluation it keeps."""
@@ -232,7 +246,10 @@ class Scrape:
         return out
 
     def _put(self, key: tuple, step: int, value) -> None:
-        row = self.series.setdefault(key, [MISSING] * self.case.steps)
+        row = self.series.get(key)
+        if row is None:
+            row = self.series[key] = [MISSING] * self.case.steps
+            self._by_target.setdefault(_target_of(key), []).append(key)
         row[step] = value
 
     def run(self) -> None:
@@ -259,11 +276,9 @@ class Scrape:
                     self._put(key, step, float(value))
                 # a series of this target that was there at the last scrape and is not now: stale
                 mine = tuple(sorted(target.items()))
-                for key, row in self.series.items():
-                    if key not in seen and step and row[step - 1] not in (MISSING, STALE) \
-                            and set(mine) <= set(key[1]) and key[0] not in ("up", "scrape_samples_scraped",
-                                                                             "scrape_duration_seconds",
-                                                                             "scrape_timeout_seconds"):
+                for key in self._by_target.get(mine, ()) if step else ():
+                    row = self.series[key]
+                    if key not in seen and row[step - 1] not in (MISSING, STALE) and key[0] not in _SCRAPE_SERIES:
                         row[step] = STALE
                 for name, value in (("up", 1 if ok else 0), ("scrape_samples_scraped", len(samples)),
                                     ("scrape_duration_seconds", round(min(delay, timeout) or 0.05, 3))):
@@ -272,18 +287,38 @@ class Scrape:
                     self._put(("scrape_timeout_seconds", mine), step, timeout)
             # a target no longer scraped: all its series go stale once
             live = {tuple(sorted({**t, "instance": i}.items())) for _, i, t in self.targets(step)}
-            for key, row in self.series.items():
-                if step and row[step - 1] not in (MISSING, STALE) and row[step] == MISSING:
-                    target = tuple(x for x in key[1] if x[0] in _TARGET_LABELS)
-                    if target not in live:
+            for target, keys in self._by_target.items() if step else ():
+                if target in live:
+                    continue
+                for key in keys:
+                    row = self.series[key]
+                    if row[step - 1] not in (MISSING, STALE) and row[step] == MISSING:
                         row[step] = STALE
 
     def input_series(self) -> list[dict]:
+        """The scraped series as promtool input series (``{"series": ..., "values": ...}``)."""
         out = []
         for (name, labels), row in sorted(self.series.items()):
             inner = ",".join(f'{k}="{v}"' for k, v in labels)
             out.append({"series": f"{name}{{{inner}}}", "values": compress(row)})
         return out
+
+
+_SCRAPED: dict[tuple, Scrape] = {}
+
+
+def scraped(case: Case, spec: Spec) -> Scrape:
+    """``case`` scraped on ``spec`` (:class:`Scrape`, run), once per test process: both promtools,
+    the restart pre-pass and the vmalert replay read the same virtual scrape, which is a pure
+    function of the case and the spec (the simulator runs on the virtual clock). Its
+    ``promtool_series`` is :meth:`Scrape.input_series`. Read it, never change it."""
+    key = (repr(case), spec)
+    if key not in _SCRAPED:
+        scrape = Scrape(case, spec)
+        scrape.run()
+        scrape.promtool_series = scrape.input_series()
+        _SCRAPED[key] = scrape
+    return _SCRAPED[key]
 
 
 # --------------------------------------------------------------------------- promtool
@@ -306,12 +341,11 @@ def promtool_group(case: Case, spec: Spec, index: int, lingering: list[dict] = (
     series a restart leaves behind, :mod:`tests.matrix_restart`) and, at every step, a check that
     no page fires: promtool's report of the failed checks is then the scenario's whole timeline
     (:func:`tests.matrix_timeline.parse_report`)."""
-    scrape = Scrape(case, spec)
-    scrape.run()
+    scrape = scraped(case, spec)
     expr = _expr(case, index)
     tests = [{"expr": expr, "eval_time": f"{step * STEP + STEP // 2}s", "exp_samples": []}
              for step in range(case.steps)]
-    return {"name": case.name, "interval": f"{STEP}s", "input_series": scrape.input_series() + list(lingering),
+    return {"name": case.name, "interval": f"{STEP}s", "input_series": scrape.promtool_series + list(lingering),
             "promql_expr_test": tests}
 
 

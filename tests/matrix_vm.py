@@ -72,7 +72,7 @@ from gpumon.render import render
 from gpumon.ruletests.series import MISSING, STALE
 from gpumon.spec import Spec
 from tests import matrix_layers
-from tests.matrix import IDENTITY, STEP, Case, Outcome, Scrape, matrix_spec
+from tests.matrix import IDENTITY, STEP, Case, Outcome, matrix_spec, scraped
 
 #: Prometheus' staleness marker: a NaN with this bit pattern (prometheus ``model/value/value.go``)
 STALE_NAN_BITS = 0x7FF0000000000002
@@ -474,8 +474,7 @@ def run(cases: list[Case], keep: Path | None = None) -> tuple[list[Outcome], flo
 
 
 def _write_case(vm: VictoriaMetrics, case: Case, spec: Spec, start: int) -> None:
-    scrape = Scrape(case, spec)
-    scrape.run()
+    scrape = scraped(case, spec)
     series = []
     for key, row in scrape.series.items():
         samples = [((start + i * STEP) * 1000, v) for i, v in enumerate(row) if v != MISSING]

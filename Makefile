@@ -47,14 +47,15 @@ tools:                           ## build Prometheus 3.x and Thanos from their G
 demo: $(BIN)/gpumon prometheus-installed   ## simulator + real Prometheus + rendered rules + gpumon validate
 	$(BIN)/python scripts/demo.py
 
-# the slow tier in SLOW_WORKERS pytest-xdist workers, a test module per worker (--dist loadfile), so
-# a module's servers start once; --durations=30 prints the slowest tests of each tier
+# the slow tier in SLOW_WORKERS pytest-xdist workers: a module's tests on one worker (--dist loadgroup,
+# tests/conftest.py groups them), so its servers start once, except modules whose tests share no server,
+# which spread test by test; the longest modules go first. --durations=30 prints the slowest tests of each tier
 SLOW_WORKERS ?= 2
 
 test: $(BIN)/gpumon prometheus-installed tools   ## run the whole test suite (Prometheus 2.42 and 3.x, Thanos, promtool)
 	$(BIN)/python -m tests.engines
 	$(BIN)/python -m pytest -q -m "not slow" -n auto --durations=30
-	$(BIN)/python -m pytest -q -m slow -n $(SLOW_WORKERS) --dist loadfile --durations=30
+	$(BIN)/python -m pytest -q -m slow -n $(SLOW_WORKERS) --dist loadgroup --durations=30
 
 test-fast: $(BIN)/gpumon         ## the fast tier: no servers, no promtool, on every core (about 90 s of CPU time)
 	$(BIN)/python -m pytest -q -m "not slow" -n auto

@@ -22,6 +22,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -358,9 +359,15 @@ class Outcome:
     timeline: dict = field(default_factory=dict)    # step -> frozenset of Page (promtool)
 
 
+@functools.lru_cache(maxsize=4)
+def rules_text(spec: Spec) -> str:
+    """The rule file rendered from ``spec``, once per test process."""
+    return render(spec)["rules/gpumon.rules.yaml"]
+
+
 def _promtool(promtool: str, folder: Path, spec: Spec, groups: list[dict]) -> str:
     """Run one promtool test file of ``groups`` on ``spec``'s rules; its report."""
-    (folder / "rules.yaml").write_text(render(spec)["rules/gpumon.rules.yaml"])
+    (folder / "rules.yaml").write_text(rules_text(spec))
     doc = {"rule_files": ["rules.yaml"], "evaluation_interval": f"{STEP // 2}s", "tests": groups}
     (folder / "matrix.test.yaml").write_text(yaml.safe_dump(doc, sort_keys=False, width=1 << 20))
     proc = subprocess.run([promtool, "test", "rules", "matrix.test.yaml"], cwd=folder, capture_output=True, text=True)
@@ -373,17 +380,30 @@ def _promtool(promtool: str, folder: Path, spec: Spec, groups: list[dict]) -> st
     return text
 
 
-def run(cases: list[Case], promtool: str = "promtool") -> tuple[list[Outcome], float, str]:
+def _split(groups: list[dict], parts: int) -> list[list[dict]]:
+    """``groups`` in up to ``parts`` lists of about equal promtool work (its checks, one per step;
+    the longest first to the least loaded), each in the original order."""
+    load = [0] * parts
+    owner = {}
+    for i in sorted(range(len(groups)), key=lambda i: -len(groups[i]["promql_expr_test"])):
+        part = load.index(min(load))
+        owner[i] = part
+        load[part] += len(groups[i]["promql_expr_test"])
+    return [chunk for chunk in ([g for i, g in enumerate(groups) if owner[i] == n] for n in range(parts)) if chunk]
+
+
+def run(cases: list[Case], promtool: str = "promtool", workers: int = 2) -> tuple[list[Outcome], float, str]:
     """Run every case with promtool, grouped by spec (with / without a cluster label), and judge
-    each scenario's whole timeline (:func:`tests.matrix_timeline.judge`).
+    each scenario's whole timeline (:func:`tests.matrix_timeline.judge`). A spec's test groups are
+    split over ``workers`` promtool processes run side by side (each group is evaluated on its
+    own, so the split changes no result).
 
     Returns:
         (outcomes, seconds, promtool's output).
     """
     from tests import matrix_restart, matrix_timeline
     t0 = time.monotonic()
-    outcomes: dict[str, Outcome] = {}
-    logs = []
+    jobs = []
     with tempfile.TemporaryDirectory(prefix="gpumon-matrix-") as tmp:
         for clusters in (False, True):
             chosen = [c for c in cases if c.clusters == clusters]
@@ -394,15 +414,21 @@ def run(cases: list[Case], promtool: str = "promtool") -> tuple[list[Outcome], f
             folder.mkdir()
             lingering = matrix_restart.lingering(promtool, folder, spec, {cases.index(c): c for c in chosen})
             groups = [promtool_group(c, spec, cases.index(c), lingering.get(cases.index(c), ())) for c in chosen]
-            report = _promtool(promtool, folder, spec, groups)
-            logs.append(report)
-            timelines = matrix_timeline.parse_report(report, STEP, Page)
-            for c in chosen:
-                timeline = timelines.get(cases.index(c), {})
-                verdict = matrix_timeline.judge(c, timeline, STEP)
-                seen = {s: sorted(p.text() for p in ps) for s, ps in timeline.items()}
-                outcomes[c.name] = Outcome(c, verdict.ok, seen, verdict.problems, timeline)
-    return [outcomes[c.name] for c in cases], time.monotonic() - t0, "\n".join(logs)
+            for n, part in enumerate(_split(groups, workers)):
+                (folder / f"part{n}").mkdir()
+                jobs.append((folder / f"part{n}", spec, part))
+        with ThreadPoolExecutor(max_workers=workers) as pool:
+            reports = list(pool.map(lambda job: _promtool(promtool, *job), jobs))
+    timelines = {}
+    for report in reports:
+        timelines.update(matrix_timeline.parse_report(report, STEP, Page))
+    outcomes = []
+    for c in cases:
+        timeline = timelines.get(cases.index(c), {})
+        verdict = matrix_timeline.judge(c, timeline, STEP)
+        seen = {s: sorted(p.text() for p in ps) for s, ps in timeline.items()}
+        outcomes.append(Outcome(c, verdict.ok, seen, verdict.problems, timeline))
+    return outcomes, time.monotonic() - t0, "\n".join(reports)
 
 
 def _seen(o: Outcome, engine_pages: tuple | None) -> str:

@@ -68,11 +68,10 @@ from pathlib import Path
 import httpx
 
 from gpumon.localprom import LocalVictoriaMetrics, _ServedInThread, free_port
-from gpumon.render import render
 from gpumon.ruletests.series import MISSING, STALE
 from gpumon.spec import Spec
 from tests import matrix_layers
-from tests.matrix import IDENTITY, STEP, Case, Outcome, matrix_spec, scraped
+from tests.matrix import IDENTITY, STEP, Case, Outcome, matrix_spec, rules_text, scraped
 
 #: Prometheus' staleness marker: a NaN with this bit pattern (prometheus ``model/value/value.go``)
 STALE_NAN_BITS = 0x7FF0000000000002
@@ -449,7 +448,7 @@ def run(cases: list[Case], keep: Path | None = None) -> tuple[list[Outcome], flo
                     continue
                 spec = matrix_spec(clusters)
                 rules = folder / f"rules-{'cluster' if clusters else 'plain'}.yaml"
-                rules.write_text(render(spec)["rules/gpumon.rules.yaml"])
+                rules.write_text(rules_text(spec))
                 starts, at = [], origin
                 for case in chosen:
                     starts.append(at)

@@ -11,7 +11,7 @@ import pytest
 import gpumon.spec
 from gpumon.spec import load_spec
 
-from .engines import Engine, describe, prometheus_engines
+from .engines import AlertmanagerEngine, Engine, VmEngine, alertmanager_engines, describe, prometheus_engines, vm_engines
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = Path(__file__).resolve().parent / "data"
@@ -19,10 +19,10 @@ DATA = Path(__file__).resolve().parent / "data"
 
 #: modules whose every test starts a server (Prometheus, vmalert, VictoriaMetrics, the simulator)
 #: or builds and installs the package
-_SLOW_MODULES = {"test_rules_e2e", "test_thanos", "test_validate_e2e", "test_validate_kubernetes", "test_validate_vm", "test_validate_devices", "test_matrix_vm", "test_package", "test_demo",
+_SLOW_MODULES = {"test_rules_e2e", "test_live_alertmanager", "test_thanos", "test_validate_e2e", "test_validate_kubernetes", "test_validate_vm", "test_validate_devices", "test_matrix_vm", "test_package", "test_demo",
                  "test_ruletests"}
 #: fixtures that start a server or need promtool
-_SLOW_FIXTURES = {"promtool", "engine", "prom", "env", "cluster", "installed", "delivered"}
+_SLOW_FIXTURES = {"promtool", "engine", "vm_engine", "am_engine", "prom", "env", "cluster", "installed", "delivered"}
 #: what a test body calls when it runs a real binary or server itself
 _SLOW_CALLS = ("promtool", "amtool", "LocalAlertmanager", "LocalPrometheus", "Simulator(", "ExpositionServer", "serve_forever")
 #: slow modules whose tests share nothing costly (each test runs its own promtool files; the
@@ -101,13 +101,18 @@ def default_render_dir(default_render, tmp_path_factory) -> Path:
     return out
 
 
-def _engine_params():
-    """One param per Prometheus build (tests/engines.py); a missing build is one param that fails
-    when used, so the fast tier collects without the tools and the slow tier fails loudly."""
+def _params(engines, what: str):
+    """One param per build of ``engines`` (tests/engines.py); a missing build is one param that
+    fails when used, so the fast tier collects without the tools and the slow tier fails loudly
+    (locally and in CI alike: a missing server is a broken setup, never a skip)."""
     try:
-        return [pytest.param(e, id=e.id) for e in prometheus_engines()]
+        return [pytest.param(e, id=e.id) for e in engines()]
     except FileNotFoundError as exc:
-        return [pytest.param(exc, id="prometheus-missing")]
+        return [pytest.param(exc, id=f"{what}-missing")]
+
+
+def _engine_params():
+    return _params(prometheus_engines, "prometheus")
 
 
 def pytest_report_header(config):
@@ -119,6 +124,22 @@ def pytest_report_header(config):
 def engine(request) -> Engine:
     """Each Prometheus build in turn (2.42 and the pinned 3.x): module-scoped, so a module's
     server fixtures start once per build and every test in it runs against both."""
+    if isinstance(request.param, Exception):
+        pytest.fail(str(request.param))
+    return request.param
+
+
+@pytest.fixture(scope="module", params=_params(vm_engines, "vm"))
+def vm_engine(request) -> VmEngine:
+    """Each VictoriaMetrics + vmalert build in turn (Debian's 1.79 and the pinned current one)."""
+    if isinstance(request.param, Exception):
+        pytest.fail(str(request.param))
+    return request.param
+
+
+@pytest.fixture(scope="module", params=_params(alertmanager_engines, "alertmanager"))
+def am_engine(request) -> AlertmanagerEngine:
+    """Each Alertmanager build in turn (Debian's 0.25 and the pinned current one)."""
     if isinstance(request.param, Exception):
         pytest.fail(str(request.param))
     return request.param

@@ -1,10 +1,18 @@
-"""The servers the suite runs against: Debian's Prometheus 2.42 and the pinned Prometheus 3.x and
-Thanos that ``make tools`` builds from their Go modules (versions in ``tools/versions.env``).
+"""The servers the suite runs against: Debian's Prometheus 2.42, VictoriaMetrics + vmalert 1.79 and
+Alertmanager 0.25, beside the pinned current releases that ``make tools`` builds from their Go modules
+(Prometheus 3.x, VictoriaMetrics + vmalert, Alertmanager, Thanos; versions in ``tools/versions.env``).
 
 Every test that starts a Prometheus or runs promtool is parametrized over :func:`prometheus_engines`,
-so the same assertions hold on both majors. Point the suite at other builds with
+so the same assertions hold on both majors; the vmalert tests over :func:`vm_engines` and the
+Alertmanager tests over :func:`alertmanager_engines` likewise. Point the suite at other builds with
 ``GPUMON_PROMETHEUS_DIRS=/opt/prom-2.53/bin:/opt/prom-3.1/bin`` (folders holding ``prometheus`` and
-``promtool``), and at another tool cache with ``GPUMON_TOOLS``.
+``promtool``), ``GPUMON_VM_DIRS`` (folders holding ``victoria-metrics`` and ``vmalert``),
+``GPUMON_ALERTMANAGER_DIRS`` (folders holding ``alertmanager`` or ``prometheus-alertmanager``, and
+``amtool``), and at another tool cache with ``GPUMON_TOOLS``.
+
+Missing servers: a missing build is never skipped, locally or in CI (``CI=true``): the lookup raises
+FileNotFoundError naming the make target that installs it, and every test using it fails with that
+message (tests/conftest.py), while the fast tier, which starts no server, still collects and runs.
 """
 
 from __future__ import annotations
@@ -97,16 +105,118 @@ def thanos_binary() -> str:
     return str(path)
 
 
+def _sorted(engines) -> tuple:
+    return tuple(sorted(engines, key=lambda e: [int(p) for p in re.findall(r"\d+", e.version)]))
+
+
+def _folders(env: str, debian_binary: str, built: str) -> list[Path]:
+    """``$env`` (os.pathsep-separated folders), or Debian's folder of ``debian_binary`` and the tool
+    cache's ``built`` folder (``<name>-<version>/bin``)."""
+    dirs = os.environ.get(env)
+    if dirs:
+        return [Path(d) for d in dirs.split(os.pathsep) if d]
+    debian = shutil.which(debian_binary)
+    return [Path(debian).parent if debian else Path("/usr/bin"), tools_cache() / built / "bin"]
+
+
+def _missing(path: Path, what: str) -> FileNotFoundError:
+    hint = (f"run `make tools` (builds {what} into {tools_cache()})" if str(path).startswith(str(tools_cache()))
+            else "run `make prometheus-installed` (Debian's packages)")
+    return FileNotFoundError(f"{path} not found: {hint}")
+
+
+@dataclass(frozen=True)
+class VmEngine:
+    """One VictoriaMetrics single-node + vmalert build (the two always come from one release)."""
+
+    victoria_metrics: str
+    vmalert: str
+    version: str
+
+    @property
+    def id(self) -> str:
+        """Test id, e.g. ``vm1.79``."""
+        return "vm" + ".".join(self.version.split(".")[:2])
+
+    @property
+    def current(self) -> bool:
+        """Newer than Debian's 1.79: flags whose defaults changed must be set (docs/engines.md)."""
+        return [int(p) for p in self.version.split(".")[:2]] > [1, 79]
+
+
+def _vm_version(binary: str) -> str:
+    """``1.79.14`` from ``victoria-metrics-20230303-...-tags-v1.79.14-0-g…`` or ``v1.151.0`` (``-version``)."""
+    proc = subprocess.run([binary, "-version"], capture_output=True, text=True, timeout=30)
+    found = re.search(r"v(\d+\.\d+\.\d+)", proc.stdout + proc.stderr)
+    if found:
+        return found.group(1)
+    if binary.startswith("/usr/"):   # Debian's build prints nothing: ask dpkg
+        proc = subprocess.run(["dpkg-query", "-W", "-f=${Version}", "victoria-metrics"], capture_output=True, text=True)
+        found = re.match(r"(\d+\.\d+\.\d+)", proc.stdout.strip())
+    return found.group(1) if found else "?"
+
+
+@lru_cache(maxsize=None)
+def vm_engines() -> tuple[VmEngine, ...]:
+    """Every VictoriaMetrics + vmalert build the suite runs against, oldest first: Debian's (on
+    PATH) and the pinned one in the tool cache, or ``$GPUMON_VM_DIRS``. FileNotFoundError with the
+    make target when one is missing."""
+    out = []
+    for folder in _folders("GPUMON_VM_DIRS", "vmalert", f"victoriametrics-{pinned()['VICTORIAMETRICS_VERSION']}"):
+        vm, va = folder / "victoria-metrics", folder / "vmalert"
+        for path in (vm, va):
+            if not os.access(path, os.X_OK):
+                raise _missing(path, f"VictoriaMetrics {pinned()['VICTORIAMETRICS_VERSION']}")
+        out.append(VmEngine(str(vm), str(va), _vm_version(str(va))))
+    return _sorted(out)
+
+
+@dataclass(frozen=True)
+class AlertmanagerEngine:
+    """One Alertmanager build: ``alertmanager`` (Debian names it ``prometheus-alertmanager``) and ``amtool``."""
+
+    alertmanager: str
+    amtool: str
+    version: str
+
+    @property
+    def id(self) -> str:
+        """Test id, e.g. ``am0.25``."""
+        return "am" + ".".join(self.version.split(".")[:2])
+
+
+@lru_cache(maxsize=None)
+def alertmanager_engines() -> tuple[AlertmanagerEngine, ...]:
+    """Every Alertmanager build the suite runs against, oldest first: Debian's and the pinned one
+    in the tool cache, or ``$GPUMON_ALERTMANAGER_DIRS``. FileNotFoundError when one is missing."""
+    out = []
+    built = f"alertmanager-{pinned()['ALERTMANAGER_VERSION']}"
+    for folder in _folders("GPUMON_ALERTMANAGER_DIRS", "amtool", built):
+        am = next((folder / n for n in ("alertmanager", "prometheus-alertmanager") if os.access(folder / n, os.X_OK)),
+                  folder / "alertmanager")
+        tool = folder / "amtool"
+        for path in (am, tool):
+            if not os.access(path, os.X_OK):
+                raise _missing(path, f"Alertmanager {pinned()['ALERTMANAGER_VERSION']}")
+        out.append(AlertmanagerEngine(str(am), str(tool), _version(str(am))))
+    return _sorted(out)
+
+
 def describe() -> list[str]:
-    """One line per server, for the test run's header."""
+    """One line per server, for the test run's header (a missing one says how to get it)."""
     lines = [f"prometheus {e.version}: {e.prometheus} (promtool {e.promtool})" for e in prometheus_engines()]
     try:
         lines.append(f"thanos {_version(thanos_binary())}: {thanos_binary()}")
     except FileNotFoundError as exc:
         lines.append(f"thanos: {exc}")
-    for package in ("prometheus-alertmanager", "victoria-metrics"):  # Debian's packages
-        proc = subprocess.run(["dpkg-query", "-W", "-f=${Version}", package], capture_output=True, text=True)
-        lines.append(f"{package} {proc.stdout.strip() or 'not installed'} (Debian)")
+    try:
+        lines += [f"victoria-metrics + vmalert {e.version}: {e.victoria_metrics}, {e.vmalert}" for e in vm_engines()]
+    except FileNotFoundError as exc:
+        lines.append(f"victoria-metrics + vmalert: {exc}")
+    try:
+        lines += [f"alertmanager {e.version}: {e.alertmanager} (amtool {e.amtool})" for e in alertmanager_engines()]
+    except FileNotFoundError as exc:
+        lines.append(f"alertmanager: {exc}")
     return lines
 
 

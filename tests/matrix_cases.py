@@ -111,6 +111,29 @@ CASES = [
          covers="lifecycle: node replaced"),
     Case("a planned decommission: a node listed under alerts.retired leaves, nothing pages", (), nodes=5,
          leave={RETIRED: AT}, bound=12, length=AT + 50, covers="lifecycle: planned decommission"),
+    Case("a field missing on one GPU comes back, Prometheus restarts right after: the page ends",
+         (Page("GpuMetricMissing", N2, 1, TEMP),), (Fault("drop", metric=TEMP, node=N2, gpu=1),), bound=6,
+         clear=AT + 10, resolve=4, restarts=(AT + 10,), end=(), length=AT + 45,
+         covers="lifecycle: fault, clear, restart"),
+    Case("a node removed from service discovery while its GPUs were reporting",
+         (Page("GpuLost", N2, 0), Page("GpuLost", N2, 1)), leave={N2: AT}, bound=10, length=AT + 50,
+         covers="lifecycle: node removed from discovery"),
+    Case("a GPU lost on a node serving 1.x names: one page for the GPU beside the node's",
+         (Page("GpuExporterLegacyNames", N2), Page("GpuLost", N2, 1)),
+         (Fault("legacy-names", node=N2), Fault("drop", node=N2, gpu=1)), bound=10, covers="legacy-names, GPU lost"),
+    # the GPU is lost under 1.x names (its page starts before the upgrade at `at`) and stays one page
+    # across the upgrade to 4.x names
+    Case("exporter upgrade 1.x -> 4.x names on a node while one of its GPUs is lost", (Page("GpuLost", N2, 1),),
+         initial=(Fault("legacy-names", node=N2),), faults=(Fault("drop", node=N2, gpu=1),),
+         later=((AT, (Fault("drop", node=N2, gpu=1),)),), at=AT + 20,
+         before=(Page("GpuExporterLegacyNames", N2), Page("GpuLost", N2, 1)), bound=10, length=AT + 60,
+         covers="lifecycle: exporter upgrade mid-fault"),
+    # an XID's page ends with the policy window (the code stays set until the exporter restarts, the
+    # same code twice cannot be told apart); a loss after that is GpuLost's, not a second XID page
+    Case("XID 79 reported past the policy window, then the GPU's series vanish: the loss pages as GpuLost",
+         (Page("GpuXidCritical", N2, 0, XID),), (Fault("xid", node=N2, gpu=0, value="79"),),
+         later=((AT + 20, (Fault("drop", node=N2, gpu=0),)),), bound=2, end=(Page("GpuLost", N2, 0),),
+         length=AT + 50, covers="lifecycle: old XID, later loss"),
     # two clusters behind one (global) ruler: gpu-node-1/2 in cluster a, gpu-node-3/4 in cluster b
     Case("two healthy clusters", (), nodes=4, clusters=True, bound=12, covers="cluster label"),
     Case("every exporter target of cluster b vanishes", (Page("GpuExporterTargetMissing", cluster="b"),), nodes=4,
@@ -122,22 +145,9 @@ CASES = [
 
 #: scenarios that show a fault the rules still get wrong (tests/test_matrix.py expects them to fail)
 OPEN = [
-    # the missing set recorded just before the restart stays visible for the 5 m lookback (no
-    # staleness marker), so GpuMetricMissing pages again after the field came back
-    Case("a field missing on one GPU comes back, Prometheus restarts right after: the page ends",
-         (Page("GpuMetricMissing", N2, 1, TEMP),), (Fault("drop", metric=TEMP, node=N2, gpu=1),), bound=6,
-         clear=AT + 10, resolve=4, restarts=(AT + 10,), end=(), length=AT + 45,
-         covers="lifecycle: fault, clear, restart"),
-    # a node whose target leaves service discovery while its GPUs report: no rule pages (only
-    # validate's node-lost finding)
-    Case("a node removed from service discovery while its GPUs were reporting",
-         (Page("GpuLost", N2, 0), Page("GpuLost", N2, 1)), leave={N2: AT}, bound=10, length=AT + 50,
-         covers="lifecycle: node removed from discovery"),
-    # a GPU lost while its node serves 1.x names (not in the inventory: the bundled spec has no 1.x
-    # sources), then the exporter is upgraded to 4.x names: the GPU was never known, nothing pages for it
-    Case("exporter upgrade 1.x -> 4.x names on a node while one of its GPUs is lost", (Page("GpuLost", N2, 1),),
-         (Fault("drop", node=N2, gpu=1),), initial=(Fault("legacy-names", node=N2),),
-         later=((AT - 10, (Fault("drop", node=N2, gpu=1),)),), at=AT + 10,
-         before=(Page("GpuExporterLegacyNames", N2),), bound=10, length=AT + 50,
-         covers="lifecycle: exporter upgrade mid-fault"),
+    # the known set holds itself over the inventory lookback (alerts.inventory_lookback): Prometheus
+    # down for longer than that forgets a lost GPU, and its page ends though the GPU is still gone
+    Case("a GPU lost, Prometheus down for longer than the inventory lookback: still one page",
+         (Page("GpuLost", N2, 1),), (Fault("drop", node=N2, gpu=1),), bound=10, restarts=(AT + 16,), down=35,
+         length=AT + 70, covers="lifecycle: restart longer than the lookback"),
 ]

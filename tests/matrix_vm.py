@@ -71,6 +71,7 @@ from gpumon.localprom import LocalVictoriaMetrics, _ServedInThread, free_port
 from gpumon.ruletests.series import MISSING, STALE
 from gpumon.spec import Spec
 from tests import matrix_layers
+from tests.engines import VmEngine
 from tests.matrix import IDENTITY, STEP, Case, Outcome, matrix_spec, rules_text, scraped
 
 #: Prometheus' staleness marker: a NaN with this bit pattern (prometheus ``model/value/value.go``)
@@ -149,10 +150,10 @@ class VictoriaMetrics(LocalVictoriaMetrics):
     """The replay's VictoriaMetrics: :class:`~gpumon.localprom.LocalVictoriaMetrics` that takes
     remote writes of the past and reads them back at once."""
 
-    def __init__(self):
+    def __init__(self, binary: str = "victoria-metrics"):
         # -search.disableCache: the replay reads back what it wrote a second ago for past times,
         # which the rollup result cache would otherwise answer from before the write
-        super().__init__(extra_args=["-search.disableCache", "-search.maxPointsPerTimeseries=100000"])
+        super().__init__(extra_args=["-search.disableCache", "-search.maxPointsPerTimeseries=100000"], binary=binary)
 
     def write(self, series: list[tuple[dict[str, str], list[tuple[int, object]]]]) -> None:
         """Remote-write ``series`` (see :func:`write_request`), in batches."""
@@ -316,6 +317,14 @@ class FlushingWriteProxy(_ServedInThread):
             def do_POST(self):  # noqa: N802 - http.server API
                 t0 = time.monotonic()
                 body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                if self.headers.get("Content-Encoding", "snappy") != "snappy":
+                    # vmalert after 1.79 first sends VictoriaMetrics' own remote-write protocol
+                    # (zstd) and switches to Prometheus' (snappy) for good on a 415: the proxy
+                    # reads Prometheus' only (VictoriaMetrics/VictoriaMetrics#8462)
+                    self.send_response(415)
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                    return
                 headers = {h: self.headers[h] for h in FORWARDED_HEADERS if self.headers.get(h)}
                 try:
                     res = client.post(f"{outer.vm_url}/api/v1/write", content=body, headers=headers)
@@ -367,7 +376,7 @@ def _rfc3339(seconds: int) -> str:
 
 
 def replay(vm: VictoriaMetrics, rules: Path, start: int, end: int, log: Path, rules_delay: str = "0s",
-           extra: list[str] = (), stale_markers: bool = True) -> str:
+           extra: list[str] = (), stale_markers: bool = True, vmalert: str = "vmalert") -> str:
     """``vmalert`` in replay mode over [start, end] on ``vm``: evaluates every rule of ``rules`` with
     range queries and writes the results (``ALERTS`` included) back. Returns its output.
 
@@ -382,7 +391,7 @@ def replay(vm: VictoriaMetrics, rules: Path, start: int, end: int, log: Path, ru
     group's interval there; its default, 5m, leaves one result every 5 minutes): every group is
     evaluated every :data:`EVAL` seconds, the 10 s groups (coverage, gaps) included.
     vmalert writes through :class:`FlushingWriteProxy` (staleness markers unless ``stale_markers``
-    is false, and a flush); the proxy's summary line ends the output.
+    is false, and a flush); the proxy's summary line ends the output. ``vmalert``: the binary.
     """
     points = (end - start) // EVAL + 10
     out = ""
@@ -391,7 +400,7 @@ def replay(vm: VictoriaMetrics, rules: Path, start: int, end: int, log: Path, ru
             part = rules.with_name(f"{rules.stem}.layer{n}.yaml")
             part.write_text(text)
             out += _replay(vm, proxy, part, start, end, log.with_name(f"{log.stem}.layer{n}.log"), rules_delay,
-                           points, extra)
+                           points, [*extra], vmalert)
     slowest = max((b - a for a, b, _, _ in proxy.log), default=0.0)
     summary = (f"write proxy: {len(proxy.log)} writes (slowest {slowest:.2f} s with the flush), "
                f"{proxy.markers} staleness markers, {proxy.repeated} recorded series in more than one write\n")
@@ -399,8 +408,8 @@ def replay(vm: VictoriaMetrics, rules: Path, start: int, end: int, log: Path, ru
     return out + summary
 
 
-def _replay(vm, proxy, rules, start, end, log, rules_delay, points, extra) -> str:
-    cmd = ["vmalert", f"-rule={rules}", f"-datasource.url={vm.url}", f"-remoteWrite.url={proxy.url}",
+def _replay(vm, proxy, rules, start, end, log, rules_delay, points, extra, vmalert) -> str:
+    cmd = [vmalert, f"-rule={rules}", f"-datasource.url={vm.url}", f"-remoteWrite.url={proxy.url}",
            f"-replay.timeFrom={_rfc3339(start)}", f"-replay.timeTo={_rfc3339(end)}",
            f"-evaluationInterval={EVAL}s", f"-datasource.queryStep={EVAL}s",
            f"-replay.maxDatapointsPerQuery={points}",
@@ -423,16 +432,19 @@ def expected(case: Case) -> list[tuple[int, tuple]]:
     return case.checks(vm=True)
 
 
-def run(cases: list[Case], keep: Path | None = None) -> tuple[list[Outcome], float, str]:
-    """Run every case on one VictoriaMetrics with one vmalert replay per spec (plain / cluster).
+def run(cases: list[Case], keep: Path | None = None, engine: "VmEngine | None" = None) -> tuple[list[Outcome], float, str]:
+    """Run every case on one VictoriaMetrics with one vmalert replay per spec (plain / cluster), of
+    ``engine``'s build (default: ``victoria-metrics`` and ``vmalert`` on PATH, Debian's).
 
     Returns:
         (outcomes, seconds, vmalert's output); an outcome's ``seen`` has the pages seen at every
         check (not only at failed ones), as promtool prints them.
     """
-    for binary in ("victoria-metrics", "vmalert"):
+    vm_binary, vmalert = (engine.victoria_metrics, engine.vmalert) if engine else ("victoria-metrics", "vmalert")
+    for binary in (vm_binary, vmalert):
         if not shutil.which(binary):
-            raise FileNotFoundError(f"{binary} not found: `make test` installs Debian's victoria-metrics package")
+            raise FileNotFoundError(f"{binary} not found: `make test` installs Debian's victoria-metrics package "
+                                    "and builds the current one (`make tools`)")
     t0 = time.monotonic()
     logs = []
     outcomes: dict[str, Outcome] = {}
@@ -441,7 +453,7 @@ def run(cases: list[Case], keep: Path | None = None) -> tuple[list[Outcome], flo
     with tempfile.TemporaryDirectory(prefix="gpumon-matrix-vm-") as tmp:
         folder = Path(keep or tmp)
         folder.mkdir(parents=True, exist_ok=True)
-        with VictoriaMetrics() as vm:
+        with VictoriaMetrics(vm_binary) as vm:
             for clusters in (False, True):
                 chosen = [c for c in cases if c.clusters == clusters]
                 if not chosen:
@@ -456,7 +468,7 @@ def run(cases: list[Case], keep: Path | None = None) -> tuple[list[Outcome], flo
                     at += case.steps * STEP + GAP
                     at -= at % 60
                 vm.flush()
-                logs.append(replay(vm, rules, origin, at, folder / f"vmalert-{rules.stem}.log"))
+                logs.append(replay(vm, rules, origin, at, folder / f"vmalert-{rules.stem}.log", vmalert=vmalert))
                 vm.flush()
                 ids = IDENTITY + (("cluster",) if clusters else ())
                 firing = _firing(vm.export('ALERTS{alertstate="firing",severity=~"critical|warning"}', origin, at), ids)

@@ -33,6 +33,10 @@ ALLOWED_PANEL_TYPES = {"row", "timeseries", "stat", "table", "state-timeline"}
 # --------------------------------------------------------------------------- specs and helpers
 
 
+def _dash_files(spec) -> dict[str, str]:
+    return dashboards.files(spec, build_groups(spec))
+
+
 def _spec_text() -> str:
     return default_spec_path().read_text("utf-8")
 
@@ -61,7 +65,8 @@ def _with_dashboards(section: str, name: str = "custom.yaml"):
 def _models(spec) -> dict[str, dict]:
     """{name: dashboard dict} as written to disk (through JSON, like Grafana reads it); cached
     per spec, read-only."""
-    return {name: json.loads(dashboards.output.to_json(model)) for name, model in dashboards.build_all(spec).items()}
+    return {name: json.loads(dashboards.output.to_json(model))
+            for name, model in dashboards.build_all(spec, build_groups(spec)).items()}
 
 
 def _panels(dash: dict) -> list[dict]:
@@ -384,7 +389,7 @@ def test_render_matches_committed_output(spec):
 
 
 def test_json_is_deterministic_and_sorted(spec):
-    first, second = dashboards.files(spec), dashboards.files(spec)
+    first, second = dashboards.files(spec, build_groups(spec)), dashboards.files(spec, build_groups(spec))
     assert first == second
     for path, text in first.items():
         if path.endswith(".json"):
@@ -392,8 +397,8 @@ def test_json_is_deterministic_and_sorted(spec):
 
 
 def test_configmaps_for_the_grafana_sidecar(spec):
-    files = dashboards.files(spec)
-    for name in dashboards.build_all(spec):
+    files = dashboards.files(spec, build_groups(spec))
+    for name in dashboards.build_all(spec, build_groups(spec)):
         doc = yaml.safe_load(files[f"kubernetes/grafana-dashboard-{name}.yaml"])
         assert doc["kind"] == "ConfigMap" and doc["metadata"]["labels"]["grafana_dashboard"] == "1"
         assert "annotations" not in doc["metadata"]
@@ -406,19 +411,19 @@ def test_dashboards_section_configures_labels_folder_and_files():
     spec = _with_dashboards("  title_prefix: 'prod: '\n  tags: [team-ml]\n  configmap:\n"
                             "    namespace: grafana\n    label: example.com/dashboard\n    label_value: gpu\n"
                             "    folder_annotation: k8s-sidecar-target-directory\n    folder: GPU\n")
-    files = dashboards.files(spec)
+    files = dashboards.files(spec, build_groups(spec))
     doc = yaml.safe_load(files["kubernetes/grafana-dashboard-gpumon-fleet.yaml"])
     assert doc["metadata"]["namespace"] == "grafana"
     assert doc["metadata"]["labels"]["example.com/dashboard"] == "gpu"
     assert doc["metadata"]["annotations"] == {"k8s-sidecar-target-directory": "GPU"}
     fleet = json.loads(files["dashboards/gpumon-fleet.json"])
     assert fleet["title"].startswith("prod: ") and fleet["tags"] == ["gpumon", "team-ml"]
-    only_json = dashboards.files(_with_dashboards("  configmap: {enabled: false}\n"))
+    only_json = _dash_files(_with_dashboards("  configmap: {enabled: false}\n"))
     assert sorted(only_json) == ["dashboards/gpumon-fleet.json", "dashboards/gpumon-gpu.json",
                                  "dashboards/gpumon-health.json"]
-    assert dashboards.files(_with_dashboards("  enabled: false\n")) == {}
+    assert _dash_files(_with_dashboards("  enabled: false\n")) == {}
     # the folder annotation defaults to k8s-sidecar's own FOLDER_ANNOTATION default
-    default_key = yaml.safe_load(dashboards.files(_with_dashboards("  configmap: {folder: GPU}\n"))
+    default_key = yaml.safe_load(_dash_files(_with_dashboards("  configmap: {folder: GPU}\n"))
                                  ["kubernetes/grafana-dashboard-gpumon-health.yaml"])
     assert default_key["metadata"]["annotations"] == {"k8s-sidecar-target-directory": "GPU"}
 

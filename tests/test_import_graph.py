@@ -2,8 +2,9 @@
 -> writer; validate -> client -> checks -> findings -> reporters), and the CLI sits on top.
 
 Imports are read with ``ast`` from every module (module level and inside functions; a lazy import
-in a function still makes two modules depend on each other). Only imports under
-``if TYPE_CHECKING:`` are left out: they never run.
+in a function still makes two modules depend on each other), and those under ``if TYPE_CHECKING:``
+too: they never run, but a type hint that needs the other module is a dependency all the same
+(a section model that names the spec it sits in is not a separate concept).
 """
 
 from __future__ import annotations
@@ -25,17 +26,8 @@ def modules() -> dict[str, Path]:
     return {module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))}
 
 
-def _type_checking_only(node: ast.AST) -> bool:
-    test = getattr(node, "test", None)
-    return isinstance(node, ast.If) and (
-        (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING")
-        or (isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"))
-
-
 def _imports(tree: ast.AST):
     for node in ast.iter_child_nodes(tree):
-        if _type_checking_only(node):
-            continue
         if isinstance(node, (ast.Import, ast.ImportFrom)):
             yield node
         yield from _imports(node)
@@ -101,6 +93,14 @@ def test_the_reader_resolves_relative_imports():
     graph = edges(modules())
     assert "gpumon.spec" in graph["gpumon.rules"]
     assert "gpumon.durations" in graph["gpumon.spec"]
+
+
+def test_the_reader_sees_type_checking_imports(tmp_path):
+    """An import only a type checker runs is an edge too (``spec`` <-> ``sidecar`` was one)."""
+    (tmp_path / "a.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .b import B\n")
+    (tmp_path / "b.py").write_text("from .a import A\n")
+    known = {"pkg.a": tmp_path / "a.py", "pkg.b": tmp_path / "b.py"}
+    assert find_cycle(edges(known)) == ["pkg.a", "pkg.b", "pkg.a"]
 
 
 @pytest.mark.parametrize("package", ["gpumon"])

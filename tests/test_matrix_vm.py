@@ -27,11 +27,13 @@ WRONG = [matrix.Case("expects nothing, a node is down", (), (Fault("http500", no
 
 
 @pytest.fixture(scope="module")
-def replayed():
-    """One VictoriaMetrics, one vmalert replay per spec, every scenario (and :data:`WRONG`)."""
-    outcomes, seconds, log = matrix_vm.run(CASES + WRONG)
+def replayed(vm_engine):
+    """One VictoriaMetrics, one vmalert replay per spec, every scenario (and :data:`WRONG`), on
+    each VictoriaMetrics + vmalert build (Debian's 1.79 and the current one)."""
+    outcomes, seconds, log = matrix_vm.run(CASES + WRONG, engine=vm_engine)
     proxy = "\n".join(line for line in log.splitlines() if line.startswith("write proxy:"))
-    print(f"\n{matrix_vm.table(outcomes)}\n{len(outcomes)} scenarios on vmalert in {seconds:.1f}s\n{proxy}")
+    print(f"\n{matrix_vm.table(outcomes)}\n{len(outcomes)} scenarios on vmalert {vm_engine.version} "
+          f"in {seconds:.1f}s\n{proxy}")
     return outcomes, log
 
 

@@ -15,7 +15,7 @@ import yaml
 
 from gpumon import writer
 from gpumon.render import render
-from gpumon.rules import all_rules, build_groups
+from gpumon.rules import all_rules, build_groups, rules_of
 from gpumon.spec import load_spec
 
 from .clirun import gpumon
@@ -234,7 +234,31 @@ def test_every_alert_keeps_the_cluster_label(default_spec):
     root = Path(default_spec.path).parent
     for path in (default_spec.path, root / "examples" / "kubernetes.yaml"):
         spec = parse_spec(Path(path).read_text().replace("cluster: null ", "cluster: cluster "), "c.yaml")
-        ctx = build(spec, Inputs())
-        dropped = [r.alert for r in all_rules(spec) if r.alert
+        groups = build_groups(spec)
+        ctx = build(spec, Inputs(), groups)
+        dropped = [r.alert for r in rules_of(groups) if r.alert
                    and not output_labels(promql_parser.parse(r.expr), ctx.record_labels).may_have("cluster")]
         assert dropped == [], dropped
+
+
+def test_the_cli_builds_the_rule_groups_once_per_command(monkeypatch, tmp_path):
+    """render, lint and validate build the spec's rule groups once and hand them to every reader
+    (rule files, rule tests, dashboards, runbooks, Alertmanager layer, lint context, validate
+    checks): nothing asks for them again behind a cache."""
+    import gpumon.rules as rules
+
+    built = []
+    real = rules._build
+
+    def counting(spec):
+        built.append(spec.name)
+        return real(spec)
+
+    monkeypatch.setattr(rules, "_build", counting)
+    ran = gpumon("render", "gpumon.yaml", "-o", str(tmp_path / "out"))
+    assert ran.returncode == 0, ran.stderr
+    assert built == ["gpumon"]
+    built.clear()
+    ran = gpumon("lint", "--spec", "gpumon.yaml", str(tmp_path / "out"))
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    assert built == ["gpumon"]

@@ -21,6 +21,7 @@ import shutil
 import pytest
 
 from gpumon.localprom import LocalPrometheus
+from gpumon.rules import build_groups
 from gpumon.rules.output import files as rule_files
 from gpumon.simulate import Fault, Fleet, Simulator, gpu_uuid
 from gpumon.spec import parse_spec
@@ -60,7 +61,7 @@ EXPECTED_SOURCE = {"gpu-node-1": "dcgm-exporter", "gpu-node-2": "nvidia-smi-text
 def prom(tmp_path_factory, engine):
     spec = parse_spec(SPEC, "<simulate-sources>")
     rules = tmp_path_factory.mktemp("simsources") / "gpumon.rules.yaml"
-    rules.write_text(rule_files(spec)["rules/gpumon.rules.yaml"])
+    rules.write_text(rule_files(spec, build_groups(spec))["rules/gpumon.rules.yaml"])
     with Simulator(Fleet(4, 2, FAULTS, sources=SOURCES)) as sim:
         with LocalPrometheus(sim.jobs, rule_files=[rules], binary=engine.prometheus) as p:
             ok = p.wait_for(lambda: len(p.query(f'job_gpu:dcgm_field_value:normalized{{dcgm_field="{TEMP}"}}')) == 8

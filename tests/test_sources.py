@@ -192,10 +192,11 @@ def test_source_values_are_quoted(tmp_path):
 def test_sourced_rules_pass_promtool_check(tmp_path):
     import shutil
     import subprocess
+    from gpumon.rules import build_groups
     from gpumon.rules.output import files
     spec = load(tmp_path, SOURCED)
     path = tmp_path / "rules.yaml"
-    path.write_text(files(spec)["rules/gpumon.rules.yaml"])
+    path.write_text(files(spec, build_groups(spec))["rules/gpumon.rules.yaml"])
     for promtool in (shutil.which("promtool"),):
         if promtool:
             proc = subprocess.run([promtool, "check", "rules", str(path)], capture_output=True, text=True)

@@ -180,16 +180,16 @@ def test_dashboards_of_one_spec_never_show_another_specs_alerts():
     ignored the section), so its dashboards missed the kubernetes alerts."""
     from gpumon import dashboards
     from gpumon.dashboards.output import to_json
-    from gpumon.rules import all_rules
+    from gpumon.rules import all_rules, build_groups
 
     plain = parse_spec(BASE, "spec.yaml")
     kube = parse_spec(BASE + KUBE, "spec.yaml")
     for spec in (plain, kube):
-        text = "".join(to_json(m) for m in dashboards.build_all(spec).values())
+        text = "".join(to_json(m) for m in dashboards.build_all(spec, build_groups(spec)).values())
         alerts = {r.alert for r in all_rules(spec) if r.alert}
         assert all(name in text for name in alerts), sorted(a for a in alerts if a not in text)
     kube_only = {r.alert for r in all_rules(kube) if r.alert} - {r.alert for r in all_rules(plain) if r.alert}
-    assert kube_only and all(name not in "".join(map(to_json, dashboards.build_all(plain).values()))
+    assert kube_only and all(name not in "".join(map(to_json, dashboards.build_all(plain, build_groups(plain)).values()))
                          for name in kube_only)
 
 
@@ -266,11 +266,11 @@ def test_one_alert_name_at_two_severities_is_a_spec_error(tmp_path):
 
 def test_builtin_alert_names_are_the_rendered_ones(default_spec, root):
     from gpumon.rules import all_rules
-    from gpumon.spec import BUILTIN_ALERTS
+    from gpumon.alertnames import builtin_alerts
     specs = (default_spec, load_spec(root / "examples" / "kubernetes.yaml"), load_spec(root / "examples" / "mixed-fleet.yaml"))
     threshold_names = {t.alert for s in specs for m in s.metrics for t in m.thresholds}
     rendered = {r.alert for s in specs for r in all_rules(s) if r.alert}
-    assert rendered - threshold_names == BUILTIN_ALERTS
+    assert rendered - threshold_names == builtin_alerts()
 
 
 def test_relative_runbook_url_needs_saying_so(tmp_path):

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from gpumon import sidecar, sourcepresets
+from gpumon import sidecar, sidecarspec, sourcepresets
 from gpumon.render import render
 from gpumon.spec import SpecError, load_spec, parse_spec
 
@@ -297,7 +297,7 @@ def test_rendered_only_when_asked(default_render):
 
 def test_defaults_live_in_the_dataclass():
     spec = parse_spec(_spec_text("textfile_sidecar: {}\n"), "t.yaml")
-    assert spec.textfile_sidecar == sidecar.TextfileSidecar()
+    assert spec.textfile_sidecar == sidecarspec.TextfileSidecar()
     custom = parse_spec(_spec_text("textfile_sidecar:\n  interval: 30s\n  timeout: 20s\n  node_selector: {}\n"
                                    "  tolerations: []\n  image: registry.example/tools:1\n"), "t.yaml")
     sc = custom.textfile_sidecar

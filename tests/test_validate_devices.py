@@ -120,3 +120,19 @@ def test_one_gpu_scraped_by_two_targets_at_once(engine):
     dup = _one(report, "duplicate-gpu")
     assert "2 GPU(s) of node gpu-node-1 are reported by 2 targets" in dup.message
     assert sim.targets["gpu-node-1"] in dup.message and twin.address in dup.message
+
+
+def test_a_node_on_1x_names_is_in_the_inventory_and_the_coverage_matrix(engine):
+    """gpu-node-2 serves dcgm-exporter 1.x names (``dcgm_gpu_temp``, label ``uuid``): its GPUs are
+    counted (4 GPUs on 2 nodes, not 2 on 1), with their model and driver, and each has one row of
+    the coverage matrix under its UUID."""
+    fleet = Fleet(2, 2, [Fault("legacy-names", node="gpu-node-2")], uuid_salt="devices-legacy/")
+    with Simulator(fleet) as sim, LocalPrometheus({"dcgm-exporter": list(sim.targets.values())},
+                                                   binary=engine.prometheus) as prom:
+        _wait_scraped(prom, 2)
+        report = _validate(prom, checks=("presence", "inventory"), matrix=True)
+    inventory = _one(report, "gpu-inventory")
+    assert inventory.message.startswith("4 GPUs on 2 nodes:"), inventory.message
+    assert "gpu-node-2: 2 x NVIDIA" in inventory.message, inventory.message
+    rows = [r for r in report.coverage["rows"] if r["node"] == "gpu-node-2"]
+    assert sorted(r["gpu"] for r in rows) == ["0", "1"] and all(r["uuid"].startswith("GPU-") for r in rows), rows

@@ -16,6 +16,7 @@ import pytest
 
 from gpumon.localprom import ExpositionServer, LocalPrometheus
 from gpumon.promapi import PromClient
+from gpumon.rules import build_groups
 from gpumon.rules.output import files as rule_files
 from gpumon.spec import parse_spec
 from gpumon.validate import validate
@@ -81,7 +82,7 @@ def env(tmp_path_factory, engine):
     spec = parse_spec(SPEC, "<sources>")
     tmp = tmp_path_factory.mktemp("sources")
     rules = tmp / "gpumon.rules.yaml"
-    rules.write_text(rule_files(spec)["rules/gpumon.rules.yaml"])
+    rules.write_text(rule_files(spec, build_groups(spec))["rules/gpumon.rules.yaml"])
     a = ExpositionServer(lambda: _dcgm_page("node-a", None, "DCGM_FI_DEV_CLOCKS_EVENT_REASONS"))
     b = ExpositionServer(lambda: _dcgm_page("localhost", 1, "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS"), host="localhost")
     smi = ExpositionServer(_smi_page, host="localhost")

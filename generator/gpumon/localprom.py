@@ -357,25 +357,30 @@ class LocalVmalert(_LocalServer):
     VictoriaMetrics URL) and writing recording rules and ``ALERTS`` back there by remote write.
 
     Args:
-        notifier: Alertmanager (or webhook) base URL alerts are sent to (vmalert requires one).
+        notifier: Alertmanager (or webhook) base URL alerts are sent to (vmalert requires one), or
+            a list of them (each gets every alert, as an Alertmanager HA pair would).
         evaluation_interval: ``-evaluationInterval`` (groups without their own interval).
+        binary: the vmalert binary (default ``vmalert`` on PATH: Debian's).
     """
 
     NAME = "vmalert"
     READY = "/health"
 
-    def __init__(self, rule_files: list[str | Path], datasource: str, notifier: str,
-                 evaluation_interval: str = "1s", extra_args: list[str] = (), startup_timeout: float = 60):
-        self.rule_files, self.datasource, self.notifier = [Path(p) for p in rule_files], datasource, notifier
-        self.evaluation_interval, self.extra_args = evaluation_interval, list(extra_args)
+    def __init__(self, rule_files: list[str | Path], datasource: str, notifier: "str | list[str]",
+                 evaluation_interval: str = "1s", extra_args: list[str] = (), startup_timeout: float = 60,
+                 binary: str = "vmalert"):
+        self.rule_files, self.datasource = [Path(p) for p in rule_files], datasource
+        self.notifiers = [notifier] if isinstance(notifier, str) else list(notifier)
+        self.evaluation_interval, self.extra_args, self.binary = evaluation_interval, list(extra_args), binary
         super().__init__(startup_timeout)
 
     def start(self) -> "LocalVmalert":
         """Start vmalert and wait until ``/health`` answers 200 (RuntimeError with its log if not)."""
         self._folder()
-        self._spawn(["vmalert", *[f"-rule={p}" for p in self.rule_files], f"-datasource.url={self.datasource}",
+        self._spawn([self.binary, *[f"-rule={p}" for p in self.rule_files], f"-datasource.url={self.datasource}",
                      f"-remoteWrite.url={self.datasource}", "-remoteWrite.flushInterval=1s",
-                     f"-evaluationInterval={self.evaluation_interval}", f"-notifier.url={self.notifier.rstrip('/')}",
+                     f"-evaluationInterval={self.evaluation_interval}",
+                     *[f"-notifier.url={n.rstrip('/')}" for n in self.notifiers],
                      f"-httpListenAddr=127.0.0.1:{self.port}", *self.extra_args])
         return self
 
@@ -417,18 +422,19 @@ class WebhookReceiver(_ServedInThread):
 
 
 class LocalAlertmanager(_LocalServer):
-    """A real Alertmanager (Debian's ``prometheus-alertmanager``, or ``$GPUMON_ALERTMANAGER``) on
-    127.0.0.1 with ``config`` (a dict), clustering off; waits on ``/-/ready`` and stops by PID."""
+    """A real Alertmanager on 127.0.0.1 with ``config`` (a dict), clustering off; waits on
+    ``/-/ready`` and stops by PID. ``binary``: default ``$GPUMON_ALERTMANAGER``, else Debian's
+    ``prometheus-alertmanager`` or ``alertmanager`` on PATH."""
 
     NAME = "alertmanager"
 
-    def __init__(self, config: dict, startup_timeout: float = 30):
-        self.config = config
+    def __init__(self, config: dict, startup_timeout: float = 30, binary: str | None = None):
+        self.config, self.binary = config, binary
         super().__init__(startup_timeout)
 
     def start(self) -> "LocalAlertmanager":
         # Debian installs it as prometheus-alertmanager; upstream tarballs as alertmanager
-        binary = os.environ.get("GPUMON_ALERTMANAGER") or shutil.which("prometheus-alertmanager") \
+        binary = self.binary or os.environ.get("GPUMON_ALERTMANAGER") or shutil.which("prometheus-alertmanager") \
             or shutil.which("alertmanager")
         if not binary:
             raise FileNotFoundError("alertmanager not found: apt-get install --no-install-recommends prometheus-alertmanager")

@@ -31,12 +31,21 @@ from __future__ import annotations
 
 import difflib
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Callable
+from typing import Callable, Protocol
 
 from .durations import parse_duration
 
-if TYPE_CHECKING:  # the spec module imports this one
-    from .spec import Spec
+
+class IdentityLabels(Protocol):
+    """What :func:`label_problems` reads of the spec's ``exporter.labels`` (this module is part of
+    the spec model and does not import it)."""
+
+    @property
+    def identity(self) -> tuple[str, ...]: ...
+
+    @property
+    def node_identity(self) -> tuple[str, ...]: ...
+
 
 #: labels an override cannot set: Prometheus sets ``alertname``; ``severity`` has its own key;
 #: ``dcgm_field`` names the field the alert is about (routing and the dashboards read it)
@@ -102,10 +111,10 @@ def from_plain(raw: dict | None, where: Callable[[list], tuple[int, int]] | None
     return tuple(out)
 
 
-def resolve(spec: "Spec", alert: str, field: str | None) -> Settings | None:
-    """The settings for the rule named ``alert`` about ``field`` (None: no field label), or None
-    when no override names it."""
-    for item in spec.overrides:
+def resolve(items: tuple[AlertOverride, ...], alert: str, field: str | None) -> Settings | None:
+    """The settings ``items`` (the spec's ``overrides``) give the rule named ``alert`` about
+    ``field`` (None: no field label), or None when no override names it."""
+    for item in items:
         if item.alert != alert:
             continue
         out = item.settings
@@ -116,11 +125,11 @@ def resolve(spec: "Spec", alert: str, field: str | None) -> Settings | None:
     return None
 
 
-def label_problems(spec: "Spec", add: Callable[[list, str], None]) -> None:
-    """Report override labels that would replace an identity label of the alert (``exporter.labels``),
-    by calling ``add(path, message)``."""
-    identity = set(spec.exporter.labels.identity) | set(spec.exporter.labels.node_identity)
-    for item in spec.overrides:
+def label_problems(items: tuple[AlertOverride, ...], labels: IdentityLabels, add: Callable[[list, str], None]) -> None:
+    """Report labels of ``items`` (the spec's ``overrides``) that would replace an identity label of
+    the alert (``labels``: the spec's ``exporter.labels``), by calling ``add(path, message)``."""
+    identity = set(labels.identity) | set(labels.node_identity)
+    for item in items:
         for name, settings in ((None, item.settings), *item.fields):
             where = ["overrides", item.alert] + (["fields", name] if name else [])
             for label, _ in settings.labels:
@@ -129,18 +138,19 @@ def label_problems(spec: "Spec", add: Callable[[list, str], None]) -> None:
                         "(exporter.labels); an override cannot replace it")
 
 
-def name_problems(spec: "Spec", known: dict[str, list[str]]) -> list[tuple[AlertOverride, str | None, str]]:
+def name_problems(items: tuple[AlertOverride, ...], known: dict[str, list[str]]) \
+        -> list[tuple[AlertOverride, str | None, str]]:
     """Override names that match no generated alert, or no field of it.
 
     Args:
-        spec: the spec with its overrides.
+        items: the spec's ``overrides``.
         known: {alert name: its fields} the rule builder generates for the spec without overrides
             (:func:`gpumon.rules.alert_catalogue`).
     Returns:
         (override, field name or None, message) for each, the message listing the valid names.
     """
     out = []
-    for item in spec.overrides:
+    for item in items:
         if item.alert not in known:
             near = difflib.get_close_matches(item.alert, list(known), n=1, cutoff=0.8)
             hint = f"did you mean {near[0]!r}? " if near else ""

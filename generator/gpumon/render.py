@@ -18,18 +18,13 @@ Renderer = Callable[[Spec, list[RuleGroup]], dict[str, str]]
 
 
 
-def _rule_tests(spec: Spec, groups: list[RuleGroup]) -> dict[str, str]:
-    # The scenario builders ask gpumon.rules for the rules they test; build_groups keeps the
-    # groups of the last specs, so they read these same objects rather than building them again.
-    return ruletests.files(spec)
-
-
-RENDERERS: list[Renderer] = [rule_output.files, alertmanager.files, dashboards.files, _rule_tests, runbooks.files,
+RENDERERS: list[Renderer] = [rule_output.files, alertmanager.files, dashboards.files, ruletests.files, runbooks.files,
                              sidecar.files]
 
 
-def render(spec: Spec) -> dict[str, str]:
-    """Render every output file for ``spec``.
+def render(spec: Spec, groups: list[RuleGroup] | None = None) -> dict[str, str]:
+    """Render every output file for ``spec`` from its rule ``groups`` (built here when not given:
+    :func:`gpumon.rules.build_groups`; a caller that built them already passes them).
 
     Returns:
         {relative path: file text}, sorted by path.
@@ -38,7 +33,7 @@ def render(spec: Spec) -> dict[str, str]:
             remove later (programming errors).
     """
     files: dict[str, str] = {}
-    groups = build_groups(spec)
+    groups = build_groups(spec) if groups is None else groups
     for renderer in RENDERERS:
         for path, text in renderer(spec, groups).items():
             if path in files:

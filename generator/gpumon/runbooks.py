@@ -25,7 +25,7 @@ from jinja2.sandbox import SandboxedEnvironment
 
 from .durations import format_duration
 from .promqltext import quote
-from .rules import build_groups, names
+from .rules import names
 from .rules.model import Rule, RuleGroup
 from .rules.output import CRD_PATH, PLAIN_PATH
 from .rules.promql import num
@@ -136,9 +136,8 @@ def render_one(spec: Spec, alert: str, rules: list[Rule]) -> str:
     return re.sub(r"\n{3,}", "\n\n", text)
 
 
-def files(spec: Spec, groups: list[RuleGroup] | None = None) -> dict[str, str]:
-    """Rendered runbooks keyed by path relative to the output folder, one per alert name;
-    ``groups`` default to :func:`gpumon.rules.build_groups` of ``spec``."""
-    groups = build_groups(spec) if groups is None else groups
+def files(spec: Spec, groups: list[RuleGroup]) -> dict[str, str]:
+    """Rendered runbooks keyed by path relative to the output folder, one per alert name of the
+    ``groups`` built from ``spec`` (:func:`gpumon.rules.build_groups`)."""
     return {RUNBOOK_PATH.format(alert=alert): render_one(spec, alert, rules)
             for alert, rules in _alerts_by_name(groups).items()}

@@ -22,12 +22,13 @@ from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
 from ruamel.yaml.error import MarkedYAMLError, YAMLError
 
-from . import kube, sidecar, sourcepresets, specbounds
+from . import kube, sidecarspec, sourcepresets, specbounds
+from .alertnames import builtin_alerts
 from .durations import format_duration, parse_duration
 from .fields import known_fields
 from .kube import Kubernetes
 from . import overrides as alert_overrides
-from .sidecar import TextfileSidecar
+from .sidecarspec import TextfileSidecar
 
 #: Labels that change with restarts or with ``honor_labels`` and must never identify a GPU.
 VOLATILE_LABELS = ("instance", "pod", "namespace", "container", "service", "endpoint")
@@ -42,18 +43,6 @@ DCGM_BLANK_MIN = 140737488355328
 MAX_SPEC_BYTES = 1 << 20
 MAX_NODES = 50_000
 MAX_DEPTH = 32
-
-#: Alert names gpumon's own rules use (generator/gpumon/rules/); a spec threshold may not take one of them
-#: (tests/test_spec.py keeps this list equal to what the rules render).
-BUILTIN_ALERTS = frozenset((
-    "GpuDevicePluginUnhealthy", "GpuExporterDaemonSetMissing", "GpuExporterDaemonSetNotReady", "GpuExporterDown",
-    "GpuExporterEmpty", "GpuExporterFlapping", "GpuExporterOOMKilled", "GpuExporterPodRestarting",
-    "GpuExporterLegacyNames", "GpuExporterScrapeSlow", "GpuExporterTargetMissing", "GpuFleetTelemetryImplausible", "GpuIdentityLabelMissing",
-    "GpuKubeStateMetricsMissing", "GpuNodeTelemetryImplausible",
-    "GpuLost", "GpuMetricAbsent", "GpuMetricFallbackServing", "GpuMetricIntermittent", "GpuMetricMissing", "GpuNodeCapacityMissing",
-    "GpuNodeExporterMissing", "GpuNodeGpusMissing", "GpuNodeMetricMissing", "GpuProfilingStuck",
-    "GpuTelemetryFrozen", "GpuTelemetryImplausible", "GpuXidCritical", "GpuXidInformational", "GpuXidWarning",
-))
 
 
 @dataclass(frozen=True)
@@ -426,7 +415,7 @@ def parse_spec(text: str, name: str = "<spec>") -> Spec:
         raise SpecError(_dedupe(problems))
     spec = _build(plain, name, lambda path: _position(doc, path, key_of_last=True))
     late: list[Problem] = []
-    alert_overrides.label_problems(spec, lambda path, msg: late.append(
+    alert_overrides.label_problems(spec.overrides, spec.exporter.labels, lambda path, msg: late.append(
         Problem(name, *_position(doc, path, key_of_last=True), _format_path(path), msg)))
     if late:
         raise SpecError(late)
@@ -690,7 +679,7 @@ def _semantic_problems(doc: CommentedMap, plain: dict, name: str) -> list[Proble
         add(["metrics"], "no metric has presence: required; the GPU inventory, coverage and presence alerts are "
             "built from the required fields (issue #15: such a spec rendered empty PromQL)")
     kube.problems(plain, add)
-    sidecar.problems(plain, add)
+    sidecarspec.problems(plain, add)
     specbounds.problems(plain, add, {f.name: f.default for f in dataclasses.fields(Labels)})
     return out
 
@@ -791,7 +780,7 @@ def _alert_name_problems(metrics: list, add) -> None:
     the same name (issue 11, item 11). gpumon's own alert names are taken."""
     first: dict[str, tuple[str, list]] = {}
     for name, severity, path in _alert_names(metrics):
-        if name in BUILTIN_ALERTS:
+        if name in builtin_alerts():
             add(path, f"alert name {name!r} is one of gpumon's own alerts; name the threshold differently")
         elif name in first and first[name][0] != severity:
             add(path, f"alert {name!r} is already used at severity {first[name][0]} ({_format_path(first[name][1])}); "
@@ -1009,7 +998,7 @@ def _build(plain: dict, path: str, where=None) -> Spec:
     return Spec(path=path, name=plain.get("name", "gpumon"), exporter=exporter, alerts=alerts,
                 prometheus_rule=prule, metrics=metrics, dashboards=_dashboards(plain.get("dashboards") or {}),
                 kubernetes=kube.from_plain(plain.get("kubernetes"), labels.node),
-                textfile_sidecar=sidecar.from_plain(plain.get("textfile_sidecar")),
+                textfile_sidecar=sidecarspec.from_plain(plain.get("textfile_sidecar")),
                 overrides=alert_overrides.from_plain(plain.get("overrides"), where))
 
 

@@ -84,7 +84,13 @@ def pick_spec(argument: str | None, option: str | None) -> str | None:
 
 
 def load_or_exit(path: str | None):
-    """Load the spec at ``path``, or print every problem as ``FILE:LINE:COL: path: message`` on
+    """The spec of :func:`load_built_or_exit` (its rule groups built and dropped)."""
+    return load_built_or_exit(path)[0]
+
+
+def load_built_or_exit(path: str | None):
+    """``(spec, rule groups)``: load the spec at ``path`` and build its rule groups
+    (:func:`gpumon.rules.build_groups`, which checks the override names), or print every problem as ``FILE:LINE:COL: path: message`` on
     stderr and exit 2. ``None`` means the nearest ``gpumon.yaml`` (:func:`find_spec`), ``default``
     the bundled spec; when there is no spec, say how to get one and exit 2 (never guess: the
     bundled spec's labels and runbook links are not the user's). Warnings go to stderr."""
@@ -106,7 +112,7 @@ def load_or_exit(path: str | None):
 
     try:
         spec = load_spec(path)
-        build_groups(spec)      # checks the override names against the alerts it builds (kept, cached)
+        groups = build_groups(spec)     # checks the override names against the alerts it builds
     except SpecError as exc:
         for problem in exc.problems:
             click.echo(str(problem), err=True)
@@ -114,4 +120,4 @@ def load_or_exit(path: str | None):
         sys.exit(EXIT_ERROR)
     for warning in spec.warnings:
         click.echo(str(warning), err=True)
-    return spec
+    return spec, groups

@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from .common import EXIT_ERROR, EXIT_FINDINGS, input_options, load_or_exit, read_limits
+from .common import EXIT_ERROR, EXIT_FINDINGS, input_options, load_built_or_exit, read_limits
 
 #: report formats (``gpumon.reporters.FORMATS``; kept here so ``--help`` does not import it)
 FORMATS = ("text", "json", "sarif", "junit", "github")
@@ -71,10 +71,10 @@ def lint_command(paths, spec_path, fmt, fail_on, disable, max_object_bytes, list
         click.echo(f"gpumon: unknown check id(s) for --disable: {', '.join(unknown)}; "
                    f"known: {', '.join(check_ids())}", err=True)
         sys.exit(EXIT_ERROR)
-    spec = load_or_exit(spec_path)
+    spec, groups = load_built_or_exit(spec_path)
     sizes = {"max_object_bytes": max_object_bytes} if max_object_bytes else {}
     report = lint(list(paths) or ["output"], spec, disabled, read_limits(follow_symlinks, max_input_mib),
-                  skip_other=skip_other_files, **sizes)  # a bug ends in the internal-error exit (4)
+                  skip_other=skip_other_files, groups=groups, **sizes)  # a bug ends in the internal-error exit (4)
     click.echo(reporters.render(report, fmt), nl=False)
     if any(f.check == loader.UNREADABLE for f in report.findings):
         click.echo("gpumon: some input could not be read (see input-unreadable findings)", err=True)

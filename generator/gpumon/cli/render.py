@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from .common import EPILOG, EXIT_ERROR, EXIT_FINDINGS, load_or_exit, pick_spec
+from .common import EPILOG, EXIT_ERROR, EXIT_FINDINGS, load_built_or_exit, pick_spec
 
 
 @click.command(epilog=EPILOG)
@@ -33,9 +33,9 @@ def render(spec: str | None, spec_option: str | None, out: str, check: bool) -> 
     from ..runbooks import TemplateProblem
 
     spec = pick_spec(spec, spec_option)
-    model = load_or_exit(spec)
+    model, groups = load_built_or_exit(spec)
     try:
-        files = render_mod.render(model)
+        files = render_mod.render(model, groups)
     except TemplateProblem as exc:      # the spec's own runbook templates
         click.echo(f"gpumon: {exc}", err=True)
         sys.exit(EXIT_ERROR)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from .common import DEFAULT_SPEC, EXIT_ERROR, input_options, load_or_exit, pick_spec, read_limits
+from .common import DEFAULT_SPEC, EXIT_ERROR, input_options, load_built_or_exit, pick_spec, read_limits
 
 VALIDATE_EPILOG = """\b
 Exit codes:
@@ -20,6 +20,18 @@ Exit codes:
   4  internal error: a bug in gpumon (please report it; GPUMON_DEBUG=1 shows the traceback)
 """
 _BACKEND_PREFIX = {"prometheus": "", "thanos": "", "victoriametrics": "", "mimir": "/prometheus"}
+
+
+class _ChecksOption(click.Option):
+    """``--checks``, whose help lists the checks found in gpumon/validate/ (read when help is
+    shown, so other commands do not pay for it)."""
+
+    def get_help_record(self, ctx):
+        from ..checkfind import VALIDATE, find
+
+        names = [f"{i.id} ({i.applies})" if i.applies else i.id for i in find(VALIDATE) if i.selectable]
+        self.help = f"Comma-separated subset of: {', '.join(names)}."
+        return super().get_help_record(ctx)
 
 
 @click.command(epilog=VALIDATE_EPILOG)
@@ -47,9 +59,7 @@ _BACKEND_PREFIX = {"prometheus": "", "thanos": "", "victoriametrics": "", "mimir
               help="Refuse answers larger than this (MiB, after gzip decompression).")
 @click.option("--lookback", default="1h", show_default=True, help="History to check presence and gaps over.")
 @click.option("--concurrency", default=4, show_default=True, type=click.IntRange(1, 32), help="Queries in flight.")
-@click.option("--checks", default=None, metavar="LIST",
-              help="Comma-separated subset of: targets, presence, duplicates, optional, values, continuity, counters, "
-                   "rules-loaded, inventory, metadata, kubernetes (only with the spec's kubernetes section).")
+@click.option("--checks", default=None, metavar="LIST", cls=_ChecksOption, help="Comma-separated subset of the checks.")
 @click.option("--label-limit", type=click.IntRange(1), default=None,
               help="Warn about series with more label names than this [default: 30 with --backend mimir, else off].")
 @click.option("--dashboards", "dashboards", multiple=True, type=click.Path(exists=True), metavar="PATH",
@@ -107,7 +117,7 @@ def validate(args, url, backend, path_prefix, tenant, headers, bearer_token_file
         except PromError as exc:
             raise click.BadParameter(exc.message, param_hint="--header") from None
         extra[key.strip()] = value
-    model = load_or_exit(spec)
+    model, groups = load_built_or_exit(spec)
     try:
         client = PromClient(url, path_prefix=_BACKEND_PREFIX[backend] if path_prefix is None else path_prefix,
                             tenant=tenant, headers=extra, bearer_token_file=bearer_token_file,
@@ -122,7 +132,7 @@ def validate(args, url, backend, path_prefix, tenant, headers, bearer_token_file
         report, code = run_validate(model, client, lookback=lookback_s, concurrency=concurrency, checks=chosen,
                                     label_limit=limit, dashboards=tuple(dashboards),
                                     dashboard_max_queries=dashboard_max_queries,
-                                    matrix=fmt == "html",
+                                    matrix=fmt == "html", groups=groups,
                                     read_limits=read_limits(follow_symlinks, max_input_mib))  # the matrix is GPUs x fields: only HTML shows it
     text = reporters.render(report, fmt, color=fmt == "text" and sys.stdout.isatty())
     # an HTML file is for a browser: with -o, the terminal gets the text report instead

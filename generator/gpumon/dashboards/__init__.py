@@ -7,7 +7,7 @@ renderer registered in ``gpumon.render.RENDERERS``.
 
 from __future__ import annotations
 
-from ..rules import RuleGroup, build_groups
+from ..rules import RuleGroup
 from ..spec import Spec
 from . import detail, fleet, health
 from .output import CONFIGMAP_PATH, JSON_PATH, configmap, to_json
@@ -21,19 +21,19 @@ def file_name(spec: Spec, module) -> str:
     return f"{spec.name}-{module.KEY}"
 
 
-def build_all(spec: Spec, groups: list[RuleGroup] | None = None) -> dict[str, dict]:
-    """{file name: dashboard model} for every dashboard (empty when ``dashboards.enabled`` is false);
-    ``groups`` default to :func:`gpumon.rules.build_groups` of ``spec``."""
+def build_all(spec: Spec, groups: list[RuleGroup]) -> dict[str, dict]:
+    """{file name: dashboard model} for every dashboard (empty when ``dashboards.enabled`` is false),
+    reading alert and recording-rule names from the ``groups`` built from ``spec``
+    (:func:`gpumon.rules.build_groups`)."""
     if not spec.dashboards.enabled:
         return {}
-    groups = build_groups(spec) if groups is None else groups
     return {file_name(spec, mod): mod.dashboard(spec, groups).build() for mod in DASHBOARDS}
 
 
-def files(spec: Spec, groups: list[RuleGroup] | None = None) -> dict[str, str]:
+def files(spec: Spec, groups: list[RuleGroup]) -> dict[str, str]:
     """Renderer: ``dashboards/<name>.json`` and, unless disabled in the spec,
     ``kubernetes/grafana-dashboard-<name>.yaml`` for each dashboard. Panels read alert and
-    recording-rule names from ``groups`` (default: :func:`gpumon.rules.build_groups`)."""
+    recording-rule names from ``groups`` (:func:`gpumon.rules.build_groups`)."""
     s = spec.dashboards
     out: dict[str, str] = {}
     for name, model in build_all(spec, groups).items():

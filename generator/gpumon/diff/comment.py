@@ -4,6 +4,11 @@ fit, sections are cut at item boundaries (never inside a code block) with a note
 
 from __future__ import annotations
 
+def quoted(value) -> str:
+    """``value`` as Markdown inline code, ``none`` for None."""
+    return "none" if value is None else f"`{value}`"
+
+
 #: GitHub's maximum comment body (characters)
 GITHUB_LIMIT = 65536
 _NOTE = ("\n_… {n} more change(s) not shown here: the comment is capped at {limit:,} characters{why}. "

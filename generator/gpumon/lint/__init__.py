@@ -17,6 +17,7 @@ from typing import Iterable
 
 from ..applysize import BUDGET
 from ..findings import SEVERITIES, Report
+from ..rules import RuleGroup, build_groups
 from ..spec import Spec
 from ..readers import loader
 from ..docpages import LINT_DIR, page_uri
@@ -55,7 +56,7 @@ def sections(doc: str) -> dict[str, str]:
 
 def lint(paths: Iterable[str | Path], spec: Spec, disable: Iterable[str] = (),
          limits: loader.inputfiles.Limits = loader.inputfiles.DEFAULT, max_object_bytes: int = BUDGET,
-         skip_other: bool = False) -> Report:
+         skip_other: bool = False, groups: list[RuleGroup] | None = None) -> Report:
     """Lint every rule file, PrometheusRule and dashboard under ``paths``.
 
     Args:
@@ -66,6 +67,8 @@ def lint(paths: Iterable[str | Path], spec: Spec, disable: Iterable[str] = (),
         max_object_bytes: the most bytes a Kubernetes object's last-applied annotation may take
             (``object-too-large-to-apply``; default 90 % of the API server's limit).
         skip_other: named files holding no rules or dashboards are skipped, not unreadable.
+        groups: the rule groups built from ``spec`` (:func:`gpumon.rules.build_groups`), whose
+            recording rules are known names; built here when not given.
     Returns:
         a Report (tool ``gpumon lint``); unreadable input appears as ``input-unreadable`` findings.
     Raises:
@@ -76,7 +79,7 @@ def lint(paths: Iterable[str | Path], spec: Spec, disable: Iterable[str] = (),
     if unknown:
         raise ValueError(f"unknown check id(s): {', '.join(sorted(unknown))}; see `gpumon lint --list-checks`")
     inputs = loader.load(paths, limits, skip_other)
-    ctx = context.build(spec, inputs)
+    ctx = context.build(spec, inputs, build_groups(spec) if groups is None else groups)
     ctx.max_object_bytes = max_object_bytes
     report = Report(tool="gpumon lint")
     report.findings.extend(p for p in inputs.problems if loader.UNREADABLE not in disabled)

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 from .. import fields
 from ..applysize import BUDGET
-from ..rules import build_groups
+from ..rules import RuleGroup
 from ..spec import VOLATILE_LABELS, Spec
 from ..readers import promql
 from ..readers.model import Inputs
@@ -92,8 +92,9 @@ class Context:
         return self.records.get(name)
 
 
-def build(spec: Spec, inputs: Inputs) -> Context:
-    """A :class:`Context` for ``spec`` and the recording rules found in ``inputs``."""
+def build(spec: Spec, inputs: Inputs, groups: list[RuleGroup]) -> Context:
+    """A :class:`Context` for ``spec``, the rule ``groups`` built from it
+    (:func:`gpumon.rules.build_groups`) and the recording rules found in ``inputs``."""
     ctx = Context(spec=spec)
     known = fields.known_fields()
     for name, f in known.items():
@@ -115,7 +116,7 @@ def build(spec: Spec, inputs: Inputs) -> Context:
         for old in m.legacy_names:
             ctx.legacy[old] = m.name
     sources = []
-    for group in build_groups(spec):
+    for group in groups:
         for rule in group.rules:
             if rule.record:
                 ctx.gpumon_records.add(rule.record)

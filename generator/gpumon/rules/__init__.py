@@ -8,26 +8,25 @@ rendering is deterministic.
 from __future__ import annotations
 
 from dataclasses import replace
-from functools import lru_cache
 
 from .. import overrides
 from ..applysize import BUDGET, applied_size
 from ..spec import Problem, Spec, SpecError
-from . import exporter, gaps, inventory, kubernetes, lost, names, presence, sources, values
+from . import exporter, fresh, gaps, inventory, kubernetes, lost, names, presence, sources, values
 from .model import Rule, RuleGroup, group_dict
 
 #: the most bytes one group may take in a PrometheusRule's last-applied annotation: the object's
 #: budget less room for its metadata (name, namespace, labels; generator/gpumon/rules/output.py)
 GROUP_BUDGET = BUDGET - 16 * 1024
 
-__all__ = ["Rule", "RuleGroup", "build_groups", "all_rules", "alert_catalogue"]
+__all__ = ["Rule", "RuleGroup", "build_groups", "all_rules", "rules_of", "alert_catalogue"]
 
 
 def build_groups(spec: Spec) -> list[RuleGroup]:
     """All rule groups for ``spec``, in evaluation-friendly order (recording rules first).
 
-    Built once per spec: a :class:`Spec` is frozen and compares by every section, so the groups
-    are kept for the specs seen last (render, lint and validate ask for them many times).
+    Built anew on every call: build them once (``gpumon render``, ``lint``, ``validate`` do) and
+    pass the list to whatever reads them.
 
     Raises:
         SpecError: the spec's ``overrides`` name an alert (or a field of one) the spec does not
@@ -38,20 +37,20 @@ def build_groups(spec: Spec) -> list[RuleGroup]:
         ``alerts.slow_group_interval`` (1m): they scan every presence series or long windows and
         feed dashboards and slow-moving alerts.
     """
-    return list(_build_groups(spec))
-
-
-@lru_cache(maxsize=8)
-def _build_groups(spec: Spec) -> tuple[RuleGroup, ...]:
     _check_overrides(spec)
+    return _build(spec)
+
+
+def _build(spec: Spec) -> list[RuleGroup]:
     p = spec.name
     slow = spec.alerts.slow_group_interval
     groups = [
         # the normalized readings (issue 13; none without sources) before the inventory that reads them
-        RuleGroup(f"{p}.inventory", tuple(sources.recording(spec) + inventory.inventory(spec) + lost.rules(spec)
+        RuleGroup(fresh.inventory_group(spec), tuple(sources.recording(spec) + inventory.inventory(spec)
+                                          + inventory.target_node(spec) + lost.rules(spec)
                                           + inventory.field_missing(spec, spec.required_metrics)
-                                          + inventory.target_node(spec) + inventory.unlabelled(spec)
-                                          + inventory.aggregates(spec))),
+                                          + inventory.unlabelled(spec)
+                                          + inventory.aggregates(spec) + [fresh.heartbeat(fresh.inventory_group(spec))])),
         # optional fields' missing sets feed coverage only: evaluated with it, each after the
         # nodes where no GPU serves the field (which it leaves out)
         RuleGroup(f"{p}.coverage", tuple(inventory.field_absent(spec, spec.optional_metrics)
@@ -68,14 +67,14 @@ def _build_groups(spec: Spec) -> tuple[RuleGroup, ...]:
         # scraped every 30-60 s), so it runs with the slow groups
         groups.insert(3, RuleGroup(f"{p}.kubernetes", tuple(kube), interval=slow))
     # rules the spec's overrides switch off are left out here, once for every writer
-    return tuple(RuleGroup(g.name, tuple(r for r in g.rules if not r.disabled), g.interval) for g in groups)
+    return [RuleGroup(g.name, tuple(r for r in g.rules if not r.disabled), g.interval) for g in groups]
 
 
 def alert_catalogue(spec: Spec) -> dict[str, list[str]]:
     """{alert name: the fields its rules are about (``dcgm_field``), sorted} of every alert built for
     ``spec`` without its overrides: the names the ``overrides`` section may use."""
     out: dict[str, set[str]] = {}
-    for group in _build_groups(replace(spec, overrides=())):
+    for group in _build(replace(spec, overrides=())):
         for rule in (r for r in group.rules if r.alert):
             fields = out.setdefault(rule.alert, set())
             if rule.label_map.get(names.FIELD_LABEL):
@@ -86,7 +85,7 @@ def alert_catalogue(spec: Spec) -> dict[str, list[str]]:
 def _check_overrides(spec: Spec) -> None:
     if not spec.overrides:
         return
-    found = overrides.name_problems(spec, alert_catalogue(spec))
+    found = overrides.name_problems(spec.overrides, alert_catalogue(spec))
     if found:
         raise SpecError([Problem(spec.path, *item.position(field),
                                  ".".join(["overrides", item.alert] + (["fields", field] if field else [])), message)
@@ -114,5 +113,11 @@ def _value_groups(spec: Spec) -> list[RuleGroup]:
 
 
 def all_rules(spec: Spec) -> list[Rule]:
-    """Every rule of every group, flattened in group order."""
-    return [r for g in _build_groups(spec) for r in g.rules]
+    """Every rule of every group built for ``spec`` (built anew), flattened in group order; with the
+    groups at hand use :func:`rules_of`."""
+    return rules_of(build_groups(spec))
+
+
+def rules_of(groups: list[RuleGroup]) -> list[Rule]:
+    """Every rule of ``groups``, flattened in group order."""
+    return [r for g in groups for r in g.rules]

@@ -27,7 +27,7 @@ def alert(spec: Spec, name: str, expr: str, *, severity: str, for_: float, kind:
     all_labels.update(spec.alerts.labels)
     all_labels.update(labels or {})
     all_labels["severity"] = severity
-    override = resolve(spec, name, all_labels.get(names.FIELD_LABEL))
+    override = resolve(spec.overrides, name, all_labels.get(names.FIELD_LABEL))
     if override is not None:
         all_labels.update(override.labels)
         all_labels["severity"] = override.severity or severity

@@ -83,12 +83,23 @@ def scrape_slow(spec: Spec) -> Rule:
     duration, timeout = job_sel(spec, "scrape_duration_seconds"), job_sel(spec, "scrape_timeout_seconds")
     on = by(("job",) + ((spec.exporter.labels.cluster,) if spec.exporter.labels.cluster else ()) + ("instance",))
     # the target's own timeout when Prometheus exposes it (--enable-feature=extra-scrape-metrics):
-    # a target scraped with a 2 s timeout was never flagged against the spec's 10 s (issue 11, item 6)
-    expr = with_node(spec, f"{duration} > on ({on}) ({num(ratio)} * {timeout})\n  or\n"
-                           f"  ({duration} > {num(round(limit, 3))} unless on ({on}) {timeout})")
+    # a target scraped with a 2 s timeout was never flagged against the spec's 10 s. One comparison
+    # against a per-target limit (its own, else the spec's): two comparisons joined by `or` give one
+    # target two series on VictoriaMetrics after 1.79 (a vector-vector comparison drops the name, a
+    # scalar one keeps it), and a range query over the moment the target gains its timeout series
+    # fails with "duplicate output timeseries" after the node name is joined
+    expr = with_node(spec, f"{duration} > on ({on}) (\n    {num(ratio)} * {timeout}\n    or\n"
+                           f"    0 * {duration} + {num(round(limit, 3))}\n  )")
     return alert(spec, "GpuExporterScrapeSlow", expr, severity="warning", for_=max(spec.alerts.for_, 600.0),
                  kind="exporter_scrape_slow", ratio_pct=num(round(spec.alerts.scrape_slow_ratio * 100, 1)),
                  timeout=dur(spec.exporter.scrape_timeout))
+
+
+def unserved_legacy_names(spec: Spec) -> list[str]:
+    """The 1.x names of required fields (the spec's ``legacy_names``) that no source of the spec
+    serves: a 1.x name a source lists is served (GpuMetricFallbackServing warns), not blind."""
+    served = {s.series for m in spec.metrics for s in m.sources if s.job == spec.exporter.job}
+    return [n for m in spec.required_metrics for n in m.legacy_names if n not in served]
 
 
 def legacy_names(spec: Spec) -> Rule | None:
@@ -96,9 +107,7 @@ def legacy_names(spec: Spec) -> Rule | None:
     dcgm-exporter's 1.x compatibility mode) and none of the current ones: every GPU alert is blind
     for its node and nothing else fires (issue 11, item 3), so it pages once for the target. The
     names come from the spec's ``legacy_names``; a selector per name (no regex on metric names)."""
-    # a 1.x name the spec lists as a source is served (GpuMetricFallbackServing warns), not blind
-    served = {s.series for m in spec.metrics for s in m.sources if s.job == spec.exporter.job}
-    legacy = [n for m in spec.required_metrics for n in m.legacy_names if n not in served]
+    legacy = unserved_legacy_names(spec)
     if not legacy:
         return None
     lab = spec.exporter.labels

@@ -10,11 +10,16 @@ without a window that runs out while the hardware is still gone.
 from __future__ import annotations
 
 from ..promqltext import matcher
+from ..sourcepresets import PRESETS
 from ..spec import Metric, Spec
 from . import names
 from .common import record
+from .exporter import unserved_legacy_names
 from .model import Rule
-from .promql import by, dur, gpu_ids, job_sel
+from .promql import by, dur, fleet_ids, gpu_ids, job_sel, node_ids
+
+#: the GPU label of dcgm-exporter's 1.x compatibility mode (``uuid``; sourcepresets.py)
+LEGACY_GPU_LABEL = PRESETS["dcgm-exporter-1.x"].gpu
 
 
 def device_ids(spec: Spec) -> tuple[str, ...]:
@@ -46,16 +51,69 @@ def _self(spec: Spec, name: str) -> str:
         f"last_over_time({name}[{dur(spec.alerts.inventory_lookback)}])"
 
 
+def legacy(spec: Spec) -> list[Rule]:
+    """:data:`names.LEGACY_INVENTORY`: the GPUs a node on dcgm-exporter 1.x names reports (the
+    required fields' ``legacy_names`` no source serves; label ``uuid`` read as the spec's GPU
+    label), so a GPU lost there, or across the upgrade to current names, is known and pages. None
+    when the spec lists no such name."""
+    legacy_names = unserved_legacy_names(spec)
+    if not legacy_names:
+        return []
+    lab = spec.exporter.labels
+    job = matcher("job", spec.exporter.job)
+    sel = " or ".join(f"{n}{{{job},{matcher(LEGACY_GPU_LABEL, '', '!=')}}}" for n in legacy_names)
+    if lab.gpu != LEGACY_GPU_LABEL:
+        sel = f'label_replace({sel}, "{lab.gpu}", "$1", "{LEGACY_GPU_LABEL}", "(.+)")'
+    return [record(names.LEGACY_INVENTORY, f"group by ({by(device_ids(spec))}) (\n  {sel}\n)")]
+
+
+def _reporting(spec: Spec) -> list[str]:
+    """The per-GPU sets of GPUs reporting now: the inventory, and the 1.x-names set when rendered."""
+    return [names.INVENTORY] + ([names.LEGACY_INVENTORY] if unserved_legacy_names(spec) else [])
+
+
 def known(spec: Spec) -> Rule:
-    """:data:`names.KNOWN`: the GPUs reporting now, seen within the inventory lookback, or known at
-    the last evaluation, and not retired."""
+    """:data:`names.KNOWN`: the GPUs reporting now (current or 1.x names), seen within the
+    inventory lookback, or known at the last evaluation, and not retired."""
     dev = by(device_ids(spec))
-    seen = _self(spec, names.INVENTORY)
+    now = "\nor\n".join(f"group by ({dev}) ({s})" for s in _reporting(spec))
+    seen = "\nor\n".join(f"group by ({dev}) ({_self(spec, s)})" for s in _reporting(spec))
     # the GPUs seen within the lookback as well: an engine that cannot read a rule's own earlier
     # result (vmalert -replay evaluates a rule over a whole range at once; VictoriaMetrics makes a
     # new series searchable only seconds after its first sample) still knows them for that long
-    return record(names.KNOWN, f"group by ({dev}) ({names.INVENTORY})\nor\ngroup by ({dev}) ({seen})\n"
-                               f"or\n{_self(spec, names.KNOWN)}")
+    return record(names.KNOWN, f"{now}\nor\n{seen}\nor\n{_self(spec, names.KNOWN)}")
+
+
+def _target_ids(spec: Spec) -> tuple[str, ...]:
+    lab = spec.exporter.labels
+    return ("job",) + ((lab.cluster,) if lab.cluster else ()) + ("instance",)
+
+
+def targets_known(spec: Spec) -> Rule:
+    """:data:`names.TARGETS_KNOWN`: each exporter target and the node its GPU series named (current
+    or 1.x names), held from its own last value while the target has an ``up`` series (up or
+    down): a target that leaves service discovery loses its ``up`` series and drops out, one whose
+    exporter is down or serves no labels stays."""
+    lab = spec.exporter.labels
+    ids = _target_ids(spec)
+    parts = [names.TARGET_NODE]
+    legacy_names = unserved_legacy_names(spec)
+    if legacy_names:
+        job = matcher("job", spec.exporter.job)
+        sel = " or ".join(f"{n}{{{job},{matcher(lab.node, '', '!=')}}}" for n in legacy_names)
+        parts.append(f"group by ({by(ids + (lab.node,))}) ({sel})")
+    parts.append(f"last_over_time({names.TARGETS_KNOWN}[{dur(spec.alerts.inventory_lookback)}])")
+    expr = "(\n  " + "\n  or\n  ".join(parts) + f"\n)\nand on ({by(ids)})\n{job_sel(spec, 'up')}"
+    return record(names.TARGETS_KNOWN, expr)
+
+
+def node_gone(spec: Spec) -> str:
+    """The nodes of known GPUs none of whose exporter targets is left (removed from service
+    discovery), while the job (and cluster) still has targets: a whole job gone is
+    GpuExporterTargetMissing's page."""
+    nodes, fleet = by(node_ids(spec)), by(fleet_ids(spec))
+    return (f"(\n    group by ({nodes}) ({names.KNOWN})\n    unless on ({nodes})\n    {names.TARGETS_KNOWN}\n"
+            f"    and on ({fleet})\n    group by ({fleet}) ({job_sel(spec, 'up')})\n  )")
 
 
 def xid_metric(spec: Spec) -> Metric | None:
@@ -69,13 +127,17 @@ def xid_keep(spec: Spec, m: Metric) -> tuple[str, ...]:
 
 
 def recent(spec: Spec) -> str:
-    """The GPUs that reported within :func:`lost_window` (4 sample intervals)."""
-    return f"max_over_time({names.INVENTORY}[{dur(4 * spec.exporter.sample_interval)}])"
+    """The GPUs that reported within :func:`lost_window` (4 sample intervals), under current or
+    1.x names."""
+    w = dur(4 * spec.exporter.sample_interval)
+    sets = [f"max_over_time({s}[{w}])" for s in _reporting(spec)]
+    return sets[0] if len(sets) == 1 else "(" + " or ".join(sets) + ")"
 
 
 def xid_lost(spec: Spec) -> list[Rule]:
     """:data:`names.XID_LOST`: a GPU gone while its last XID was critical (XID 79, fallen off the
-    bus), valued the code, until it reports again. From the first evaluation it is not in the
+    bus), valued the code, until it reports again. Only an XID new within the policy window when
+    the GPU went counts (an older one ended its page already; the loss is GpuLost's). From the first evaluation it is not in the
     inventory (not after the lost window, which left the XID page off for that long: it paged
     twice), and only for a known GPU (a retired one leaves it with :data:`names.KNOWN`). One cause, one page: GpuXidCritical holds while
     the GPU is gone, and GpuLost leaves it out (the XID alert alone would resolve after the policy
@@ -91,6 +153,12 @@ def xid_lost(spec: Spec) -> list[Rule]:
         last = f"last_over_time({sel}[{w}]) > 0"
     else:
         last = "(" + " or ".join(f"{last} == {c}" for c in codes) + ")"
+    # only an XID still new when the GPU went (GpuXidCritical's own test: not the value of a
+    # policy window before): a code left set from a fault the GPU was reset from long ago does not
+    # make an unrelated loss an XID page (GpuLost pages it)
+    s = job_sel(spec, m.name)
+    last = (f"(\n      {last}\n      unless\n      (last_over_time({s}[{w}] offset {dur(m.xid.window)}) "
+            f"== last_over_time({s}[{w}]))\n    )")
     dev = by(device_ids(spec))
     keep = by(xid_keep(spec, m))
     # one max by over both sides: the record keeps the alert's labels only (pod, driver version
@@ -101,5 +169,6 @@ def xid_lost(spec: Spec) -> list[Rule]:
 
 
 def rules(spec: Spec) -> list[Rule]:
-    """The known GPUs, then the ones gone after a critical XID (evaluated after the inventory)."""
-    return [known(spec)] + xid_lost(spec)
+    """The GPUs on 1.x names, the known GPUs and targets, then the GPUs gone after a critical XID
+    (evaluated after the inventory and the target's node, which they read)."""
+    return legacy(spec) + [known(spec), targets_known(spec)] + xid_lost(spec)

@@ -24,6 +24,17 @@ INVENTORY = "job_gpu:gpumon_inventory:group"
 #: 1 per GPU (device) that ever reported and is not retired (alerts.retired): the inventory, or this
 #: series' own last value; a lost GPU stays here until it reports again or is declared gone
 KNOWN = "job_gpu:gpumon_known:group"
+#: 1 per GPU (device) reporting only under dcgm-exporter 1.x names now (``dcgm_gpu_temp``, label
+#: ``uuid`` read as the GPU label): known and not lost, though the presence tiers cannot see it
+LEGACY_INVENTORY = "job_gpu:gpumon_legacy_inventory:group"
+#: 1 per exporter target and the node it served, held while the target has an ``up`` series: a
+#: known node none of whose targets is left was removed from service discovery
+TARGETS_KNOWN = "job_instance:gpumon_target_node_known:group"
+#: the time of a rule group's last evaluation (label :data:`GROUP_LABEL`), written by its last rule:
+#: alerts read the group's sparse sets as of then (generator/gpumon/rules/fresh.py)
+EVALUATED = "rule_group:gpumon_evaluation:timestamp"
+#: label on :data:`EVALUATED` naming the rule group
+GROUP_LABEL = "rule_group"
 #: per GPU gone while its last XID was critical (a GPU off the bus), the XID code, until it reports again
 XID_LOST = "job_gpu:gpumon_xid_lost:max"
 #: inventory series (GPUs and MIG instances) per node; ``..._non_mig`` only those not in MIG mode

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from ..spec import Spec
 from ..yamlout import dump, dump_all, generated_header
-from . import build_groups
 from .model import RuleGroup, group_dict, rule_dict  # noqa: F401 (rule_dict: part of this module's API)
 
 PLAIN_PATH = "rules/{name}.rules.yaml"
@@ -55,10 +54,9 @@ def prometheus_rule(spec: Spec, groups: list[RuleGroup]) -> str:
     return dump_all(prometheus_rules(spec, groups), header=_header(spec))
 
 
-def files(spec: Spec, groups: list[RuleGroup] | None = None) -> dict[str, str]:
-    """Rendered rule files keyed by path relative to the output folder; ``groups`` default to
-    :func:`build_groups` of ``spec``."""
-    groups = build_groups(spec) if groups is None else groups
+def files(spec: Spec, groups: list[RuleGroup]) -> dict[str, str]:
+    """Rendered rule files keyed by path relative to the output folder, for the ``groups`` built
+    from ``spec`` (:func:`gpumon.rules.build_groups`)."""
     return {
         PLAIN_PATH.format(name=spec.name): plain_rule_file(spec, groups),
         CRD_PATH.format(name=spec.name): prometheus_rule(spec, groups),

@@ -12,7 +12,7 @@ from __future__ import annotations
 from ..promqltext import matcher
 from ..durations import format_duration
 from ..spec import Metric, Spec
-from . import lost, names, sources
+from . import fresh, lost, names, sources
 from .common import alert
 from .model import Rule
 from .inventory import _inventory
@@ -20,8 +20,10 @@ from .promql import by, dur, fleet_ids, gpu_ids, job_sel, node_ids
 
 
 def _missing(spec: Spec, m: Metric) -> str:
-    """The inventory GPUs that do not report ``m`` now (:data:`names.FIELD_MISSING`)."""
-    return f'{names.FIELD_MISSING}{{{matcher("job", spec.exporter.job)},{matcher(names.FIELD_LABEL, m.name)}}}'
+    """The inventory GPUs that do not report ``m`` now (:data:`names.FIELD_MISSING`), as of the
+    inventory group's last evaluation (:func:`fresh.fresh`: none left from before a restart)."""
+    sel = f'{names.FIELD_MISSING}{{{matcher("job", spec.exporter.job)},{matcher(names.FIELD_LABEL, m.name)}}}'
+    return fresh.fresh(sel, fresh.inventory_group(spec))
 
 
 def _present(spec: Spec, m: Metric) -> str:
@@ -107,7 +109,8 @@ def lost_window(spec: Spec) -> float:
 def gpu_lost(spec: Spec) -> Rule:
     """A known GPU (:data:`names.KNOWN`: it reported once and is not retired) that reports nothing
     now, on a node that still reports other GPUs (a GPU off the bus; an exporter that no longer
-    sees it). Compared per device (UUID), so re-partitioning MIG instances is not a lost GPU. "Now"
+    sees it) or whose exporter targets all left service discovery (:func:`lost.node_gone`; a
+    target that is down is GpuExporterDown's page). Compared per device (UUID), so re-partitioning MIG instances is not a lost GPU. "Now"
     and "still reports" look at :func:`lost_window`, so the scrapes a flapping target misses do not
     count. It stays until the GPU reports again or ``alerts.retired`` names it or its node (it
     resolved when the inventory lookback passed, the GPU still gone). A GPU gone after a critical
@@ -116,7 +119,7 @@ def gpu_lost(spec: Spec) -> Rule:
     nodes = by(node_ids(spec))
     recent = lost.recent(spec)
     expr = (f"(\n  {names.KNOWN}\n  unless on ({device})\n  {recent}\n)\n"
-            f"and on ({nodes})\ngroup by ({nodes}) ({recent})")
+            f"and on ({nodes})\n(\n  group by ({nodes}) ({recent})\n  or\n  {lost.node_gone(spec)}\n)")
     if lost.xid_metric(spec) is not None:
         expr += f"\nunless on ({device})\n{names.XID_LOST}"
     return alert(spec, "GpuLost", expr, severity="critical", for_=spec.alerts.for_, kind="gpu_lost",
@@ -129,7 +132,8 @@ def identity_label_missing(spec: Spec) -> Rule:
     lab = spec.exporter.labels
     # keep the cluster label (when the spec names one) like every other per-target alert
     keep = by(("job",) + ((lab.cluster,) if lab.cluster else ()) + ("instance",))
-    expr = f"max without ({names.FIELD_LABEL}) ({job_sel(spec, names.UNLABELLED)})"  # per target: {keep}
+    unlabelled = fresh.fresh(job_sel(spec, names.UNLABELLED), fresh.inventory_group(spec))
+    expr = f"max without ({names.FIELD_LABEL}) ({unlabelled})"  # per target: {keep}
     return alert(spec, "GpuIdentityLabelMissing", expr, severity="warning", for_=spec.alerts.for_,
                  kind="identity_label_missing")
 

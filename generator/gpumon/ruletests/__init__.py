@@ -13,7 +13,8 @@ import posixpath
 import re
 
 from ..durations import format_duration
-from ..rules import all_rules
+from ..rules import RuleGroup, rules_of
+from ..rules.model import Rule
 from ..rules.output import PLAIN_PATH
 from ..spec import Spec
 from ..yamlout import dump
@@ -23,7 +24,7 @@ from .model import Scenario
 
 TEST_PATH = "tests/{name}.{topic}.test.yaml"
 
-#: topic -> scenario builder, in file order
+#: topic -> scenario builder ``(spec, the spec's built rules) -> scenarios``, in file order
 TOPICS = (
     ("exporter", exporter_cases.scenarios),
     ("presence", presence_cases.scenarios),
@@ -51,23 +52,25 @@ def test_file(spec: Spec, path: str, scenarios: list[Scenario]) -> str:
     return dump(doc, header=header)
 
 
-def files(spec: Spec) -> dict[str, str]:
-    """Rendered rule-test files keyed by path relative to the output folder.
+def files(spec: Spec, groups: list[RuleGroup]) -> dict[str, str]:
+    """Rendered rule-test files keyed by path relative to the output folder, for the rule
+    ``groups`` built from ``spec`` (:func:`gpumon.rules.build_groups`).
 
     Raises:
         gpumon.ruletests.gotemplate.TemplateError: an alert annotation uses Go templating the
             generator cannot expand into ``exp_annotations``.
     """
     out = {}
+    rules = rules_of(groups)
     for topic, build in TOPICS:
-        scenarios = follow_overrides(spec, build(spec))
+        scenarios = follow_overrides(spec, rules, build(spec, rules))
         if scenarios:
             path = TEST_PATH.format(name=spec.name, topic=topic)
             out[path] = test_file(spec, path, scenarios)
     return out
 
 
-def follow_overrides(spec: Spec, scenarios: list[Scenario]) -> list[Scenario]:
+def follow_overrides(spec: Spec, rules: list[Rule], scenarios: list[Scenario]) -> list[Scenario]:
     """``scenarios`` without what the spec's overrides switched off: expected firings of disabled
     rules, expectations about alert names no rendered rule carries, scenarios named for an alert
     that is switched off entirely, and those that expected only disabled rules to fire (their point
@@ -76,7 +79,7 @@ def follow_overrides(spec: Spec, scenarios: list[Scenario]) -> list[Scenario]:
     the overridden rules."""
     if not spec.overrides:
         return scenarios
-    rendered = {r.alert for r in all_rules(spec) if r.alert}
+    rendered = {r.alert for r in rules if r.alert}
     gone = [item.alert for item in spec.overrides if item.alert not in rendered]
     out = []
     for sc in scenarios:

@@ -4,6 +4,7 @@ slow scrapes (both in NVIDIA/dcgm-exporter#607)."""
 from __future__ import annotations
 
 from ..rules import exporter
+from ..rules.model import Rule
 from ..spec import Spec
 from . import fleet
 from .fleet import add_target, steps, target_labels
@@ -155,7 +156,7 @@ def legacy_names(spec: Spec, step: float) -> list[Scenario]:
     return [sc]
 
 
-def scenarios(spec: Spec) -> list[Scenario]:
+def scenarios(spec: Spec, rules: list[Rule]) -> list[Scenario]:
     """Every exporter-target scenario for ``spec``."""
     step = test_step(spec)
     out: list[Scenario] = []

@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 
 from ..rules import gaps, presence
+from ..rules.model import Rule
 from ..spec import Spec
 from . import fleet
 from .fleet import add_gpu, add_target, gpu_ids, steps
@@ -160,7 +161,7 @@ def outage_then_back(spec: Spec, step: float) -> list[Scenario]:
     return [sc]
 
 
-def scenarios(spec: Spec) -> list[Scenario]:
+def scenarios(spec: Spec, rules: list[Rule]) -> list[Scenario]:
     """Every gap scenario for ``spec``."""
     step = test_step(spec)
     return (intermittent(spec, step) + whole_gpu_intermittent(spec, step) + dropped_for_good(spec, step)

@@ -4,7 +4,8 @@ XID field is absent on every GPU (NVIDIA/DCGM#227, it only exists after an event
 from __future__ import annotations
 
 from ..promqltext import matcher
-from ..rules import all_rules, kubernetes, names
+from ..rules import kubernetes, names
+from ..rules.model import Rule
 from ..spec import Spec
 from . import fleet
 from .fleet import Gpu, add_gpu, add_target, as_token, steps
@@ -12,16 +13,16 @@ from .model import Scenario, selector, test_step
 from .series import MISSING, STALE, Token
 
 
-def checked_alerts(spec: Spec) -> list[str]:
-    """Alert names a healthy fleet asserts quiet: all but the kubernetes group's, whose inputs
-    (kube-state-metrics series) these scenarios do not model yet."""
+def checked_alerts(spec: Spec, rules: list[Rule]) -> list[str]:
+    """Alert names a healthy fleet asserts quiet: all of ``rules`` (the spec's built rules) but the
+    kubernetes group's, whose inputs (kube-state-metrics series) these scenarios do not model yet."""
     kube = {r.alert for r in kubernetes.rules(spec) if r.alert}
-    return sorted({r.alert for r in all_rules(spec) if r.alert} - kube)
+    return sorted({r.alert for r in rules if r.alert} - kube)
 
 
-def _hold(spec: Spec, step: float) -> int:
+def _hold(rules: list[Rule], step: float) -> int:
     """The longest ``for`` of any alerting rule, in steps."""
-    return max([steps(r.for_ or 0, step) for r in all_rules(spec) if r.alert] + [0])
+    return max([steps(r.for_ or 0, step) for r in rules if r.alert] + [0])
 
 
 def _windows(spec: Spec, step: float) -> list[int]:
@@ -32,11 +33,12 @@ def _windows(spec: Spec, step: float) -> list[int]:
     return [steps(w, step) for w in (a.gap_window, a.inventory_lookback, a.flapping_window, frozen)]
 
 
-def scenarios(spec: Spec) -> list[Scenario]:
+def scenarios(spec: Spec, rules: list[Rule]) -> list[Scenario]:
     """2 nodes x 2 GPUs with every required and optional field, no sparse field; then an
-    exporter pod replaced, a node joining a settled fleet, and workload labels changing."""
+    exporter pod replaced, a node joining a settled fleet, and workload labels changing.
+    ``rules`` are the spec's built rules."""
     step = test_step(spec)
-    hold = _hold(spec, step)
+    hold = _hold(rules, step)
     checks = sorted({w + hold + 2 for w in _windows(spec, step)})
     sc = Scenario("healthy fleet, sparse XID absent on every GPU: no alert fires", checks[-1] + 2, step)
     gpus = fleet.gpus(2, 2)
@@ -44,19 +46,20 @@ def scenarios(spec: Spec) -> list[Scenario]:
         add_target(sc, spec, inst)
     for g in gpus:
         add_gpu(sc, spec, g, spec.tracked_metrics)
-    names = checked_alerts(spec)
+    names = checked_alerts(spec, rules)
     for at in [hold + 2] + checks:
         sc.quiet(at, *names)
-    return [sc] + pod_replaced(spec) + [node_joined(spec)] + [workload_labels(spec, honor) for honor in (False, True)]
+    return [sc] + pod_replaced(spec, rules) + [node_joined(spec, rules)] \
+        + [workload_labels(spec, rules, honor) for honor in (False, True)]
 
 
-def pod_replaced(spec: Spec) -> list[Scenario]:
+def pod_replaced(spec: Spec, rules: list[Rule]) -> list[Scenario]:
     """A DaemonSet rolling update: node 2's exporter pod is replaced and comes back under a new
     address (``instance``); old and new pod are both scraped for two steps. Nothing fires, and
     field coverage stays 1 (each GPU counted once) during the overlap."""
     step = test_step(spec)
     a = spec.alerts
-    hold = max([steps(r.for_ or 0, step) for r in all_rules(spec) if r.alert] + [0])
+    hold = _hold(rules, step)
     swap = 4
     length = swap + steps(a.gap_window, step) + hold + 4
     sc = Scenario("exporter pod replaced (new instance, two steps of overlap): no alert, coverage stays 1",
@@ -77,7 +80,7 @@ def pod_replaced(spec: Spec) -> list[Scenario]:
     for g in new_gpus:
         add_gpu(sc, spec, g, spec.tracked_metrics,
                 {m.name: ["_"] * swap + fleet.healthy(m, length, step)[swap:] for m in spec.tracked_metrics})
-    names_ = checked_alerts(spec)
+    names_ = checked_alerts(spec, rules)
     for at in sorted({swap + 1, swap + 3, swap + hold + 2, length - 2}):
         sc.quiet(at, *names_)
     if spec.required_metrics:
@@ -88,14 +91,14 @@ def pod_replaced(spec: Spec) -> list[Scenario]:
     return [sc]
 
 
-def node_joined(spec: Spec) -> Scenario:
+def node_joined(spec: Spec, rules: list[Rule]) -> Scenario:
     """A third node joins a fleet that has run longer than every window (gap window, inventory
     lookback, flapping, frozen): its exporter's first scrape is empty (dcgm-exporter serves an
     empty page while it initialises), the required fields appear one step later, the optional
     ones another step later (issue 2: "a node that joined a minute ago"). Nothing fires at any
     step of the longest ``for`` after its first scrape, nor one longest ``for`` after each window."""
     step = test_step(spec)
-    hold, windows = _hold(spec, step), _windows(spec, step)
+    hold, windows = _hold(rules, step), _windows(spec, step)
     join = max(windows) + 2
     after = sorted({join + w + hold + 2 for w in windows})
     length = after[-1] + 2
@@ -117,7 +120,7 @@ def node_joined(spec: Spec) -> Scenario:
             first = join + (1 if m.presence == "required" else 2)
             over[m.name] = [MISSING] * first + fleet.healthy(m, length, step)[first:]
         add_gpu(sc, spec, g, spec.tracked_metrics, over)
-    names_ = checked_alerts(spec)
+    names_ = checked_alerts(spec, rules)
     for at in sorted(set(range(join, join + hold + 3)) | set(after)):
         sc.quiet(at, *names_)
     return sc
@@ -173,7 +176,7 @@ def split_series(samples: list[Token], phases: list[tuple[int, int]], count: int
     return out
 
 
-def workload_labels(spec: Spec, honor: bool) -> Scenario:
+def workload_labels(spec: Spec, rules: list[Rule], honor: bool) -> Scenario:
     """One GPU's series change their workload labels (issue 2): no pod, then pod ``train-a``,
     then ``train-b``, then no pod again, after the fleet ran a gap window (so the gap alert is
 armed while its window holds every change). Old series
@@ -181,7 +184,7 @@ armed while its window holds every change). Old series
     fires (presence, gaps, frozen counter, thresholds), field coverage and the GPU's sample ratio
     stay 1."""
     step = test_step(spec)
-    hold, windows = _hold(spec, step), _windows(spec, step)
+    hold, windows = _hold(rules, step), _windows(spec, step)
     gap = steps(spec.alerts.gap_window, step)
     c1 = gap + 2
     c2, c3 = c1 + 3, c1 + 6
@@ -208,7 +211,7 @@ armed while its window holds every change). Old series
         parts = split_series(fleet.healthy(m, length, step), phases, len(label_sets))
         for labels, toks in zip(label_sets, parts):
             sc.add(m.name, {**fleet.series_labels(spec, victim), **labels}, toks)
-    names_ = checked_alerts(spec)
+    names_ = checked_alerts(spec, rules)
     for at in sorted({c1, c1 + 1, c2, c2 + 1, c3, c3 + 1, c1 + hold + 2, c3 + hold + 2,
                       *(c3 + w + 1 for w in windows if c3 + w + 1 < length - 2), length - 2}):
         sc.quiet(at, *names_)

@@ -5,7 +5,8 @@ power that never goes negative across a counter reset (aitra-ai/aitra-meter#59).
 from __future__ import annotations
 
 from ..promqltext import matcher
-from ..rules import all_rules, names
+from ..rules import names
+from ..rules.model import Rule
 from ..spec import Spec
 from . import fleet
 from .fleet import add_gpu, add_target, gpu_ids, node_ids, steps
@@ -13,15 +14,15 @@ from .model import Scenario, selector, test_step
 from .values_cases import SENTINEL
 
 
-def _records(spec: Spec) -> set[str]:
-    return {r.record for r in all_rules(spec) if r.record}
+def _records(rules: list[Rule]) -> set[str]:
+    return {r.record for r in rules if r.record}
 
 
-def node_power(spec: Spec, step: float) -> list[Scenario]:
+def node_power(spec: Spec, rules: list[Rule], step: float) -> list[Scenario]:
     """Per device-wide watts gauge: 4 MIG instances x 100 W read 100 W on their node; a GPU
     reporting a DCGM sentinel adds nothing to its node (only its plausible sibling counts)."""
     out = []
-    recs = _records(spec)
+    recs = _records(rules)
     for m in spec.metrics:
         rec = names.node_sum(m.name)
         if rec not in recs:
@@ -122,10 +123,10 @@ def optional_coverage(spec: Spec, step: float) -> list[Scenario]:
     return [sc]
 
 
-def energy(spec: Spec, step: float) -> list[Scenario]:
+def energy(spec: Spec, rules: list[Rule], step: float) -> list[Scenario]:
     """aitra-ai/aitra-meter#59, 300 W from the energy counter, a reset at step 6; power recording rules never go
     negative (nor NaN) and read exactly 300 W once the window is past the reset."""
-    recs = _records(spec)
+    recs = _records(rules)
     gpu_rec = next((r for r in sorted(recs) if r.startswith(names.energy_watts("job_gpu", ""))), None)
     node_rec = next((r for r in sorted(recs) if r.startswith(names.energy_watts("job_node", ""))), None)
     meter = next((m for m in spec.metrics if m.kind == "counter" and m.unit == "millijoules"), None)
@@ -157,7 +158,8 @@ def energy(spec: Spec, step: float) -> list[Scenario]:
     return [sc]
 
 
-def scenarios(spec: Spec) -> list[Scenario]:
-    """Every recording-rule scenario for ``spec``."""
+def scenarios(spec: Spec, rules: list[Rule]) -> list[Scenario]:
+    """Every recording-rule scenario for ``spec``, whose built rules are ``rules``."""
     step = test_step(spec)
-    return node_power(spec, step) + counts(spec, step) + optional_coverage(spec, step) + energy(spec, step)
+    return (node_power(spec, rules, step) + counts(spec, step) + optional_coverage(spec, step)
+            + energy(spec, rules, step))

@@ -17,6 +17,7 @@ import math
 from .. import re2check
 from ..kube import Kubernetes
 from ..rules import kubernetes as krules
+from ..rules.model import Rule
 from ..spec import Spec
 from . import fleet
 from .fleet import add_gpu, add_target, node_ids, steps
@@ -258,7 +259,7 @@ def _static_scenarios(spec: Spec, k: Kubernetes, step: float) -> list[Scenario]:
     return [missing]
 
 
-def scenarios(spec: Spec) -> list[Scenario]:
+def scenarios(spec: Spec, rules: list[Rule]) -> list[Scenario]:
     """Scenarios for the spec's kubernetes section ([] without one, or when it cannot be modelled:
     see the module docstring)."""
     k = spec.kubernetes

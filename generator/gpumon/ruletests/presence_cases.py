@@ -4,7 +4,8 @@ missing; MIG instances without the fields DCGM does not report per instance."""
 
 from __future__ import annotations
 
-from ..rules import all_rules, exporter, gaps, presence
+from ..rules import exporter, gaps, presence
+from ..rules.model import Rule
 from ..spec import Metric, Spec
 from . import fleet
 from .fleet import Gpu, add_gpu, add_target, gpu_ids, lost_from, node_ids, steps, target_labels
@@ -75,7 +76,7 @@ def fleet_field_lost(spec: Spec, m: Metric, step: float) -> Scenario:
     return sc
 
 
-def cluster_field_lost(spec: Spec, m: Metric, step: float) -> Scenario:
+def cluster_field_lost(spec: Spec, rules: list[Rule], m: Metric, step: float) -> Scenario:
     """Field ``m`` goes stale on every GPU of one cluster while another cluster of the same job
     keeps it (a global Thanos/Mimir ruler sees both): one GpuMetricAbsent for that cluster; the
     node tier stays quiet (it compares nodes within a cluster)."""
@@ -95,7 +96,7 @@ def cluster_field_lost(spec: Spec, m: Metric, step: float) -> Scenario:
         add_gpu(sc, spec, g, spec.required_metrics, extra=other)
     at = LOSS_AT + window + hold + 2
     sc.expect(at, absent.alert, [Firing(absent, fleet.fleet_labels(spec), 1)])
-    if (node.alert, node.labels) in {(r.alert, r.labels) for r in all_rules(spec) if r.alert}:
+    if (node.alert, node.labels) in {(r.alert, r.labels) for r in rules if r.alert}:
         sc.quiet(at, node.alert)
     return sc
 
@@ -214,12 +215,12 @@ def mig_quiet(spec: Spec, step: float) -> Scenario:
     return sc
 
 
-def scenarios(spec: Spec) -> list[Scenario]:
-    """Every presence scenario for ``spec``: three tiers per required field, then whole-GPU,
-    target-down, label and MIG scenarios."""
+def scenarios(spec: Spec, rules: list[Rule]) -> list[Scenario]:
+    """Every presence scenario for ``spec`` (whose built rules are ``rules``): three tiers per
+    required field, then whole-GPU, target-down, label and MIG scenarios."""
     step = test_step(spec)
     out: list[Scenario] = []
-    rendered = {(r.alert, r.labels) for r in all_rules(spec) if r.alert}
+    rendered = {(r.alert, r.labels) for r in rules if r.alert}
     for m in spec.required_metrics:
         absent, node, gpu = _tiers(spec, m)
         # the node and GPU tiers need another required field to tell "reports other fields"
@@ -229,7 +230,7 @@ def scenarios(spec: Spec) -> list[Scenario]:
             out.append(node_field_lost(spec, m, step))
         out.append(fleet_field_lost(spec, m, step))
     if spec.exporter.labels.cluster and spec.required_metrics:
-        out.append(cluster_field_lost(spec, spec.required_metrics[0], step))
+        out.append(cluster_field_lost(spec, rules, spec.required_metrics[0], step))
     out += [gpu_lost(spec, step), gpu_lost_on_flapping_node(spec, step), target_down(spec, step),
             identity_label_missing(spec, step), mig_quiet(spec, step)]
     return out

@@ -9,7 +9,8 @@ Rendered only for specs whose metrics list ``sources``.
 
 from __future__ import annotations
 
-from ..rules import all_rules, inventory, names, presence, sources
+from ..rules import inventory, names, presence, sources
+from ..rules.model import Rule
 from ..sourcepresets import NODE_FROM_INSTANCE, PRIMARY, TEXTFILE_LAST_RUN
 from ..spec import Metric, Source, Spec, Threshold
 from . import fleet
@@ -157,7 +158,7 @@ def fallback_serves(spec: Spec, m: Metric, step: float, index: int = 0) -> Scena
     return sc
 
 
-def threshold_from_fallback(spec: Spec, m: Metric, t: Threshold, step: float) -> Scenario | None:
+def threshold_from_fallback(spec: Spec, rules: list[Rule], m: Metric, t: Threshold, step: float) -> Scenario | None:
     """Only the last source has the victim GPU, and it reads past threshold ``t``: quiet while
     the primary (a healthy reading) is there, firing from the fallback once the primary is gone
     (the field guide's case: the temperature alert keeps working from nvidia-smi)."""
@@ -169,7 +170,7 @@ def threshold_from_fallback(spec: Spec, m: Metric, t: Threshold, step: float) ->
     raw = to_source(last, hot)
     if raw is None:
         return None
-    rule = next(r for r in all_rules(spec) if r.alert == t.alert and r.label_map.get(names.FIELD_LABEL) == m.name)
+    rule = next(r for r in rules if r.alert == t.alert and r.label_map.get(names.FIELD_LABEL) == m.name)
     hold = steps(rule.for_, step)
     sc = Scenario(f"{m.name}: {t.alert} fires from {last.label} once the primary is gone, not before",
                   LOSS_AT + hold + 4, step)
@@ -254,8 +255,8 @@ def node_on_fallbacks(spec: Spec, step: float) -> Scenario | None:
     return sc
 
 
-def scenarios(spec: Spec) -> list[Scenario]:
-    """Every fallback scenario for ``spec`` (none without sources)."""
+def scenarios(spec: Spec, rules: list[Rule]) -> list[Scenario]:
+    """Every fallback scenario for ``spec`` (none without sources); ``rules`` are its built rules."""
     step = test_step(spec)
     out: list[Scenario] = []
     for m in spec.tracked_metrics:
@@ -264,6 +265,6 @@ def scenarios(spec: Spec) -> list[Scenario]:
         chain = [s for s in m.sources if usable(s)]
         built = [fallback_serves(spec, m, step, i) for i in range(len(chain))] + [unserved(spec, m, step)]
         out += [sc for sc in built if sc]
-        out += [sc for t in m.thresholds if (sc := threshold_from_fallback(spec, m, t, step))]
+        out += [sc for t in m.thresholds if (sc := threshold_from_fallback(spec, rules, m, t, step))]
     whole = node_on_fallbacks(spec, step)
     return out + ([whole] if whole else [])

@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections import defaultdict
 
 from ..rules import values
+from ..rules.model import Rule
 from ..spec import Metric, Spec, Threshold
 from . import fleet
 from .fleet import add_target, as_token, firing_value, gpu_ids, holds, steps
@@ -295,7 +296,7 @@ def profiling_stuck(spec: Spec, step: float) -> list[Scenario]:
     return out
 
 
-def scenarios(spec: Spec) -> list[Scenario]:
+def scenarios(spec: Spec, rules: list[Rule]) -> list[Scenario]:
     """Every value scenario for ``spec``: implausible per metric, thresholds, frozen counters, and
     the profiling-stuck divergence."""
     step = test_step(spec)

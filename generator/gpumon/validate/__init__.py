@@ -1,8 +1,8 @@
 """``gpumon validate``: prove on a live Prometheus that every spec'd series exists, and say why not.
 
-Checks run in order, one module each: reachability (stops the run when the API cannot be used),
-stores (Thanos Query: every store answered), targets, presence, sources (metrics with fallback sources), duplicates, optional, values, continuity, counters, rules-loaded, inventory,
-metadata, and kubernetes (only with the spec's ``kubernetes`` section). Each returns findings
+Checks run in order, one module each, found in this folder (:mod:`gpumon.checkfind`: a module
+with ``CHECK``, ``ORDER`` and ``run(ctx)``): reachability first (it stops the run when the API
+cannot be used), then every check ``--checks`` may pick (:data:`CHECKS`). Each returns findings
 (:class:`gpumon.findings.Finding`) and the JUnit cases it ran (one per check x metric), and
 declares the finding ids it reports (``FINDINGS``). What several checks need (targets, GPU
 inventory, loaded rule groups) is a shared fact on the context (:mod:`.facts`), computed on first
@@ -27,22 +27,22 @@ from ..durations import format_duration
 from ..exitcodes import EXIT_ERROR, EXIT_FINDINGS, EXIT_INCONCLUSIVE, EXIT_OK
 from ..findings import Report
 from ..promapi import PromClient
+from ..rules import RuleGroup
 from ..spec import Spec
-from . import (continuity, counters, coverage, duplicates, inventory, kubernetes, metadata, optional, presence, reachability,
-               rules_loaded, sources, stores, targets, values)
+from ..checkfind import VALIDATE, modules
+from . import coverage, reachability
 from .base import Context
 
-#: Check modules in run order (ids as used in ``--checks`` and JUnit class names).
-CHECKS = {"stores": stores, "targets": targets, "presence": presence, "sources": sources, "duplicates": duplicates, "optional": optional,
-          "values": values, "continuity": continuity, "counters": counters, "rules-loaded": rules_loaded,
-          "inventory": inventory, "metadata": metadata, "kubernetes": kubernetes}
+#: Check modules ``--checks`` may pick, by id (as used in ``--checks`` and JUnit class names), in
+#: run order
+CHECKS = {m.CHECK: m for m in modules(VALIDATE, selectable_only=True)}
 
 
 def validate(spec: Spec, client: PromClient, *, lookback: float = 3600.0, concurrency: int = 4,
              checks: tuple[str, ...] = tuple(CHECKS), progress: bool = True,
              label_limit: int | None = None, dashboards: tuple[str, ...] = (),
              dashboard_max_queries: int | None = None, matrix: bool = True,
-             read_limits=None) -> tuple[Report, int]:
+             read_limits=None, groups: list[RuleGroup] | None = None) -> tuple[Report, int]:
     """Run the checks against the server behind ``client``.
 
     Args:
@@ -60,12 +60,14 @@ def validate(spec: Spec, client: PromClient, *, lookback: float = 3600.0, concur
             that shows it).
         read_limits: how dashboard files are read (:class:`gpumon.readers.files.Limits`;
             None: the defaults).
+        groups: the rule groups built from ``spec`` (:func:`gpumon.rules.build_groups`; built
+            here when not given).
     Returns:
         (report, exit code).
     """
     started = time.monotonic()
     ctx = Context(spec, client, lookback=lookback, concurrency=concurrency, progress=progress,
-                  label_limit=label_limit)
+                  label_limit=label_limit, groups=groups)
     report = Report("gpumon validate", summary={
         "prometheus": client.base, "job": spec.exporter.job, "spec": spec.path,
         "lookback": format_duration(lookback)})

@@ -13,6 +13,7 @@ from functools import cached_property
 from .. import promqltext
 from ..findings import Finding
 from ..promapi import Answer, PromClient, PromError
+from ..rules import RuleGroup, build_groups
 from ..spec import Spec
 from . import facts
 
@@ -81,11 +82,15 @@ class Context:
         concurrency: queries in flight at once (small: validate must not load the server).
         progress: show a progress line on stderr when it is a TTY and the run takes > 1 s.
         label_limit: warn about series with more label names than this (None: no check).
+        groups: the rule groups built from ``spec`` (:func:`gpumon.rules.build_groups`): what the
+            server should have loaded; built here when not given.
     """
 
     def __init__(self, spec: Spec, client: PromClient, lookback: float = 3600.0, concurrency: int = 4,
-                 progress: bool = True, label_limit: int | None = None):
+                 progress: bool = True, label_limit: int | None = None, groups: list[RuleGroup] | None = None):
         self.spec, self.client, self.lookback = spec, client, lookback
+        #: the rule groups gpumon renders for the spec (``rule_groups`` is what the server loaded)
+        self.expected_groups = build_groups(spec) if groups is None else groups
         self.label_limit = label_limit  # max label names per series (Mimir: 30), None = not checked
         self.job = spec.exporter.job
         self.labels = spec.exporter.labels

@@ -14,6 +14,8 @@ from . import hints
 from .base import CheckResult, Context, answered, gpu_count, partial
 
 CHECK = "continuity"
+#: place in reports and runs (gpumon.checkfind)
+ORDER = 80
 #: finding ids this check reports (the check's own id: a query failed or answered partially,
 #: so it could not tell)
 FINDINGS = ("series-intermittent", CHECK)
@@ -21,6 +23,9 @@ FINDINGS = ("series-intermittent", CHECK)
 WHY = ('A field missing from some scrapes passes a "present now" check but makes `for` clauses restart '
        'and rates jump.')
 SILENCE = ('Lower `alerts.gap_min_ratio` in the spec, or leave the check out with --checks.')
+#: for the checks table of docs/validate.md (generated): what the check looks at
+LOOKS_AT = ('per target, GPU and required metric: samples seen / successful scrapes over `--lookback`, below '
+            '`alerts.gap_min_ratio`; worst GPUs first')
 
 
 def query(ctx: Context, m: Metric) -> str:

@@ -22,6 +22,8 @@ from . import hints
 from .base import CheckResult, Context, answered, gpu_count, partial
 
 CHECK = "counters"
+#: place in reports and runs (gpumon.checkfind)
+ORDER = 90
 #: finding ids this check reports (the check's own id: a query failed or answered partially,
 #: so it could not tell)
 FINDINGS = ("counter-decreases", CHECK)
@@ -30,6 +32,12 @@ WHY = ("A spec'd counter that goes down without an exporter restart is not a cou
        'increase() read every drop as a reset and report increases that never happened.')
 SILENCE = ("Set the metric's `kind: gauge` in the spec (a warning: it never fails a run), or leave the check "
            'out with --checks.')
+#: for the checks table of docs/validate.md (generated): what the check looks at
+LOOKS_AT = ("spec'd counters with `resets(m[lookback]) > 2` on a GPU, unless the target's "
+            '`process_start_time_seconds` changed (an exporter restart) (dcgm-exporter#417); one query per '
+            'counter')
+#: notes shown after finding ids in that table: severities other than error
+FINDING_NOTES = {'counter-decreases': 'warning'}
 #: resets over the lookback tolerated: a GPU reset or driver reload resets a real counter (aitra-ai/aitra-meter#59)
 MAX_RESETS = 2
 

@@ -27,6 +27,8 @@ from . import hints
 from .base import CheckResult, Context, other_spelling, partial, query_failed
 
 CHECK = "duplicates"
+#: place in reports and runs (gpumon.checkfind)
+ORDER = 50
 #: finding ids this check reports (the check's own id: a query failed or answered partially,
 #: so it could not tell)
 FINDINGS = ("duplicate-gpu", CHECK)
@@ -34,6 +36,14 @@ FINDINGS = ("duplicate-gpu", CHECK)
 WHY = ('Two exporters or two scrape configs reporting one GPU double every sum and fire every alert '
        'twice.')
 SILENCE = ('Remove one exporter or scrape config, or leave the check out with --checks.')
+#: for the checks table of docs/validate.md (generated): what the check looks at
+LOOKS_AT = ("a GPU UUID reported now by more than one (job, instance): two exporters on a node (GPU Operator's "
+            'plus a Helm-installed one) or two scrape configs for one target; sums double, alerts fire twice. One '
+            'aggregated query on the first required metric: `count by (UUID) (group by (UUID, job, instance) '
+            "(...)) > 1`, limited to UUIDs of the spec's job; MIG instances of one GPU on one target are not "
+            'duplicates. Only targets up now count (`... and on (job, instance) up == 1`): an exporter pod '
+            'replaced by one at a new address reports the same UUIDs from two targets one after the other, which '
+            'is one GPU, not a duplicate')
 
 
 def query(ctx: Context, metric: str) -> str:

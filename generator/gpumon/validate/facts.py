@@ -1,5 +1,5 @@
-"""Facts several validate checks read: the exporter job's targets, the GPU inventory and the loaded
-rule groups. Each is computed on first use by the run context (:class:`~gpumon.validate.base.Context`
+"""Facts several validate checks read: the exporter job's targets (:mod:`.targetfacts`), the GPU
+inventory, which source serves each GPU (:mod:`.sourcefacts`) and the loaded rule groups. Each is computed on first use by the run context (:class:`~gpumon.validate.base.Context`
 exposes them as ``ctx.targets``, ``ctx.inventory``, ``ctx.rule_groups``) and then shared, so a
 check gives the same findings whether it runs alone (``--checks presence``) or after the others.
 
@@ -11,89 +11,13 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
-from dataclasses import dataclass, replace
 
-from ..durations import format_duration, parse_duration
+from ..durations import format_duration
 from ..promapi import Answer, PromError
 from ..promqltext import literal_replacement, matcher
-
-
-@dataclass(frozen=True)
-class Targets:
-    """What the server says about the exporter job's targets.
-
-    ``api`` is the ``/api/v1/targets`` answer (a PromError with kind ``not-found`` where the API
-    does not exist: Mimir, Thanos Query); ``up``, ``empty`` (``scrape_samples_scraped == 0``) and
-    ``flapping`` ({instance: share of successful scrapes} over ``window``) come from instant
-    queries (``up`` only where the targets API does not exist: it is read only then, and holds a
-    sample per target). ``targets`` are the job's active targets from the API. ``down`` are the instances
-    whose GPUs per-GPU checks leave alone (down, flapping, or scraped with 0 samples: one outage,
-    one finding, from the targets check). ``missing`` is true when the job has no target at all
-    (every per-GPU check is skipped). ``scrape_interval`` (seconds) is the targets' own
-    ``scrapeInterval`` when the API gives it (the spec may be wrong about it), else the spec's.
-    """
-
-    api: "Answer | PromError"
-    up: "Answer | PromError | None"
-    empty: "Answer | PromError"
-    flapping: dict[str, float]
-    window: str
-    targets: tuple[dict, ...] = ()
-    down: frozenset[str] = frozenset()
-    missing: bool = False
-    scrape_interval: float = 15.0
-
-
-def targets(ctx) -> Targets:
-    """Ask the targets API, then two instant queries at once (three where the API does not
-    exist: ``up`` of every target), and derive :class:`Targets`."""
-    job = ctx.job
-    res = ctx.run({"targets": ("targets",)})["targets"]
-    window = format_duration(min(ctx.spec.alerts.flapping_window, ctx.lookback))
-    up_sel = f"up{{{matcher('job', job)}}}"
-    no_api = isinstance(res, PromError) and res.kind == "not-found"
-    extra = ctx.queries_at_now({**({"up": up_sel} if no_api else {}),
-                                "samples": f"scrape_samples_scraped{{{matcher('job', job)}}} == 0",
-                                # flapping: often down, and changing state (not just down since a while)
-                                "flapping": f"avg_over_time({up_sel}[{window}]) < "
-                                            f"{ctx.spec.alerts.flapping_min_up_ratio:g}"
-                                            f" and on (job, instance) changes({up_sel}[{window}]) >= 4"})
-    extra.setdefault("up", None)
-    flapping = {} if isinstance(extra["flapping"], PromError) else \
-        {i["metric"].get("instance", ""): float(i["value"][1]) for i in extra["flapping"].data}
-    base = Targets(res, extra["up"], extra["samples"], flapping, window,
-                   scrape_interval=ctx.spec.exporter.scrape_interval)
-    if isinstance(res, PromError):
-        if res.kind != "not-found":
-            return base  # the targets check reports the failed query; nothing is known to be down
-        up = extra["up"]
-        if isinstance(up, PromError):
-            return base
-        if not up.data:
-            return replace(base, missing=True)
-        return replace(base, down=frozenset(i["metric"].get("instance", "?") for i in up.data if i["value"][1] != "1"))
-    found = tuple(t for t in res.data if (t.get("labels") or {}).get("job") == job)
-    if not found:
-        return replace(base, missing=True)
-    intervals = [s for s in (seconds(t.get("scrapeInterval")) for t in found) if s]
-    down = {instance(t) for t in found if instance(t) in flapping or t.get("health") == "down"}
-    if not isinstance(extra["samples"], PromError):
-        down |= {i["metric"].get("instance", "?") for i in extra["samples"].data}
-    return replace(base, targets=found, down=frozenset(down),
-                    scrape_interval=max(intervals) if intervals else base.scrape_interval)
-
-
-def instance(target: dict) -> str:
-    """A target's ``instance`` label (its scrape URL when it has none)."""
-    return (target.get("labels") or {}).get("instance", target.get("scrapeUrl", "?"))
-
-
-def seconds(text: str | None) -> float | None:
-    """A Prometheus duration string in seconds, None when absent or unparsable."""
-    try:
-        return parse_duration(text) if text else None
-    except ValueError:
-        return None
+# the targets and sources facts live in their own modules; read through this one
+from .sourcefacts import Sources, sources  # noqa: F401
+from .targetfacts import Targets, instance, seconds, targets  # noqa: F401
 
 
 class Inventory:
@@ -186,13 +110,18 @@ def inventory_queries(ctx) -> dict[str, str]:
     ids = _ids(ctx)
     out = {f"fleet|now|{i}": reporting_query(ctx, shard) for i, shard in enumerate(_shard_matchers(ctx))}
     legacy = []
+    # the 1.x series name the GPU in the other spelling of the GPU label (``uuid``), and carry the
+    # model and driver labels the version matrix reads: kept, so a 1.x node's GPUs count once each
+    from .base import other_spelling  # base imports this module
+    lab = ctx.labels
+    legacy_ids = ", ".join([_ids(ctx), other_spelling(lab.gpu), lab.model, lab.driver_version])
     for m in ctx.spec.tracked_metrics:
         out[f"state|{m.name}"] = (f'label_replace(count({present(ctx, m.name, recent)}), "{STATE}", "now", "", "")\n or '
                                   f'label_replace({present(ctx, m.name, window)} unless on ({ids}) '
                                   f'{present(ctx, m.name, recent)}, "{STATE}", "gone", "", "")')
         if m.required:
             for name in m.legacy_names:
-                legacy.append(f'label_replace(label_replace(group by ({ids}) ({ctx.sel(name)}), '
+                legacy.append(f'label_replace(label_replace(group by ({legacy_ids}) ({ctx.sel(name)}), '
                               f'"{LEGACY_FIELD}", {literal_replacement(m.name)}, "", ""), '
                               f'"{LEGACY_NAME}", {literal_replacement(name)}, "", "")')
     if legacy:
@@ -405,6 +334,9 @@ def _legacy(ctx, inv: Inventory, legacy) -> None:
             gpu = ctx.gpu(labels)
             inv.legacy[item["metric"].get(LEGACY_FIELD, "")][gpu.key] = item["metric"].get(LEGACY_NAME, "")
             inv.instance.setdefault(gpu.key, labels.get("instance", ""))
+            # a GPU of a node on 1.x names is in the fleet (the inventory's count, the coverage rows)
+            inv.gpus.setdefault(gpu.key, gpu)
+            inv.attrs.setdefault(gpu.key, {k: labels.get(k, "") for k in (ctx.labels.model, ctx.labels.driver_version)})
 
 
 def _last_seen(ctx, inv: Inventory, last: "_LastSeen", second: dict) -> None:
@@ -473,40 +405,3 @@ def loaded_groups(answer: "Answer | PromError") -> dict[str, list[dict]] | None:
     for group in answer.data or []:
         out.setdefault(group.get("name", ""), []).extend(group.get("rules") or [])
     return out
-
-
-@dataclass(frozen=True)
-class Sources:
-    """Which source serves each GPU's reading of every metric with ``sources`` (issue 13), from
-    the normalized expression the rules record (``generator/gpumon/rules/sources.py``), queried as is so
-    it works before the rules are loaded. ``served[metric]`` maps (cluster, UUID) to (node,
-    source label); ``answers[metric]`` keeps the answer (or PromError) per metric."""
-
-    served: dict[str, dict[tuple[str, str], tuple[str, str]]]
-    answers: dict[str, "Answer | PromError"]
-
-    def fallback(self, metric: str) -> set[tuple[str, str]]:
-        """(cluster, UUID) of the GPUs a fallback (not the primary) serves for ``metric``."""
-        from ..sourcepresets import PRIMARY
-        return {k for k, (_, src) in self.served.get(metric, {}).items() if src != PRIMARY}
-
-
-def sources(ctx) -> Sources:
-    """One instant query per metric with sources: ``group by (cluster, node, UUID, source)`` of
-    its normalized expression."""
-    from ..rules import sources as rule_sources
-    from ..rules.names import SOURCE_LABEL
-    lab = ctx.spec.exporter.labels
-    keep = ", ".join(((lab.cluster,) if lab.cluster else ()) + (lab.node, lab.gpu, SOURCE_LABEL))
-    exprs = {m.name: f"group by ({keep}) (\n{rule_sources.normalized(ctx.spec, m).expr}\n)"
-             for m in ctx.spec.metrics if m.sources}
-    answers = ctx.queries_at_now(exprs) if exprs else {}
-    served: dict[str, dict[tuple[str, str], tuple[str, str]]] = {}
-    for name, ans in answers.items():
-        if isinstance(ans, PromError):
-            continue
-        for item in ans.data:
-            labels = item["metric"]
-            key = (labels.get(lab.cluster, "") if lab.cluster else "", labels.get(lab.gpu, ""))
-            served.setdefault(name, {})[key] = (labels.get(lab.node, ""), labels.get(SOURCE_LABEL, ""))
-    return Sources(served, answers)

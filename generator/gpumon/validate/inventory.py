@@ -13,6 +13,8 @@ from . import hints
 from .base import CheckResult, Context, device
 
 CHECK = "inventory"
+#: place in reports and runs (gpumon.checkfind)
+ORDER = 110
 #: finding ids this check reports
 FINDINGS = ("gpu-inventory", "driver-mismatch", "driver-not-pinned-version", "driver-version-unknown")
 #: why the check exists and how to silence it (docs/checks/validate/)
@@ -20,16 +22,23 @@ WHY = ('Drivers and exporter versions decide which fields exist; a node on anoth
        'reason one node lacks a field.')
 SILENCE = ('Set `exporter.driver_version` to the version you run, or leave the check out with --checks; info '
            'and warnings never fail a run.')
+#: for the checks table of docs/validate.md (generated): what the check looks at
+LOOKS_AT = ('nodes x `modelName` x `DCGM_FI_DRIVER_VERSION`: the version matrix, GPUs counted as devices '
+            '(distinct UUID: MIG instances of one GPU, one GPU under two targets or two node names count once; '
+            'every GPU count in a finding message does the same); nodes whose driver differs from the majority, '
+            'or from `exporter.driver_version` when the spec pins one')
+#: notes shown after finding ids in that table: severities other than error
+FINDING_NOTES = {'gpu-inventory': 'info', 'driver-mismatch': 'warning', 'driver-version-unknown': 'info'}
 
 
 def matrix(ctx: Context) -> dict[str, dict[tuple[str, str], set[tuple[str, str]]]]:
-    """``{node: {(model, driver): physical GPUs}}`` for GPUs reporting now, each GPU a
-    :func:`~.base.device` (MIG instances of one GPU and one GPU under two targets are one; ``node``
-    reads ``cluster/node`` when the spec names a cluster label)."""
+    """``{node: {(model, driver): physical GPUs}}`` for GPUs reporting now, under current or 1.x
+    names, each GPU a :func:`~.base.device` (MIG instances of one GPU and one GPU under two targets
+    are one; ``node`` reads ``cluster/node`` when the spec names a cluster label)."""
     inv = ctx.inventory
     lab = ctx.labels
     seen: dict[str, dict[tuple[str, str], set]] = defaultdict(lambda: defaultdict(set))
-    for key in inv.reporting:
+    for key in inv.reporting | {k for keys in inv.legacy.values() for k in keys}:
         attrs = inv.attrs.get(key, {})
         node = f"{key[5]}/{key[1]}" if key[5] else key[1]  # cluster/node under a global view
         seen[node][(attrs.get(lab.model, ""), attrs.get(lab.driver_version, ""))].add(device(key))

@@ -20,7 +20,6 @@ from ..durations import format_duration
 from ..findings import Finding
 from ..kube import Kubernetes
 from ..promapi import Answer, PromError
-from ..rules import build_groups
 from ..rules import kubernetes as krules
 from ..rules import names
 from ..rules.promql import by, node_ids, selector
@@ -29,6 +28,10 @@ from .base import CheckResult, Context, gpu_list, partial, query_failed
 from .facts import loaded_groups
 
 CHECK = "kubernetes"
+#: place in reports and runs (gpumon.checkfind)
+ORDER = 130
+#: when it runs (--checks help)
+APPLIES = "only with the spec's kubernetes section"
 #: finding ids this check reports (the check's own id: a query failed or answered partially,
 #: so it could not tell)
 FINDINGS = ("kube-state-metrics-missing", "kubernetes-inconclusive", "kubernetes-rules-not-loaded",
@@ -40,6 +43,16 @@ WHY = ('GPUs that no exporter reports (a node without an exporter pod, a crash-l
        'device plugin) are invisible to every check that reads GPU series.')
 SILENCE = ("Remove the spec's `kubernetes` section (or give a `static` expectation), or leave the check out "
            'with --checks.')
+#: for the checks table of docs/validate.md (generated): what the check looks at
+LOOKS_AT = ('per node, expected GPUs (`nvidia_com_gpu` capacity / `units_per_gpu`, or the static expectation) vs '
+            'physical GPUs reporting, with the UUIDs of the missing ones when the recorded inventory saw them '
+            'within `--lookback`; GPU nodes with no exporter target (the `GpuNodeExporterMissing` expression and '
+            'its `reason`); exporter containers restarted or OOM-killed within `--lookback` (with their node); '
+            "DaemonSet ready vs desired; allocatable < capacity. Counts come from gpumon's recording rules: when "
+            'the `<name>.kubernetes`/`<name>.inventory` groups are not loaded those findings are inconclusive, '
+            'never "ok"; without kube-state-metrics the pod findings are inconclusive')
+#: notes shown after finding ids in that table: severities other than error
+FINDING_NOTES = {'gpus-above-expected': 'warning', 'node-gpu-capacity-missing': 'warning', 'exporter-restarts': 'warning', 'exporter-daemonset-not-ready': 'warning', 'device-plugin-unhealthy': 'warning', 'kubernetes-rules-not-loaded': 'inconclusive'}
 CASES = ("kube-state-metrics", "expected-gpus", "exporter-targets", "exporter-pods", "daemonset", "device-plugin")
 _REASON_HINT = {"no_exporter_pod": hints.NO_EXPORTER_POD, "pod_not_scraped": hints.POD_NOT_SCRAPED,
                 "no_gpu_series": hints.NO_GPU_SERIES}
@@ -133,7 +146,7 @@ def _rules_loaded(ctx: Context, findings: list[Finding]) -> bool:
     if loaded is None:
         findings.append(query_failed(ctx.rule_groups, CHECK, "rules", _case("expected-gpus")))
         return False
-    want = [g.name for g in build_groups(ctx.spec) if g.name.endswith((".kubernetes", ".inventory"))]
+    want = [g.name for g in ctx.expected_groups if g.name.endswith((".kubernetes", ".inventory"))]
     absent = [g for g in want if g not in loaded]
     if absent:
         findings.append(Finding("kubernetes-rules-not-loaded", "inconclusive", ", ".join(absent),

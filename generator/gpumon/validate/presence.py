@@ -25,6 +25,8 @@ from .base import CheckResult, Context, Gpu, ago, device, gpu_count, gpu_list, o
 from .facts import Inventory
 
 CHECK = "presence"
+#: place in reports and runs (gpumon.checkfind)
+ORDER = 30
 #: finding ids this check reports (the check's own id: a query failed or answered partially,
 #: so it could not tell)
 FINDINGS = ("series-missing", "legacy-metric-names", "field-unsupported-on-mig", "gpu-lost", "node-lost",
@@ -35,6 +37,13 @@ WHY = ('A series that is gone does not alert by itself: a threshold alert such a
        'collector lists, dcgm-exporter#571, #655).')
 SILENCE = ('Mark the metric `presence: optional` (reported by the optional check, never an error) or '
            '`presence: sparse` (never checked) in the spec, or leave the check out with --checks.')
+#: for the checks table of docs/validate.md (generated): what the check looks at
+LOOKS_AT = ("the GPU inventory (union of all spec'd metrics over `--lookback`) against each required metric now; "
+            'gaps classified: never seen / last seen at T, whole fleet / whole node / some GPUs, 1.x names '
+            '(`dcgm_gpu_temp`) present instead, MIG instances that cannot report the field, `Hostname` renamed '
+            '`hostname`. Sparse metrics are never checked.')
+#: notes shown after finding ids in that table: severities other than error
+FINDING_NOTES = {'field-unsupported-on-mig': 'warning', 'node-lost': 'warning'}
 
 
 def run(ctx: Context) -> CheckResult:

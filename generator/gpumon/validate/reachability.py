@@ -8,6 +8,10 @@ from ..promapi import PromError
 from .base import CheckResult, Context
 
 CHECK = "reachability"
+#: place in reports and runs (gpumon.checkfind)
+ORDER = 0
+#: runs by itself (first / with --dashboards), not through --checks
+SELECTABLE = False
 _IDS = {"auth": "auth-error", "not-found": "api-not-found", "api": "api-error", "not-json": "not-prometheus-api",
         "timeout": "prometheus-timeout", "connection": "prometheus-unreachable", "http": "http-error",
         "config": "config-error", "too-large": "response-too-large"}
@@ -17,6 +21,9 @@ FINDINGS = tuple(dict.fromkeys([*_IDS.values(), "not-prometheus-api"]))
 WHY = ('Every other check reads the query API. A login page, a wrong path prefix or a missing tenant '
        'header would otherwise look like "no series": validate says it could not look instead (exit 2).')
 SILENCE = ('Not skippable: fix --prom, --path-prefix, --tenant or the auth options the finding names.')
+#: for the checks table of docs/validate.md (generated): what the check looks at
+LOOKS_AT = ('`vector(1)` on `/api/v1/query`; any failure stops the run (exit 2) and names URL, HTTP status and '
+            "the server's own message")
 
 
 def finding_for(exc: PromError, subject: str) -> Finding:

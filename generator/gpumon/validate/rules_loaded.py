@@ -8,11 +8,12 @@ from collections import Counter
 
 from ..findings import Finding
 from ..promapi import PromError
-from ..rules import build_groups
 from .base import CheckResult, Context, partial, query_failed
 from .facts import loaded_groups
 
 CHECK = "rules-loaded"
+#: place in reports and runs (gpumon.checkfind)
+ORDER = 100
 #: finding ids this check reports (the check's own id: a query failed or answered partially,
 #: so it could not tell)
 FINDINGS = ("rules-not-loaded", "rule-missing", "rule-unhealthy", CHECK)
@@ -21,6 +22,9 @@ WHY = ('Rendered rules that the server never loaded (PrometheusRule selector lab
        'a stale file) mean no alert at all, and nothing says so.')
 SILENCE = ('Leave the check out with --checks when rules run on a server this API does not show (e.g. a '
            'separate ruler).')
+#: for the checks table of docs/validate.md (generated): what the check looks at
+LOOKS_AT = ('`/api/v1/rules` against the groups `gpumon render` writes for this spec (same code: '
+            '`gpumon.rules.build_groups`), with the PrometheusRule selector-label hint')
 
 
 def _selector_hint(ctx: Context) -> str:
@@ -38,7 +42,7 @@ def _key(rule: dict) -> tuple[str, str]:
 def run(ctx: Context) -> CheckResult:
     """Findings: rules-not-loaded (one for every absent group: they share a cause), rule-missing (some rules absent),
     rule-unhealthy (``health: err`` with its lastError)."""
-    expected = build_groups(ctx.spec)
+    expected = ctx.expected_groups
     cases = [f"{CHECK}/{g.name}" for g in expected]
     ans = ctx.rule_groups
     if isinstance(ans, PromError):

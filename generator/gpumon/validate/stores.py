@@ -25,6 +25,8 @@ from ..promapi import PromError
 from .base import CheckResult, Context
 
 CHECK = "stores"
+#: place in reports and runs (gpumon.checkfind)
+ORDER = 10
 #: finding ids this check reports
 FINDINGS = ("store-unavailable", "replica-unavailable", CHECK)
 #: why the check exists and how to silence it (docs/checks/validate/)
@@ -33,6 +35,13 @@ WHY = ('Thanos Query drops a store whose health check fails and then answers wit
        'without an error while the system is heavily degraded", thanos-io/thanos#3562, #6621).')
 SILENCE = ('Bring the store back or remove it from Query\'s --endpoint list; leave the check out with '
            '--checks.')
+#: for the checks table of docs/validate.md (generated): what the check looks at
+LOOKS_AT = ('Thanos Query only (`/api/v1/stores`; other servers answer 404 and the check says nothing): a failing '
+            'store whose external labels no healthy store carries means part of the fleet is in no answer. Query '
+            'drops such a store after a few seconds and then answers without warnings (thanos-io/thanos PR '
+            '#3562), so this is the only place it shows. A failing replica whose twin is healthy is a warning.')
+#: notes shown after finding ids in that table: severities other than error
+FINDING_NOTES = {'store-unavailable': 'inconclusive', 'replica-unavailable': 'warning'}
 
 #: external label names that tell replicas of one HA pair apart (Thanos docs: "Deduplication")
 REPLICA_LABELS = ("replica", "prometheus_replica", "rule_replica", "receive_replica", "__replica__")

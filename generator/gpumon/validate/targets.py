@@ -11,6 +11,8 @@ from .base import CheckResult, Context, partial, query_failed
 from .facts import instance, seconds
 
 CHECK = "targets"
+#: place in reports and runs (gpumon.checkfind)
+ORDER = 20
 #: finding ids this check reports (the check's own id: a query failed or answered partially,
 #: so it could not tell)
 FINDINGS = ("target-missing", "target-down", "target-flapping", "scrape-timeout", "scrape-content-type",
@@ -20,6 +22,16 @@ WHY = ('A target that is down takes every series of its GPUs with it. It is repo
        'per-GPU checks leave its GPUs alone (one cause, one finding).')
 SILENCE = ("Fix the scrape (the finding carries Prometheus' lastError), or leave the check out with "
            '--checks. scrape-slow and targets-api-unavailable are warnings and never fail a run.')
+#: for the checks table of docs/validate.md (generated): what the check looks at
+LOOKS_AT = ("`/api/v1/targets` for the spec's job: health, `lastError`, `lastScrapeDuration` vs `scrapeTimeout`; "
+            '`scrape_samples_scraped == 0`; flapping: `avg_over_time(up)` below `alerts.flapping_min_up_ratio` '
+            'with >= 4 state changes (NVIDIA/dcgm-exporter#607). No targets API (Mimir, Thanos): falls back to '
+            '`up`. No target at all: per-GPU checks are skipped, and the jobs that do carry the first two '
+            "required metrics are named (`count by (job) (DCGM_FI_DEV_GPU_TEMP)`: GPU Operator's "
+            "`nvidia-dcgm-exporter` vs the chart's `dcgm-exporter`) with the hint to set `exporter.job`. GPUs "
+            'behind a down target are reported once, as the target.')
+#: notes shown after finding ids in that table: severities other than error
+FINDING_NOTES = {'scrape-slow': 'warning', 'targets-api-unavailable': 'warning'}
 
 
 def _classify(target: dict) -> tuple[str, str]:

@@ -22,6 +22,8 @@ from ...readers import promql
 from ._base import make
 
 ID = "annotation-label-missing"
+#: place in reports and runs (gpumon.checkfind)
+ORDER = 130
 SEVERITY = "error"
 #: Go-template references to alert labels (text/template syntax, not PromQL).
 _REF = re.compile(r"\$labels\.([A-Za-z_]\w*)|index\s+\$labels\s+\"([A-Za-z_]\w*)\"")

@@ -21,6 +21,8 @@ from ...readers import promql
 from ._base import make, parsed
 
 ID = "counter-fn-on-gauge"
+#: place in reports and runs (gpumon.checkfind)
+ORDER = 40
 SEVERITY = "error"
 #: Spec units of fields whose value is an identifier, not an amount (XID code, state flags).
 CODE_UNITS = ("code", "state")

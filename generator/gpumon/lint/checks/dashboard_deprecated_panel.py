@@ -18,6 +18,8 @@ from ...findings import Finding
 from ._base import make
 
 ID = "dashboard-deprecated-panel"
+#: place in reports and runs (gpumon.checkfind)
+ORDER = 220
 SEVERITY = "error"
 REPLACEMENT = {"graph": "timeseries", "singlestat": "stat", "table-old": "table",
                "grafana-piechart-panel": "piechart", "grafana-worldmap-panel": "geomap",

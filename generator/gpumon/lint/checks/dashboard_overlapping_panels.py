@@ -16,6 +16,8 @@ from ...findings import Finding
 from ._base import make
 
 ID = "dashboard-overlapping-panels"
+#: place in reports and runs (gpumon.checkfind)
+ORDER = 210
 SEVERITY = "warning"
 
 

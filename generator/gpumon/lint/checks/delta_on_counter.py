@@ -19,6 +19,8 @@ from ...readers import promql
 from ._base import make, parsed
 
 ID = "delta-on-counter"
+#: place in reports and runs (gpumon.checkfind)
+ORDER = 50
 SEVERITY = "error"
 
 

@@ -20,6 +20,8 @@ from ...readers import promql
 from ._base import make
 
 ID = "for-missing"
+#: place in reports and runs (gpumon.checkfind)
+ORDER = 80
 SEVERITY = "warning"
 
 

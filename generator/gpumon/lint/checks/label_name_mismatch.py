@@ -22,6 +22,8 @@ from ...readers import promql
 from ._base import make, parsed
 
 ID = "label-name-mismatch"
+#: place in reports and runs (gpumon.checkfind)
+ORDER = 150
 SEVERITY = "error"
 _LEGEND = re.compile(r"\{\{\s*([A-Za-z_]\w*)\s*\}\}")
 _REF = re.compile(r"\$labels\.([A-Za-z_]\w*)")

@@ -23,6 +23,8 @@ from ...readers import promql
 from ._base import make, parsed
 
 ID = "mig-sum-without-uuid"
+#: place in reports and runs (gpumon.checkfind)
+ORDER = 110
 SEVERITY = "warning"
 _SUMS = ("sum", "avg", "count")
 _DEDUP = ("max", "min", "avg", "group", "quantile")

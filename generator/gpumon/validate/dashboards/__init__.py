@@ -29,9 +29,14 @@ from ...promapi import PromError
 from ...readers import loader, promql
 from ..base import CheckResult
 from . import api, exprs, timing, variables, verdicts
+from .judge import Judge
 from .verdicts import FINDINGS, Verdict  # noqa: F401 - re-exported
 
 CHECK = "dashboards"
+#: place in reports and runs (gpumon.checkfind)
+ORDER = 1000
+#: runs by itself (first / with --dashboards), not through --checks
+SELECTABLE = False
 WHY = ('People start from a Grafana panel that says "No data" or shows one GPU too few. Knowing which series '
        "are missing does not say which panels of which dashboards are empty, and a linter cannot see it: the "
        "query is valid, the series just are not there, or a picker anchored on one field hides the GPUs that "
@@ -41,6 +46,10 @@ SILENCE = ("Fix the cause the finding links to (a `series-missing` finding, a ru
            "panel that is empty by design, make its emptiness explicit: read only sparse fields, or filter "
            "(`< 1`, `unless`), and it is `panel-expected-empty`. Leave a dashboard out of `--dashboards` to "
            "skip it; `panel-unsupported` panels (Loki, TestData) are reported as info only.")
+#: for the checks table of docs/validate.md (generated): what the check looks at
+LOOKS_AT = ("with `--dashboards`: every panel of those Grafana dashboards run on the server, after its "
+            "variables; one verdict per panel, linked to the findings above ([docs/dashboards-live.md]"
+            "(dashboards-live.md))")
 #: queries one run may send for dashboards (variables, targets, selector probes)
 MAX_QUERIES = 600
 #: panels evaluated per dashboard (gpumon's own dashboards have under 60; the rest of a larger
@@ -186,7 +195,7 @@ def run(ctx, paths: list[str], prior: list[Finding], max_queries: int = MAX_QUER
               for k, a in probe_answers.items()}
     series = {k: n for k, n in counts.items() if not isinstance(k, tuple)}
     history = {k[1:]: n for k, n in counts.items() if isinstance(k, tuple)}
-    judge = verdicts.Judge(ctx, prior, series, resolved_by_dash, runs, history=history)
+    judge = Judge(ctx, prior, series, resolved_by_dash, runs, history=history)
     out: list[Verdict] = []
     for pr in runs:
         v = judge.verdict(pr)

@@ -1,0 +1,90 @@
+"""The exporter job's targets as validate sees them: a fact several checks read
+(``ctx.targets``, :mod:`gpumon.validate.facts`), computed once per run. Does not import the run
+context; ``ctx`` below is it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from ..durations import format_duration, parse_duration
+from ..promapi import Answer, PromError
+from ..promqltext import matcher
+
+
+@dataclass(frozen=True)
+class Targets:
+    """What the server says about the exporter job's targets.
+
+    ``api`` is the ``/api/v1/targets`` answer (a PromError with kind ``not-found`` where the API
+    does not exist: Mimir, Thanos Query); ``up``, ``empty`` (``scrape_samples_scraped == 0``) and
+    ``flapping`` ({instance: share of successful scrapes} over ``window``) come from instant
+    queries (``up`` only where the targets API does not exist: it is read only then, and holds a
+    sample per target). ``targets`` are the job's active targets from the API. ``down`` are the instances
+    whose GPUs per-GPU checks leave alone (down, flapping, or scraped with 0 samples: one outage,
+    one finding, from the targets check). ``missing`` is true when the job has no target at all
+    (every per-GPU check is skipped). ``scrape_interval`` (seconds) is the targets' own
+    ``scrapeInterval`` when the API gives it (the spec may be wrong about it), else the spec's.
+    """
+
+    api: "Answer | PromError"
+    up: "Answer | PromError | None"
+    empty: "Answer | PromError"
+    flapping: dict[str, float]
+    window: str
+    targets: tuple[dict, ...] = ()
+    down: frozenset[str] = frozenset()
+    missing: bool = False
+    scrape_interval: float = 15.0
+
+
+def targets(ctx) -> Targets:
+    """Ask the targets API, then two instant queries at once (three where the API does not
+    exist: ``up`` of every target), and derive :class:`Targets`."""
+    job = ctx.job
+    res = ctx.run({"targets": ("targets",)})["targets"]
+    window = format_duration(min(ctx.spec.alerts.flapping_window, ctx.lookback))
+    up_sel = f"up{{{matcher('job', job)}}}"
+    no_api = isinstance(res, PromError) and res.kind == "not-found"
+    extra = ctx.queries_at_now({**({"up": up_sel} if no_api else {}),
+                                "samples": f"scrape_samples_scraped{{{matcher('job', job)}}} == 0",
+                                # flapping: often down, and changing state (not just down since a while)
+                                "flapping": f"avg_over_time({up_sel}[{window}]) < "
+                                            f"{ctx.spec.alerts.flapping_min_up_ratio:g}"
+                                            f" and on (job, instance) changes({up_sel}[{window}]) >= 4"})
+    extra.setdefault("up", None)
+    flapping = {} if isinstance(extra["flapping"], PromError) else \
+        {i["metric"].get("instance", ""): float(i["value"][1]) for i in extra["flapping"].data}
+    base = Targets(res, extra["up"], extra["samples"], flapping, window,
+                   scrape_interval=ctx.spec.exporter.scrape_interval)
+    if isinstance(res, PromError):
+        if res.kind != "not-found":
+            return base  # the targets check reports the failed query; nothing is known to be down
+        up = extra["up"]
+        if isinstance(up, PromError):
+            return base
+        if not up.data:
+            return replace(base, missing=True)
+        return replace(base, down=frozenset(i["metric"].get("instance", "?") for i in up.data if i["value"][1] != "1"))
+    found = tuple(t for t in res.data if (t.get("labels") or {}).get("job") == job)
+    if not found:
+        return replace(base, missing=True)
+    intervals = [s for s in (seconds(t.get("scrapeInterval")) for t in found) if s]
+    down = {instance(t) for t in found if instance(t) in flapping or t.get("health") == "down"}
+    if not isinstance(extra["samples"], PromError):
+        down |= {i["metric"].get("instance", "?") for i in extra["samples"].data}
+    return replace(base, targets=found, down=frozenset(down),
+                    scrape_interval=max(intervals) if intervals else base.scrape_interval)
+
+
+def instance(target: dict) -> str:
+    """A target's ``instance`` label (its scrape URL when it has none)."""
+    return (target.get("labels") or {}).get("instance", target.get("scrapeUrl", "?"))
+
+
+def seconds(text: str | None) -> float | None:
+    """A Prometheus duration string in seconds, None when absent or unparsable."""
+    try:
+        return parse_duration(text) if text else None
+    except ValueError:
+        return None

@@ -490,9 +490,9 @@ two engines:
   set of pages at each step, so each page's whole life (start and end) is known;
 * **vmalert + VictoriaMetrics** (Debian's `victoria-metrics` 1.79): every scenario's samples go into one
   VictoriaMetrics by remote write (the one import path that keeps staleness markers), each scenario in a
-  slice of time of its own, 20 minutes apart; one `vmalert -replay.timeFrom/-replay.timeTo` run per rule
-  file (plain spec, cluster spec) evaluates every rule over the whole range and writes recording results
-  and `ALERTS` back; the firing pages are read back raw (`/api/v1/export`) at three checks per scenario
+  slice of time of its own, 20 minutes apart; `vmalert -replay.timeFrom/-replay.timeTo` evaluates
+  every rule of each rule file (plain spec, cluster spec) over the whole range, in layers of chained rules
+  (one run per layer, see below), and writes recording results and `ALERTS` back; the firing pages are read back raw (`/api/v1/export`) at three checks per scenario
   (before the fault, at the bound, at the end).
 
 A page is a firing alert at severity critical or warning, told apart by alert name, cluster, node

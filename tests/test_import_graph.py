@@ -117,7 +117,7 @@ def test_help_imports_no_heavy_library():
 
     code = ("import sys\nfrom click.testing import CliRunner\nfrom gpumon.cli import cli\n"
             "for args in (['--help'], ['render', '--help'], ['validate', '--help'], ['lint', '--help'], "
-            "['diff', '--help'], ['init', '--help']):\n"
+            "['diff', '--help'], ['init', '--help'], ['preview', '--help']):\n"
             "    assert CliRunner().invoke(cli, args).exit_code == 0, args\n"
             "print(' '.join(sorted(m for m in sys.modules)))")
     loaded = set(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,

@@ -62,8 +62,11 @@ class Problem:
 class SpecError(Exception):
     """Raised when a spec cannot be loaded; ``problems`` lists every error found, in file order."""
 
-    def __init__(self, problems: list[Problem]):
+    def __init__(self, problems: list[Problem], warnings: list[Problem] | tuple[Problem, ...] = ()):
         self.problems = sorted(problems, key=lambda p: (p.file, p.line, p.column, p.path))
+        #: the warnings the spec has besides (an uncatalogued field name may be the typo behind an
+        #: error), so a user sees both in one round
+        self.warnings = tuple(warnings)
         super().__init__("\n".join(str(p) for p in self.problems))
 
 
@@ -411,16 +414,17 @@ def parse_spec(text: str, name: str = "<spec>") -> Spec:
         raise SpecError([Problem(name, exc.line, exc.column, _format_path(exc.path), str(exc))]) from None
     # Report schema and semantic problems together, so a user fixes everything in one round.
     problems = _schema_problems(doc, plain, name) + _semantic_problems(doc, plain, name)
+    warnings = _field_warnings(doc, plain, name)
     if problems:
-        raise SpecError(_dedupe(problems))
+        raise SpecError(_dedupe(problems), warnings)
     spec = _build(plain, name, lambda path: _position(doc, path, key_of_last=True))
     late: list[Problem] = []
     alert_overrides.label_problems(spec.overrides, spec.exporter.labels, lambda path, msg: late.append(
         Problem(name, *_position(doc, path, key_of_last=True), _format_path(path), msg)))
     if late:
-        raise SpecError(late)
+        raise SpecError(late, warnings)
     # override names are checked when the rules are built (gpumon.rules.build_groups)
-    return dataclasses.replace(spec, warnings=tuple(_field_warnings(doc, plain, name)))
+    return dataclasses.replace(spec, warnings=tuple(warnings))
 
 
 def _field_warnings(doc: CommentedMap, plain: dict, name: str) -> list[Problem]:
@@ -429,7 +433,8 @@ def _field_warnings(doc: CommentedMap, plain: dict, name: str) -> list[Problem]:
     the closest catalogued field."""
     out = []
     known = known_fields()
-    for i, metric in enumerate(plain.get("metrics") or []):
+    metrics = plain.get("metrics")
+    for i, metric in enumerate(metrics if isinstance(metrics, list) else []):
         mname = metric.get("name") if isinstance(metric, dict) else None
         if not isinstance(mname, str) or not mname.startswith("DCGM_") or mname in known:
             continue

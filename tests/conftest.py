@@ -29,6 +29,19 @@ _SLOW_CALLS = ("promtool", "amtool", "LocalAlertmanager", "LocalPrometheus", "Si
 #: module fixtures only render): under ``--dist loadgroup`` their tests spread over the workers one
 #: by one. Every other module is one xdist group on one worker, so its servers start once.
 _SPREAD_MODULES = {"test_ruletests", "test_fuzz_spec"}
+#: the module-scoped engine parameters: a module's servers start once per engine anyway
+_ENGINE_PARAMS = ("engine", "vm_engine", "am_engine")
+
+
+def _group(module: str, item) -> str:
+    """The xdist group of ``item``: its module and its engines (``test_matrix[prom2.42]``). Module
+    fixtures are set up again for each engine, so one worker per engine costs no extra server
+    start, and a module that runs on two engines takes both workers."""
+    params = getattr(getattr(item, "callspec", None), "params", {})
+    engines = [str(getattr(params[name], "id", params[name])) for name in _ENGINE_PARAMS if name in params]
+    return f"{module}[{','.join(engines)}]" if engines else module
+
+
 #: the longest modules (last full runs), handed out first so no worker is left with one at the end
 _LONGEST_FIRST = ("test_ruletests", "test_matrix", "test_bench_fleet", "test_fuzz_spec", "test_validate_hostile",
                   "test_matrix_vm")
@@ -50,7 +63,7 @@ def pytest_collection_modifyitems(config, items):
                 or any(call in source for call in _SLOW_CALLS)):
             item.add_marker(pytest.mark.slow)
         if module not in _SPREAD_MODULES:
-            item.add_marker(pytest.mark.xdist_group(module))
+            item.add_marker(pytest.mark.xdist_group(_group(module, item)))
     # a stable sort keeps each module's own order (and so its module-scoped fixtures' reuse)
     rank = {name: i for i, name in enumerate(_LONGEST_FIRST)}
     items.sort(key=lambda item: rank.get(item.module.__name__.rsplit(".", 1)[-1] if item.module else "", len(rank)))

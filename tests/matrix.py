@@ -410,6 +410,7 @@ def run(cases: list[Case], promtool: str = "promtool", workers: int = 2) -> tupl
             if not chosen:
                 continue
             spec = matrix_spec(clusters)
+            rules_text(spec)    # rendered here, once, not by two promtool threads at the same time
             folder = Path(tmp) / ("cluster" if clusters else "plain")
             folder.mkdir()
             lingering = matrix_restart.lingering(promtool, folder, spec, {cases.index(c): c for c in chosen})

@@ -41,7 +41,7 @@ prometheus-installed:
 	  DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends prometheus prometheus-alertmanager victoria-metrics chromium busybox >/dev/null; }
 .PHONY: prometheus-installed
 
-tools:                           ## build Prometheus 3.x and Thanos from their Go modules into ~/.cache/gpumon-tools (pinned in tools/versions.env)
+tools:                           ## build Prometheus 3.x, Thanos, Alertmanager and VictoriaMetrics + vmalert from their Go modules into ~/.cache/gpumon-tools (pinned in tools/versions.env)
 	bash scripts/build-tools.sh
 
 # make demo says first what it needs from apt-get, then installs only that (Prometheus; Chromium
@@ -68,10 +68,12 @@ test: $(BIN)/gpumon prometheus-installed tools   ## run the whole test suite (Pr
 test-fast: $(BIN)/gpumon         ## the fast tier: no servers, no promtool, on every core (about 90 s of CPU time)
 	$(BIN)/python -m pytest -q -m "not slow" -n auto
 
-fuzz: $(BIN)/gpumon prometheus-installed   ## a long spec-fuzzing run (CI runs a bounded slice); FUZZ_SEED=N to reproduce
+fuzz: $(BIN)/gpumon prometheus-installed   ## a long fuzzing run of specs, lint/diff/dashboard inputs and sidecar input (CI runs bounded slices); FUZZ_SEED=N to reproduce
 	GPUMON_FUZZ_EXAMPLES=$${FUZZ_EXAMPLES:-20000} GPUMON_FUZZ_ROTATING_EXAMPLES=$${FUZZ_EXAMPLES:-20000} \
 	GPUMON_FUZZ_PROMTOOL_EXAMPLES=$${FUZZ_PROMTOOL_EXAMPLES:-1000} GPUMON_FUZZ_SEED=$${FUZZ_SEED:-} \
-	$(BIN)/python -m pytest -q -s tests/test_fuzz_spec.py
+	GPUMON_FUZZ_INPUT_EXAMPLES=$${FUZZ_INPUT_EXAMPLES:-3000} GPUMON_FUZZ_SIDECAR_EXAMPLES=$${FUZZ_SIDECAR_EXAMPLES:-500} \
+	$(BIN)/python -m pytest -q -s tests/test_fuzz_spec.py tests/test_fuzz_inputs.py \
+	  tests/test_sidecar_hostile.py::test_random_nvidia_smi_output_passes_promtool
 
 clean:
 	rm -rf $(VENV) .pytest_cache

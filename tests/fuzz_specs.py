@@ -37,7 +37,7 @@ class Pools:
     """Value strategies; a hostile draw mixes in the bad pools, a clean one keeps to good values
     (a spec with one bad value among twenty fields is rejected, so clean specs exercise rendering)."""
 
-    def __init__(self, hostile: bool):
+    def __init__(self, hostile: bool, section_share: float | None = None):
         self.durations = st.one_of(st.sampled_from(GOOD_DURATIONS), st.sampled_from(BAD_DURATIONS), st.builds(
             lambda n, u: f"{n}{u}", st.integers(0, 10_000), st.sampled_from("smhdwy"))) if hostile \
             else st.sampled_from(GOOD_DURATIONS)
@@ -49,6 +49,12 @@ class Pools:
         self.labels = st.sampled_from(LABEL_NAMES) if hostile else st.sampled_from(("team", "tier", "zone", "err_code"))
         self.regexes = st.sampled_from(REGEXES) if hostile else st.sampled_from(REGEXES[:4] + ("\\d+", "x|y"))
         self.hostile = hostile
+        self.section_share = section_share
+
+    def share(self, p: float) -> float:
+        """The chance to draw an optional section: ``p``, or the pools' ``section_share`` when set
+        (the promtool slice draws every newer section often, so its few specs reach them)."""
+        return p if self.section_share is None else max(p, self.section_share)
 
 
 def _optional(d: dict, key: str, strategy, draw, p: float = 0.5) -> None:
@@ -61,9 +67,16 @@ def _bad(pools: Pools, bad, good):
 
 
 @st.composite
-def thresholds(draw, pools: Pools):
+def thresholds(draw, pools: Pools, rng=None):
+    """A threshold; a clean one lies strictly inside the metric's range ``rng`` (the spec refuses
+    one no plausible reading crosses, or every one does)."""
     t = {"severity": draw(_bad(pools, ("page",), ("critical", "warning", "info"))),
          "op": draw(_bad(pools, ("==",), (">", ">=", "<", "<="))), "value": draw(pools.numbers)}
+    if not pools.hostile and isinstance(rng, list):
+        lo = rng[0] if rng[0] is not None else t["value"] - 100
+        hi = rng[1] if rng[1] is not None else max(t["value"], lo) + 100
+        if hi - lo > 1:
+            t["value"] = round(lo + (hi - lo) * draw(st.sampled_from((0.25, 0.5, 0.75))), 3)
     _optional(t, "for", pools.durations, draw)
     _optional(t, "alert", _bad(pools, ("gpuLower", "Gpu Hot"), ("GpuHot", "GpuCold", "GpuX1")), draw, 0.3)
     _optional(t, "summary", pools.texts, draw, 0.2)
@@ -79,21 +92,28 @@ def metrics(draw, pools: Pools):
     if not pools.hostile and isinstance(m.get("range"), list) and None not in m["range"]:
         m["range"] = sorted(m["range"])
     if not pools.hostile and m["kind"] == "counter" and isinstance(m.get("range"), list):
-        # counters restart from 0 with the exporter, and their totals grow: a clean range starts at 0 and
-        # has no upper bound (a tiny bound on a growing total renders generated tests that fail: an open bug)
-        m["range"] = [0, None]
+        # counters restart from 0 with the exporter: a clean range starts at 0; a maximum (the spec
+        # refuses one: the total grows) is drawn too
+        m["range"] = [0, draw(st.integers(1, 10 ** 12)) if draw(st.floats(0, 1)) < 0.15 else None]
     if pools.hostile or m["kind"] == "gauge":
-        _optional(m, "thresholds", st.lists(thresholds(pools), max_size=2), draw, 0.6)
+        _optional(m, "thresholds", st.lists(thresholds(pools, m.get("range")), max_size=2 if pools.hostile else 1),
+                  draw, 0.6)
+    else:  # a clean counter's threshold compares its per-second rate (`<` and `>= 0` are refused)
+        _optional(m, "thresholds", st.lists(st.fixed_dictionaries({
+            "severity": st.sampled_from(("critical", "warning")), "op": st.sampled_from((">", ">", ">=", "<")),
+            "value": st.sampled_from((0, 1, 10, 100000, 1000000)), "rate": st.sampled_from(("5m", "10m"))}),
+            max_size=1), draw, 0.4)
     _optional(m, "mig", st.sampled_from(("device", "instance", "unsupported")), draw, 0.3)
     if pools.hostile or m["kind"] == "counter":
         _optional(m, "frozen_check", st.booleans(), draw, 0.2)
     _optional(m, "title", pools.texts, draw, 0.4)
     _optional(m, "description", pools.texts, draw, 0.2)
     _optional(m, "alert_labels", st.lists(pools.labels, max_size=2, unique=True), draw, 0.2)
-    _optional(m, "legacy_names", st.lists(_bad(pools, LEGACY_BAD, ("dcgm_gpu_temp", "dcgm_power_usage")),
-                                          max_size=1), draw, 0.1)
-    _optional(m, "sources", st.lists(sources(pools), min_size=1, max_size=2 if pools.hostile else 1), draw,
-              0.1 if pools.hostile else 0.03)
+    # a clean legacy name is the field's own 1.x-style name (one field per legacy name)
+    legacy = "dcgm_" + m["name"].lower().removeprefix("dcgm_fi_dev_").removeprefix("dcgm_fi_prof_")
+    _optional(m, "legacy_names", st.lists(_bad(pools, LEGACY_BAD, (legacy,)), max_size=1), draw, pools.share(0.1))
+    _optional(m, "sources", st.lists(sources(pools, m), min_size=1, max_size=2 if pools.hostile else 1), draw,
+              pools.share(0.1 if pools.hostile else 0.03))
     return m
 
 
@@ -103,15 +123,22 @@ PRESETS = ("dcgm-exporter-1.x", "nvidia_gpu_exporter", "nvidia-smi-textfile", "o
 SOURCE_LABELS = ("uuid", "host", "instance", "gpu_idx")
 
 
+#: (metric, unit) pairs the nvidia-smi presets serve in that unit
+PRESET_SERVED = {("DCGM_FI_DEV_GPU_TEMP", "celsius"), ("DCGM_FI_DEV_POWER_USAGE", "watts")}
+
+
 @st.composite
-def sources(draw, pools: Pools):
-    """A ``sources`` entry: a preset name, or a mapping (preset overrides or a custom series) whose
-    label mapping may name job, gpumon's own labels or the GPU label twice."""
-    if not pools.hostile:  # a custom series with its labels said: loads whatever the metric
-        # with its GPU index mapped: a source without one renders generated tests that expect the
-        # index label the source's series lack (an open bug in the rule-test builder)
-        return {"name": "gpu_reading", "job": draw(st.sampled_from(("nvidia-smi", "$1", 'x",y'))),
-                "labels": {"gpu": "uuid", "node": draw(st.sampled_from(SOURCE_LABELS[1:3])), "gpu_index": "gpu_idx"}}
+def sources(draw, pools: Pools, metric: dict):
+    """A ``sources`` entry for ``metric``: a preset name, or a mapping (preset overrides or a
+    custom series) whose label mapping may name job, gpumon's own labels or the GPU label twice."""
+    if not pools.hostile:  # a custom series with its labels said (loads whatever the metric), or a preset
+        if (metric["name"], metric["unit"]) in PRESET_SERVED and draw(st.booleans()):
+            return draw(st.sampled_from(("nvidia_gpu_exporter", "nvidia-smi-textfile")))
+        labels = {"gpu": "uuid", "node": draw(st.sampled_from(SOURCE_LABELS[1:3]))}
+        # with or without a GPU index: a source without one borrows it from the GPU's other fields
+        _optional(labels, "gpu_index", st.just("gpu_idx"), draw)
+        return {"name": f"smi_{metric['name'].lower()}", "job": draw(st.sampled_from(("nvidia-smi", "$1", 'x",y'))),
+                "labels": labels}
     if draw(st.booleans()):
         return draw(_bad(pools, ("nvidia-gpu-exporter", ""), PRESETS))
     entry: dict = {}
@@ -173,10 +200,46 @@ def kubernetes(draw, pools: Pools):
     return k
 
 
+#: alert names every spec with a required gauge renders, and ones it may not (an error naming the valid ones)
+OVERRIDE_ALERTS = ("GpuExporterDown", "GpuLost", "GpuMetricAbsent", "GpuTelemetryImplausible", "GpuExporterFlapping")
+OVERRIDE_BAD_ALERTS = ("GpuNope", "GpuMetricFallbackServing", "gpuLost", "Gpu Lost", "A" * 201)
+
+
 @st.composite
-def documents(draw, hostile_share: float = 0.5):
-    """A spec document (a dict), schema-shaped; ``hostile_share`` of them with hostile values."""
-    pools = Pools(hostile=draw(st.floats(0, 1)) < hostile_share)
+def override_settings(draw, pools: Pools):
+    """One override's settings: disable, severity, for, labels, annotations."""
+    o: dict = {}
+    _optional(o, "disable", st.booleans() if pools.hostile else st.just(True), draw, 0.3)
+    _optional(o, "severity", _bad(pools, ("page", ""), ("critical", "warning", "info")), draw, 0.4)
+    _optional(o, "for", pools.durations if pools.hostile else st.sampled_from(("1m", "2m", "5m")), draw, 0.4)
+    _optional(o, "labels", st.dictionaries(_bad(pools, ("alertname", "severity", "dcgm_field", "1a", "a-b"),
+                                                ("team", "tier")), pools.texts, max_size=2), draw, 0.3)
+    _optional(o, "annotations", st.dictionaries(_bad(pools, ("a b", "_x"), ("playbook", "owner")),
+                                                _bad(pools, HOSTILE_TEXT, ("https://wiki.example/gpu", "gpu-infra")),
+                                                max_size=2), draw, 0.3)
+    return o
+
+
+@st.composite
+def overrides(draw, pools: Pools, metric_names: list):
+    """An ``overrides`` section keyed by alert name, some narrowed to a field of the spec."""
+    out: dict = {}
+    for name in draw(st.lists(_bad(pools, OVERRIDE_BAD_ALERTS, OVERRIDE_ALERTS), min_size=1, max_size=2,
+                              unique=True)):
+        o = draw(override_settings(pools))
+        if name in ("GpuMetricAbsent", "GpuTelemetryImplausible") and draw(st.booleans()):
+            field = draw(_bad(pools, ("DCGM_FI_NOPE", "a b"), tuple(metric_names)))
+            o["fields"] = {field: draw(override_settings(pools))}
+        out[name] = o
+    return out
+
+
+@st.composite
+def documents(draw, hostile_share: float = 0.5, section_share: float | None = None):
+    """A spec document (a dict), schema-shaped; ``hostile_share`` of them with hostile values;
+    ``section_share`` (when set) the least chance of each newer section (sources, legacy_names,
+    kubernetes, textfile_sidecar, overrides)."""
+    pools = Pools(draw(st.floats(0, 1)) < hostile_share, section_share)
     exporter = {"job": draw(pools.texts)}
     _optional(exporter, "scrape_interval", _bad(pools, BAD_DURATIONS, ("15s", "30s", "10s")), draw)
     _optional(exporter, "scrape_timeout", _bad(pools, BAD_DURATIONS, ("5s", "10s")), draw, 0.3)
@@ -197,7 +260,7 @@ def documents(draw, hostile_share: float = 0.5):
         windows = st.sampled_from(clean) if clean and not pools.hostile else pools.windows
         _optional(alerts, key, windows, draw, 0.25)
     for key in ("gap_min_ratio", "flapping_min_up_ratio", "scrape_slow_ratio"):
-        _optional(alerts, key, st.one_of(st.floats(0.01, 1) if pools.hostile else st.floats(0.7, 0.99),
+        _optional(alerts, key, st.one_of(st.floats(0.01, 1) if pools.hostile else st.floats(0.7, 0.9),
                                          _bad(pools, NUMBERS, (0.75, 0.9))), draw, 0.15)
     _optional(alerts, "runbook_url", pools.texts if pools.hostile else st.just("https://runbooks.example/gpu"), draw, 0.3)
     _optional(alerts, "labels", st.dictionaries(pools.labels, pools.texts, max_size=2), draw, 0.3)
@@ -209,9 +272,11 @@ def documents(draw, hostile_share: float = 0.5):
     if alerts:
         doc["alerts"] = alerts
     _optional(doc, "name", _bad(pools, ("Bad_Name",), ("gpumon", "prod-gpus", "a")), draw, 0.2)
-    _optional(doc, "kubernetes", kubernetes(pools), draw, 0.25)
-    if pools.hostile:  # clean: the section adds nothing to the rules; hostile: its folder and image checks
-        _optional(doc, "textfile_sidecar", textfile_sidecar(pools), draw, 0.1)
+    _optional(doc, "kubernetes", kubernetes(pools), draw, pools.share(0.25))
+    # clean: the section sets how long the sidecar's readings serve (nvidia-smi-textfile sources);
+    # hostile: its folder and image checks
+    _optional(doc, "textfile_sidecar", textfile_sidecar(pools), draw, pools.share(0.1))
+    _optional(doc, "overrides", overrides(pools, [m.get("name") for m in doc["metrics"]]), draw, pools.share(0.1))
     _optional(doc, "prometheus_rule", st.fixed_dictionaries({"labels": st.dictionaries(
         _bad(pools, ("a/b", "x.y/z"), ("release", "team")), _bad(pools, HOSTILE_TEXT, ("gpumon", "x")),
         max_size=2)}), draw, 0.15)
@@ -229,9 +294,9 @@ MUTATIONS = ("none", "control-char", "invalid-utf8", "truncate", "deep-nesting",
 
 
 @st.composite
-def spec_bytes(draw, hostile_share: float = 0.5):
+def spec_bytes(draw, hostile_share: float = 0.5, section_share: float | None = None):
     """(bytes of a spec file, mutation name)."""
-    doc, hostile = draw(documents(hostile_share))
+    doc, hostile = draw(documents(hostile_share, section_share))
     try:
         text = _dump(doc)
     except (ValueError, OverflowError):  # PyYAML cannot write this value: fall back to repr

@@ -11,8 +11,13 @@ default 20), loading and rendering in process: a fixed number of examples is a f
 number of examples: a fixed seed (``GPUMON_FUZZ_EXAMPLES``, default 400), a wider one
 (``GPUMON_FUZZ_WIDE_EXAMPLES``, default 2000) and the rotating seed (``GPUMON_FUZZ_ROTATING_EXAMPLES``,
 default 100) in process, and a fixed seed through promtool
-(``GPUMON_FUZZ_PROMTOOL_EXAMPLES``, default 8, nine in ten of them clean). ``make fuzz`` runs
-them with far more examples.
+(``GPUMON_FUZZ_PROMTOOL_EXAMPLES``, default 8, nine in ten of them clean, each drawing every newer
+section with at least even odds). ``make fuzz`` runs them with far more examples.
+
+A CI run (``make test``, both tiers) fuzzes 60 + 20 + 400 + 2,000 + 100 + 8 = 2,588 specs. The
+slices of 400 and more, and the promtool slice, assert that specs with each newer section
+(``sources``, ``legacy_names``, ``kubernetes``, ``textfile_sidecar``, ``overrides``) rendered
+(:data:`SECTIONS`), so a strategy change cannot quietly stop drawing them.
 """
 
 from __future__ import annotations
@@ -48,18 +53,38 @@ SETTINGS = dict(deadline=None, database=None, derandomize=False, print_blob=True
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much])
 
 
+def _clean_error(exc: SpecError, path: Path) -> None:
+    assert exc.problems, "a SpecError names at least one problem"
+    for p in exc.problems:
+        assert p.file == str(path) and p.line >= 1 and p.column >= 1 and p.message, str(p)
+        assert str(p).startswith(f"{path}:{p.line}:{p.column}: ")
+
+
 def load_or_error(data: bytes, folder: Path):
-    """The spec, or None after checking the error is clean and positioned."""
+    """(spec, rendered files), or None after checking the error is clean and positioned: the
+    loader's, or the rule builder's (override names are checked against the alerts it builds)."""
     path = folder / "spec.yaml"
     path.write_bytes(data)
     try:
-        return load_spec(path)
+        spec = load_spec(path)
+        return spec, rendered_rules_parse(spec)
     except SpecError as exc:
-        assert exc.problems, "a SpecError names at least one problem"
-        for p in exc.problems:
-            assert p.file == str(path) and p.line >= 1 and p.column >= 1 and p.message, str(p)
-            assert str(p).startswith(f"{path}:{p.line}:{p.column}: ")
+        _clean_error(exc, path)
         return None
+
+
+#: the spec's newer sections, each counted when a drawn spec that renders has it
+SECTIONS = {"sources": lambda s: any(m.sources for m in s.metrics),
+            "legacy_names": lambda s: any(m.legacy_names for m in s.metrics),
+            "kubernetes": lambda s: s.kubernetes is not None,
+            "textfile_sidecar": lambda s: s.textfile_sidecar is not None,
+            "overrides": lambda s: bool(s.overrides)}
+
+
+def count_sections(spec, stats: Counter, prefix: str) -> None:
+    for name, has in SECTIONS.items():
+        if has(spec):
+            stats[f"{prefix}:{name}"] += 1
 
 
 def rendered_rules_parse(spec) -> dict[str, str]:
@@ -74,22 +99,23 @@ def rendered_rules_parse(spec) -> dict[str, str]:
 
 
 def _fuzz(tmp_path_factory, examples: int, fixed: int, stats: Counter, check=None, hostile_share: float = 0.5,
-          shrink: bool = True):
+          shrink: bool = True, section_share: float | None = None):
     folder = tmp_path_factory.mktemp("fuzz")
     phases = tuple(Phase) if shrink else tuple(p for p in Phase if p != Phase.shrink)
 
     @seed(fixed)
     @settings(max_examples=examples, phases=phases, **SETTINGS)
-    @given(spec_bytes(hostile_share))
+    @given(spec_bytes(hostile_share, section_share))
     def one(case):
         data, mutation = case
         stats["specs"] += 1
-        spec = load_or_error(data, folder)
-        if spec is None:
+        loaded = load_or_error(data, folder)
+        if loaded is None:
             stats["rejected"] += 1
             return
-        files = rendered_rules_parse(spec)
+        spec, files = loaded
         stats["rendered"] += 1
+        count_sections(spec, stats, "rendered")
         if check:
             check(spec, files, folder, stats)
 
@@ -101,8 +127,10 @@ def _fixed(tmp_path_factory, examples: int, fixed: int) -> None:
     stats = _fuzz(tmp_path_factory, examples, fixed, Counter())
     print(f"\nfuzz (seed {fixed}): {dict(stats)}")
     assert stats["specs"] >= examples * 0.95
-    # the fuzzer is not vacuous: a fair share of its specs load and render
+    # the fuzzer is not vacuous: a fair share of its specs load and render, the newer sections among them
     assert stats["rendered"] >= stats["specs"] * 0.05, dict(stats)
+    if examples >= 400:
+        assert all(stats[f"rendered:{name}"] for name in SECTIONS), dict(stats)
 
 
 def test_fuzz_fixed_seed_fast_slice(tmp_path_factory):
@@ -153,13 +181,18 @@ def _with_promtool(spec, files, folder: Path, stats: Counter) -> None:
         assert run.returncode == 0, (f"promtool {engine.version} test rules failed for\n{spec}\n"
                                      f"{run.stdout[-4000:]}{run.stderr[-2000:]}")
     stats["promtool"] += 1
+    count_sections(spec, stats, "promtool")
 
 
 def test_fuzz_promtool_accepts_and_passes(tmp_path_factory):
-    # mostly clean specs: the hostile ones are rejected, and the fast tier already covers them
+    # mostly clean specs: the hostile ones are rejected, and the fast tier already covers them;
+    # each newer section drawn in at least half of them, so these few specs reach each one
     stats = _fuzz(tmp_path_factory, SLOW_EXAMPLES, FIXED_SEED + 1, Counter(), check=_with_promtool, hostile_share=0.1,
-                  shrink=False)  # a shrink through promtool ran over 5 minutes in CI; the blob reproduces
+                  shrink=False, section_share=0.5)  # a shrink through promtool ran over 5 minutes in CI; the blob reproduces
     print(f"\nfuzz through promtool (seed {FIXED_SEED + 1}): {dict(stats)}")
     # not vacuous: a share of the drawn specs must reach promtool (clean draws keep to the spec's
-    # documented relations, so most of them load: each costs two promtool runs of the rendered tests)
+    # documented relations, so most of them load: each costs two promtool runs of the rendered tests),
+    # and among them specs with each newer section
     assert stats["promtool"] >= max(1, stats["specs"] // 4), dict(stats)
+    missing = [name for name in SECTIONS if not stats[f"promtool:{name}"]]
+    assert not missing, f"no spec with {missing} reached promtool: {dict(stats)}"

@@ -226,6 +226,9 @@ def test_unreadable_dashboard_exits_2_like_lint_and_diff(tmp_path):
     with HostileProm("healthy") as srv:
         proc, _ = gpumon("validate", "--prom", srv.url, "--dashboards", bad, "--timeout", "5")
     assert proc.returncode == 2 and "bad.json" in proc.stdout and "input-unreadable" in proc.stdout
+    # and said on stderr, as lint and diff say it
+    assert "1 dashboard file(s) could not be read, so their panels were not run" in proc.stderr
+    assert str(bad) in proc.stderr
 
 
 def test_a_stalling_server_costs_a_few_timeouts_not_one_per_query():

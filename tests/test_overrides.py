@@ -16,6 +16,7 @@ from click.testing import CliRunner
 
 from gpumon import render, writer
 from gpumon.cli import cli
+from gpumon.runbooks import OWN_TEMPLATE_MARK
 from gpumon.durations import parse_duration
 from gpumon.rules import build_groups
 from gpumon.spec import SpecError, load_spec, parse_spec
@@ -239,8 +240,10 @@ def test_runbook_templates_next_to_the_spec_win(tmp_path):
     result = _cli_render(tmp_path)
     assert result.exit_code == 0, result.output
     out = tmp_path / "out/runbooks"
-    assert (out / "GpuTemperatureHigh.md").read_text() == "# GpuTemperatureHigh\n\nCall the GPU team on dcgm-exporter.\n"
-    assert (out / "GpuLost.md").read_text().startswith("# GpuLost (ours)\n")
+    # the page carries gpumon's mark (a hidden first line) so a later render may replace it
+    assert (out / "GpuTemperatureHigh.md").read_text() == (f"<!-- {OWN_TEMPLATE_MARK} -->\n"
+                                                           "# GpuTemperatureHigh\n\nCall the GPU team on dcgm-exporter.\n")
+    assert (out / "GpuLost.md").read_text().startswith(f"<!-- {OWN_TEMPLATE_MARK} -->\n# GpuLost (ours)\n")
     assert "Call the GPU team" not in (out / "GpuTemperatureCritical.md").read_text() if (
         out / "GpuTemperatureCritical.md").exists() else True
     assert (out / "GpuExporterDown.md").read_text().startswith("# GpuExporterDown"), "bundled for the others"

@@ -221,6 +221,10 @@ def test_a_hung_nvidia_smis_children_are_killed(tmp_path, shell):
 
 # -- random output, checked with promtool ----------------------------------------------------------
 
+#: random nvidia-smi outputs per run, each through dash and busybox (about 0.6 s each);
+#: ``GPUMON_FUZZ_SIDECAR_EXAMPLES`` sets it (``make fuzz`` runs more)
+SIDECAR_EXAMPLES = int(os.environ.get("GPUMON_FUZZ_SIDECAR_EXAMPLES", "50"))
+
 WORDS = ["[N/A]", "[Not Supported]", "[Unknown Error]", "ERR!", "N/A", "NaN", "nan", "Inf", "+Inf", "-Inf", "1e999",
          "1e5", "-0", "5.", ".5", "-.", "0x1F", "1_000", '"59"', '"', "", " ", "\r", "\u0661\u0662", "9" * 400]
 cells = st.one_of(st.sampled_from(WORDS), st.integers(-10**20, 10**20).map(str),
@@ -237,7 +241,7 @@ nodes = st.text(max_size=20).filter(lambda t: "\0" not in t)
 
 
 @pytest.mark.skipif(not PROMTOOLS, reason="promtool not installed (apt-get install prometheus)")
-@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
+@settings(max_examples=SIDECAR_EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
                                                                  HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(data=outputs, node=nodes)
 def test_random_nvidia_smi_output_passes_promtool(tmp_path_factory, data, node):

@@ -4,6 +4,7 @@ leaves the old tree or the new one (never a mix), and stale temporary files are 
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -18,10 +19,25 @@ from gpumon import writer
 from .clirun import gpumon
 from .conftest import ROOT
 
-OLD = {"rules/a.rules.yaml": "old a\n", "rules/b.rules.yaml": "old b\n", "runbooks/Gone.md": "old gone\n",
-       "dashboards/d.json": "{}\n"}
-NEW = {"rules/a.rules.yaml": "new a\n", "rules/b.rules.yaml": "old b\n", "runbooks/New.md": "new\n",
-       "dashboards/d.json": "{\"x\": 1}\n", "tests/t.test.yaml": "t\n"}
+
+
+def own(rel: str, body: str) -> str:
+    """``body`` as a file gpumon renders at ``rel``: with gpumon's mark (writer.carries_mark)."""
+    if rel.endswith(".json"):
+        return json.dumps({writer.DASHBOARD_FIELD: {"generated": f"{writer.GENERATED} from t.yaml."}, "body": body})
+    if rel.endswith(".md"):
+        return f"# {rel}\n\nRendered by `gpumon render` from `t.yaml`; do not edit\n{body}"
+    return f"# {writer.GENERATED} from t.yaml. Do not edit.\n{body}"
+
+
+def owned(files: dict[str, str]) -> dict[str, str]:
+    return {rel: own(rel, body) for rel, body in files.items()}
+
+
+OLD = owned({"rules/a.rules.yaml": "old a\n", "rules/b.rules.yaml": "old b\n", "runbooks/Gone.md": "old gone\n",
+             "dashboards/d.json": "{}\n"})
+NEW = owned({"rules/a.rules.yaml": "new a\n", "rules/b.rules.yaml": "old b\n", "runbooks/New.md": "new\n",
+             "dashboards/d.json": "{\"x\": 1}\n", "tests/t.test.yaml": "t\n"})
 
 
 
@@ -182,12 +198,12 @@ def test_manifest_line_naming_a_file_gpumon_never_wrote_removes_nothing(tmp_path
 def test_a_file_edited_after_gpumon_wrote_it_is_not_removed(tmp_path):
     out = tmp_path / "out"
     writer.write(OLD, out)
-    (out / "runbooks" / "Gone.md").write_text("old gone\nand my notes\n")
+    (out / "runbooks" / "Gone.md").write_text(OLD["runbooks/Gone.md"] + "and my notes\n")
     drift = writer.write(NEW, out)
     assert drift.kept == ["runbooks/Gone.md"] and (out / "runbooks" / "Gone.md").exists()
     assert not (out / "rules" / "nothing").exists()
     # a file still as gpumon wrote it goes
-    writer.write({**NEW, "runbooks/Other.md": "x\n"}, out)
+    writer.write({**NEW, "runbooks/Other.md": own("runbooks/Other.md", "x\n")}, out)
     assert writer.write(NEW, out).removed == ["runbooks/Other.md"]
 
 

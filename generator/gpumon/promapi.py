@@ -15,10 +15,11 @@ Every request is bounded (issue #15, finding 5): a deadline for the whole reques
 redirects, every read of the body: a trickled body cannot stretch it), an optional overall
 deadline for the client (``validate --deadline``), and a cap on the body size that also holds
 after gzip/deflate decompression (a gzip bomb is refused after ``max_bytes``, not inflated).
-Per-request timeouts share one budget: after :data:`STALL_LIMIT` requests in a row time out, the
-server is taken to have stopped answering and later requests fail at once instead of each
-waiting ``timeout`` again (a server that stalls after its first answer would otherwise cost
-``timeout`` per query: 38 queries x 3 s).
+Per-request timeouts share one budget: after :data:`STALL_LIMIT` requests in a row time out, or
+:data:`TIMEOUT_BUDGET` in all, the server is taken to have stopped answering in time and later
+requests fail at once instead of each waiting ``timeout`` again (a server that stalls after its
+first answer would otherwise cost ``timeout`` per query: 38 queries x 3 s; one that answers every
+other query reset a count of timeouts in a row and still cost ``timeout`` per stalled query).
 Answers are checked for the shapes the API documents (a ``result`` that is not a list of samples,
 targets that are not objects) and refused as ``not-json`` instead of crashing a check.
 """
@@ -28,6 +29,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import threading
 import time
 import zlib
 from dataclasses import dataclass, field
@@ -43,6 +45,9 @@ KINDS = ("config", "connection", "timeout", "auth", "not-found", "api", "http", 
 MAX_REDIRECTS = 5
 #: timeouts in a row after which a client sends nothing more (see the module docstring)
 STALL_LIMIT = 3
+#: timeouts in all after which a client sends nothing more: a run waits for at most this many
+#: ``--timeout`` periods (plus the requests in flight when the budget runs out)
+TIMEOUT_BUDGET = 6
 #: default cap on a response body, after decompression (``validate --max-response-mib``)
 MAX_BYTES = 64 << 20
 #: ``/api/v1/rules`` pages followed at most (each ``group_limit=100`` groups)
@@ -230,6 +235,8 @@ class PromClient:
         self.overall = deadline
         self.deadline_at = time.monotonic() + deadline if deadline else None
         self.stalled = 0  # requests in a row that timed out
+        self.timeouts = 0  # requests that timed out, in all
+        self._count_lock = threading.Lock()
         self.http = httpx.Client(timeout=timeout, verify=verify, follow_redirects=False, transport=transport)
 
     def close(self) -> None:
@@ -254,7 +261,8 @@ class PromClient:
         """GET ``<base><path>`` and return the decoded envelope, within the request deadline.
 
         Redirects are followed (up to 5); secrets are dropped when one leaves the origin host.
-        Nothing is sent after :data:`STALL_LIMIT` timeouts in a row (a ``timeout`` error at once).
+        Nothing is sent after :data:`STALL_LIMIT` timeouts in a row or :data:`TIMEOUT_BUDGET` in
+        all (a ``timeout`` error at once).
         Raises:
             PromError: see :class:`PromError` kinds.
         """
@@ -262,13 +270,20 @@ class PromClient:
             raise PromError("timeout", self.base + path, f"not sent: the last {self.stalled} requests each timed out "
                             f"(--timeout {self.timeout:g}s); the server stopped answering",
                             hint="check the server's load, or raise --timeout")
+        if self.timeouts >= TIMEOUT_BUDGET:
+            raise PromError("timeout", self.base + path, f"not sent: {self.timeouts} requests of this run timed out "
+                            f"(--timeout {self.timeout:g}s each); the server stopped answering in time",
+                            hint="check the server's load, or raise --timeout")
         try:
             answer = self._get(path, params)
         except PromError as exc:
             if exc.kind == "timeout":
-                self.stalled += 1  # a race between threads only shifts the cut-off by one
+                with self._count_lock:
+                    self.stalled += 1
+                    self.timeouts += 1
             raise
-        self.stalled = 0
+        with self._count_lock:
+            self.stalled = 0
         return answer
 
     def _get(self, path: str, params: dict | list | None) -> Answer:

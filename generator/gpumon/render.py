@@ -29,8 +29,8 @@ def render(spec: Spec, groups: list[RuleGroup] | None = None) -> dict[str, str]:
     Returns:
         {relative path: file text}, sorted by path.
     Raises:
-        ValueError: when two renderers produce the same path, or one a path the writer would not
-            remove later (programming errors).
+        ValueError: when two renderers produce the same path, or one a path or content the writer
+            would not remove later (programming errors).
     """
     files: dict[str, str] = {}
     groups = build_groups(spec) if groups is None else groups
@@ -41,5 +41,8 @@ def render(spec: Spec, groups: list[RuleGroup] | None = None) -> dict[str, str]:
             if not writer.is_own_path(path):
                 # the writer removes only paths of this shape (a manifest is untrusted input)
                 raise ValueError(f"a renderer produced {path!r}, outside writer.OWN_PATH")
+            if not writer.carries_mark(path, text.encode("utf-8")):
+                # the writer removes only files that say gpumon generated them
+                raise ValueError(f"a renderer produced {path!r} without gpumon's mark (writer.carries_mark)")
             files[path] = text
     return dict(sorted(files.items()))

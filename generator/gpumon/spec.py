@@ -669,8 +669,22 @@ def _semantic_problems(doc: CommentedMap, plain: dict, name: str) -> list[Proble
             # would read as implausible, on every GPU of the node at once (found by the fuzzer)
             add(["metrics", i, "range", 0], f"a counter's range cannot start above 0 ({rng[0]}): counters restart "
                 "from 0 with the exporter, and every restart would read as implausible")
+        if (metric.get("kind") == "counter" and isinstance(rng, list) and len(rng) == 2
+                and isinstance(rng[1], (int, float)) and not isinstance(rng[1], bool)):
+            # a counter's total only grows while the GPU works (energy: 18,000,000 mJ a minute at
+            # 300 W): any maximum is crossed by a healthy GPU in time, and the whole fleet then
+            # reads as implausible (found by the spec fuzzer: [0, 5] on the energy counter)
+            add(["metrics", i, "range", 1], f"a counter's range has no maximum ({rng[1]}): its total grows for as "
+                "long as the exporter runs, so every healthy GPU would cross it; use null, and bound its "
+                "per-second rate with a threshold (`rate: 5m`)")
         if metric.get("frozen_check") and metric.get("kind") != "counter":
             add(["metrics", i, "frozen_check"], "frozen_check needs kind: counter (it checks that the counter increases)")
+        elif metric.get("frozen_check") and any(
+                isinstance(t, dict) and "rate" in t and t.get("op") == ">" and t.get("value") == 0
+                for t in (metric.get("thresholds") if isinstance(metric.get("thresholds"), list) else [])):
+            # frozen_check says a healthy counter rises; `> 0` on its rate pages whenever it does
+            add(["metrics", i, "frozen_check"], "frozen_check expects this counter to rise on a healthy GPU, but a "
+                "rate threshold > 0 pages whenever it rises; raise the threshold or drop frozen_check")
         _rate_problems(metric, i, add, interval, _duration_or_none(exp.get("collect_interval", format_duration(Exporter.collect_interval))))
         _threshold_problems(metric, i, add)
         _xid_problems(metric, i, add)
@@ -702,6 +716,15 @@ def _rate_problems(metric: dict, i: int, add, scrape: float | None, collect: flo
                 "`rate: 5m` to compare its per-second rate (reset safe)")
         elif "rate" in t and metric.get("kind") != "counter":
             add(["metrics", i, "thresholds", j, "rate"], "rate needs kind: counter (a gauge is compared as it is)")
+        elif "rate" in t and t.get("op") in ("<", "<=", "==", "!="):
+            # a healthy error counter stays flat (rate 0): `< x` would page every GPU, and the
+            # generated tests model a rate rising past the threshold (found by the spec fuzzer)
+            add(["metrics", i, "thresholds", j, "op"], f"a rate threshold compares with > or >= (a counter rising "
+                f"too fast), not {t.get('op')}; a counter that stops rising is what frozen_check catches")
+        elif "rate" in t and isinstance(t.get("value"), (int, float)) and not isinstance(t["value"], bool) and (
+                t["value"] < 0 or (t["value"] == 0 and t.get("op") == ">=")):
+            add(["metrics", i, "thresholds", j, "value"], f"threshold {t.get('op')} {t['value']} on a rate always "
+                "fires: a counter's rate is never negative; use > 0 to page on any increase")
         elif "rate" in t:
             window = _duration_or_none(t["rate"])
             if window is not None and floor and window < floor:

@@ -51,7 +51,7 @@ class _ChecksOption(click.Option):
 @click.option("--insecure-skip-verify", is_flag=True, help="Do not verify the server's TLS certificate.")
 @click.option("--timeout", default=30.0, show_default=True, type=click.FloatRange(0.1),
               help="Seconds per request: connecting, redirects and reading the whole answer; after 3 timeouts "
-                   "in a row nothing more is sent.")
+                   "in a row, or 6 in all, nothing more is sent.")
 @click.option("--deadline", default=900.0, show_default=True, type=click.FloatRange(1),
               help="Seconds for the whole run; queries, dashboards and panels after it are not run "
                    "(inconclusive, exit 3).")
@@ -137,6 +137,7 @@ def validate(args, url, backend, path_prefix, tenant, headers, bearer_token_file
     # an HTML file is for a browser: with -o, the terminal gets the text report instead
     shown = reporters.render(report, "text", color=sys.stdout.isatty()) if fmt == "html" and out_file else text
     click.echo(shown, nl=False)
+    _say_unreadable(report)
     if out_file:
         try:
             writer.atomic_write(Path(out_file), (reporters.render(report, fmt) if fmt == "text" else text).encode())
@@ -156,6 +157,19 @@ def _dashboards_only(summary: dict, named: str | None) -> dict:
         if key == "spec":
             out["spec use"] = f"label names only ({how}); no spec check ran: pass SPEC to check the fleet too"
     return out
+
+
+def _say_unreadable(report) -> None:
+    """On stderr, as lint and diff say it: which dashboard files could not be read (the run exits
+    2 for them, whatever the server's checks found)."""
+    from ..readers.loader import UNREADABLE
+
+    files = sorted({(f.location.file if f.location else f.subject) for f in report.findings
+                    if f.check == UNREADABLE})
+    if files:
+        shown = ", ".join(files[:5]) + (f" and {len(files) - 5} more" if len(files) > 5 else "")
+        click.echo(f"gpumon validate: {len(files)} dashboard file(s) could not be read, so their panels were not "
+                   f"run (see the input-unreadable findings): {shown}", err=True)
 
 
 def _split_args(args: tuple[str, ...]) -> tuple[str | None, tuple[str, ...]]:

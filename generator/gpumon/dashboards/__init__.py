@@ -37,7 +37,7 @@ def files(spec: Spec, groups: list[RuleGroup]) -> dict[str, str]:
     s = spec.dashboards
     out: dict[str, str] = {}
     for name, model in build_all(spec, groups).items():
-        text = to_json(model)
+        text = to_json(model, spec.path)
         out[JSON_PATH.format(name=name)] = text
         if s.configmaps:
             out[CONFIGMAP_PATH.format(name=name)] = configmap(spec, s, name, text)

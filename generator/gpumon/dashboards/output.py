@@ -7,15 +7,22 @@ import json
 from ..applysize import BUDGET, applied_size
 from ..spec import DashboardSettings, Spec
 from .sdk import JSONEncoder
+from ..writer import DASHBOARD_FIELD
 from ..yamlout import dump, generated_header
 
 JSON_PATH = "dashboards/{name}.json"
 CONFIGMAP_PATH = "kubernetes/grafana-dashboard-{name}.yaml"
 
 
-def to_json(dashboard) -> str:
+def to_json(dashboard, spec_path: str | None = None) -> str:
     """A built foundation-sdk dashboard as JSON text: keys sorted, 2-space indent, trailing
-    newline, non-ASCII kept (``°C``), so the same spec gives byte-identical files."""
+    newline, non-ASCII kept (``°C``), so the same spec gives byte-identical files. With
+    ``spec_path``, the top-level ``gpumon`` field says gpumon generated it from that spec (the
+    writer removes a dashboard it no longer renders only when it carries it:
+    :func:`gpumon.writer.carries_mark`; Grafana ignores the field)."""
+    if spec_path is not None:
+        dashboard = json.loads(json.dumps(dashboard, cls=JSONEncoder))
+        dashboard[DASHBOARD_FIELD] = {"generated": generated_header(spec_path).replace("\n", " ")}
     return json.dumps(dashboard, cls=JSONEncoder, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
 
 

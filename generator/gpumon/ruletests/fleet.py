@@ -125,8 +125,16 @@ def holds(value: float, t: Threshold) -> bool:
 
 
 def _bounds(m: Metric) -> tuple[float, float]:
-    lo = m.range_min if m.range_min is not None else 0.0
-    hi = m.range_max if m.range_max is not None else max(lo, 0.0) + 100.0
+    """The span healthy readings are picked from: the spec range, an open end 0 (below) or 100
+    above the other end, widened past every threshold on an open end (a gauge without a maximum
+    and ``< 331`` took 100 as its healthy reading, which the threshold pages on: found by the
+    spec fuzzer)."""
+    # healthy readings lie above the low thresholds (`<`) and below the high ones (`>`)
+    low = [t.value for t in m.thresholds if t.rate is None and t.op in ("<", "<=")]
+    high = [t.value for t in m.thresholds if t.rate is None and t.op in (">", ">=")]
+    lo = m.range_min if m.range_min is not None else min([0.0] + [v - 100.0 for v in high if v <= 0])
+    top = max(lo, 0.0) + 100.0
+    hi = m.range_max if m.range_max is not None else max([top] + [v + 100.0 for v in low if v >= top])
     return float(lo), float(hi)
 
 
@@ -184,10 +192,22 @@ def counter_increment(m: Metric, step: float) -> float:
     return 1.0 if m.frozen_check else 0.0
 
 
+def healthy_increment(m: Metric, step: float) -> float:
+    """Per-step increase of counter ``m`` on a healthy GPU: :func:`counter_increment`, or half the
+    lowest ``>``/``>=`` rate threshold when that rise would cross it (e.g. ``> 100000`` mJ/s on
+    the energy counter, which 300 W passes): a healthy GPU trips no threshold, as
+    :func:`baseline` keeps gauges below theirs."""
+    inc = counter_increment(m, step)
+    caps = [t.value for t in m.thresholds if t.rate is not None and t.op in (">", ">=")]
+    if inc and caps and inc / step >= min(caps):
+        inc = min(caps) / 2 * step
+    return inc
+
+
 def healthy(m: Metric, length: int, step: float) -> list[Token]:
     """``length`` healthy samples of ``m``."""
     if m.kind == "counter":
-        inc = counter_increment(m, step)
+        inc = healthy_increment(m, step)
         return [as_token(i * inc) for i in range(length)]
     return [as_token(baseline(m))] * length
 

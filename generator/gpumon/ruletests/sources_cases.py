@@ -58,15 +58,19 @@ def source_labels(spec: Spec, src: Source, gpu: Gpu) -> dict[str, str]:
 
 def mapped_ids(spec: Spec, m: Metric, src: Source | None, gpu: Gpu) -> dict[str, str]:
     """The identity labels the normalized series (and threshold alerts) carry for ``gpu`` when
-    ``src`` (None: the primary) serves it, on a GPU that reports other fields under their primary
-    names: a source without a GPU-index label takes the index from those."""
+    ``src`` (None: the primary) serves it. A source without a GPU-index label takes the index from
+    the GPU's other fields under their primary names (:func:`gpumon.rules.sources.mapped`); in
+    these scenarios a GPU reports the spec's other required fields, so without any the
+    normalized series has no index label."""
     if src is None:
         return fleet.gpu_ids(spec, gpu, m)
     lab = spec.exporter.labels
     out = {"job": spec.exporter.job}
     if lab.cluster:
         out[lab.cluster] = CLUSTER
-    out.update({lab.node: gpu.node, lab.gpu: gpu.uuid, lab.gpu_index: str(gpu.index)})
+    out.update({lab.node: gpu.node, lab.gpu: gpu.uuid})
+    if src.gpu_index or any(x.name != m.name for x in spec.required_metrics):
+        out[lab.gpu_index] = str(gpu.index)
     return out
 
 

@@ -116,17 +116,13 @@ def inventory_queries(ctx) -> dict[str, str]:
     ids = _ids(ctx)
     out = {f"fleet|now|{i}": reporting_query(ctx, shard) for i, shard in enumerate(_shard_matchers(ctx))}
     legacy = []
-    # the 1.x series name the GPU in the other spelling of the GPU label (``uuid``), and carry the
-    # model and driver labels the version matrix reads: kept, so a 1.x node's GPUs count once each
-    lab = ctx.labels
-    legacy_ids = ", ".join([_ids(ctx), other_spelling(lab.gpu), lab.model, lab.driver_version])
     for m in ctx.spec.tracked_metrics:
         out[f"state|{m.name}"] = (f'label_replace(count({present(ctx, m.name, recent)}), "{STATE}", "now", "", "")\n or '
                                   f'label_replace({present(ctx, m.name, window)} unless on ({ids}) '
                                   f'{present(ctx, m.name, recent)}, "{STATE}", "gone", "", "")')
         if m.required:
             for name in m.legacy_names:
-                legacy.append(f'label_replace(label_replace(group by ({legacy_ids}) ({ctx.sel(name)}), '
+                legacy.append(f'label_replace(label_replace(group by ({ids}) ({ctx.sel(name)}), '
                               f'"{LEGACY_FIELD}", {literal_replacement(m.name)}, "", ""), '
                               f'"{LEGACY_NAME}", {literal_replacement(name)}, "", "")')
     if legacy:

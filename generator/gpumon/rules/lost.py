@@ -10,7 +10,7 @@ without a window that runs out while the hardware is still gone.
 from __future__ import annotations
 
 from ..promqltext import matcher
-from ..sourcepresets import PRESETS
+from ..spec.presets import PRESETS
 from ..spec import Metric, Spec
 from . import names
 from .common import record
@@ -18,7 +18,7 @@ from .exporter import unserved_legacy_names
 from .model import Rule
 from .promql import by, dur, fleet_ids, gpu_ids, job_sel, node_ids
 
-#: the GPU label of dcgm-exporter's 1.x compatibility mode (``uuid``; sourcepresets.py)
+#: the GPU label of dcgm-exporter's 1.x compatibility mode (``uuid``; spec/presets.py)
 LEGACY_GPU_LABEL = PRESETS["dcgm-exporter-1.x"].gpu
 
 

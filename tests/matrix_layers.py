@@ -52,6 +52,9 @@ def _reads(rules: list[dict]) -> list[set[int]]:
     alerting = [k for k, rule in enumerate(rules) if "alert" in rule]
     out = []
     for rule in rules:
+        if "__name__" in rule["expr"]:
+            # a name matcher can read any series: the layers could not be told apart
+            raise ValueError(f"a rule selects by __name__, which the layers do not follow: {rule['expr']}")
         reads: set[int] = set()
         for name, matchers in _selectors(rule["expr"]):
             for k in alerting if name in ALERT_SERIES else writers.get(name, ()):

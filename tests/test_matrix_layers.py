@@ -65,3 +65,10 @@ def test_fixed_labels_and_alert_names_narrow_what_a_selector_reads():
              {"record": "w:y:max", "expr": 'x:y:max{dcgm_field!="A"} or x:y:max{dcgm_field=~"A"}'}]
     assert matrix_layers._reads(rules) == [set(), {0}, {1}, {2}, set(), {4}, {0, 1, 2}]
     assert matrix_layers.layer_numbers(rules) == [0, 1, 2, 3, 0, 1, 3]
+
+
+def test_a_name_matcher_is_refused():
+    """``{__name__=~"a:.*"}`` could read any recorded series: no layer is safe for it."""
+    import pytest
+    with pytest.raises(ValueError, match="__name__"):
+        matrix_layers.layer_numbers([_rule("a:x:sum", "sum(up)"), _rule("b:x:sum", 'sum({__name__=~"a:.*"})')])

@@ -9,7 +9,7 @@ import subprocess
 
 import pytest
 
-from gpumon import sourcepresets
+from gpumon.spec import presets as sourcepresets
 from gpumon.render import render
 from gpumon.rules.sources import normalized
 from gpumon.spec import parse_spec

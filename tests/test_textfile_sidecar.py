@@ -14,7 +14,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from gpumon import sidecar, sidecarspec, sourcepresets
+from gpumon import sidecar
+from gpumon.spec import presets as sourcepresets
+from gpumon.spec import sidecar as sidecarspec
 from gpumon.render import render
 from gpumon.spec import SpecError, load_spec, parse_spec
 

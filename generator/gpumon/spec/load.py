@@ -41,7 +41,7 @@ def default_spec_path() -> Path:
     Raises:
         FileNotFoundError: neither exists (a broken installation).
     """
-    here = Path(__file__).resolve().parent
+    here = Path(__file__).resolve().parent.parent  # the gpumon package
     for candidate in (here.parent.parent / "gpumon.yaml", here / "default" / "gpumon.yaml"):
         if candidate.is_file():
             return candidate

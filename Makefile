@@ -55,14 +55,15 @@ demo-needs:
 demo: demo-needs $(BIN)/gpumon   ## simulator + real Prometheus + rendered rules + gpumon validate (needs Debian's prometheus package)
 	$(BIN)/python scripts/demo.py
 
-# the slow tier in SLOW_WORKERS pytest-xdist workers, a test module per worker (--dist loadfile), so
-# a module's servers start once; --durations=30 prints the slowest tests of each tier
+# the slow tier in SLOW_WORKERS pytest-xdist workers: a module's tests on one engine on one worker (--dist
+# loadgroup, tests/conftest.py groups them), so its servers start once per engine, except modules whose tests
+# share no server, which spread test by test; the longest modules go first. --durations=30 prints the slowest tests of each tier
 SLOW_WORKERS ?= 2
 
 test: $(BIN)/gpumon prometheus-installed tools   ## run the whole test suite (Prometheus 2.42 and 3.x, Thanos, promtool)
 	$(BIN)/python -m tests.engines
 	$(BIN)/python -m pytest -q -m "not slow" -n auto --durations=30
-	$(BIN)/python -m pytest -q -m slow -n $(SLOW_WORKERS) --dist loadfile --durations=30
+	$(BIN)/python -m pytest -q -m slow -n $(SLOW_WORKERS) --dist loadgroup --durations=30
 
 test-fast: $(BIN)/gpumon         ## the fast tier: no servers, no promtool, on every core (about 90 s of CPU time)
 	$(BIN)/python -m pytest -q -m "not slow" -n auto

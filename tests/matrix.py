@@ -16,11 +16,13 @@ Run as a script (``python -m tests.matrix``) it writes docs/matrix.md with the t
 
 from __future__ import annotations
 
+import functools
 import re
 import subprocess
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -53,8 +55,10 @@ PAGES = 'ALERTS{alertstate="firing",severity=~"critical|warning"}'
 RETIRED = "gpu-node-5"
 
 
+@functools.lru_cache(maxsize=2)
 def matrix_spec(cluster: bool = False) -> Spec:
-    """The matrix's spec: gpumon.yaml with :data:`COMPRESS` (and a ``cluster`` label)."""
+    """The matrix's spec: gpumon.yaml with :data:`COMPRESS` (and a ``cluster`` label); parsed once
+    per test process (a :class:`~gpumon.spec.Spec` is frozen)."""
     text = (ROOT / "gpumon.yaml").read_text()
     for old, new in COMPRESS.items():
         assert old in text, old
@@ -173,6 +177,14 @@ _SAMPLE = re.compile(r"^([A-Za-z_:][A-Za-z0-9_:]*)(?:\{(.*)\})?\s+(\S+)$")
 _LABEL = re.compile(r'([A-Za-z_][A-Za-z0-9_]*)="((?:[^"\\]|\\.)*)"')
 #: labels the scrape sets; exposed ones are renamed exported_<name> (honor_labels: false)
 _TARGET_LABELS = ("job", "instance", "cluster")
+#: series the scrape itself writes for a target (never marked stale by a successful scrape)
+_SCRAPE_SERIES = ("up", "scrape_samples_scraped", "scrape_duration_seconds", "scrape_timeout_seconds")
+
+
+def _target_of(key: tuple) -> tuple:
+    """The target labels of a series key (name, sorted label pairs): every series of a target
+    carries exactly its target's job, instance and cluster (exposed ones are renamed)."""
+    return tuple(x for x in key[1] if x[0] in _TARGET_LABELS)
 
 
 def parse(text: str) -> list[tuple[str, dict[str, str], str]]:
@@ -197,6 +209,9 @@ class Scrape:
         # a node replaced by new hardware under the same name: other GPU UUIDs, a new address
         self.new = Fleet(case.nodes, case.gpus, clock=lambda: self.now, uuid_salt="replaced")
         self.series: dict[tuple, list] = {}
+        # target labels (job, instance, cluster) -> keys of the series scraped from that target:
+        # the staleness checks below look only at the target's own series
+        self._by_target: dict[tuple, list[tuple]] = {}
 
     def down(self, step: int) -> bool:
         """Prometheus is restarting at ``step``: no scrape and no rule evaluation it keeps."""
@@ -232,7 +247,10 @@ class Scrape:
         return out
 
     def _put(self, key: tuple, step: int, value) -> None:
-        row = self.series.setdefault(key, [MISSING] * self.case.steps)
+        row = self.series.get(key)
+        if row is None:
+            row = self.series[key] = [MISSING] * self.case.steps
+            self._by_target.setdefault(_target_of(key), []).append(key)
         row[step] = value
 
     def run(self) -> None:
@@ -259,11 +277,9 @@ class Scrape:
                     self._put(key, step, float(value))
                 # a series of this target that was there at the last scrape and is not now: stale
                 mine = tuple(sorted(target.items()))
-                for key, row in self.series.items():
-                    if key not in seen and step and row[step - 1] not in (MISSING, STALE) \
-                            and set(mine) <= set(key[1]) and key[0] not in ("up", "scrape_samples_scraped",
-                                                                             "scrape_duration_seconds",
-                                                                             "scrape_timeout_seconds"):
+                for key in self._by_target.get(mine, ()) if step else ():
+                    row = self.series[key]
+                    if key not in seen and row[step - 1] not in (MISSING, STALE) and key[0] not in _SCRAPE_SERIES:
                         row[step] = STALE
                 for name, value in (("up", 1 if ok else 0), ("scrape_samples_scraped", len(samples)),
                                     ("scrape_duration_seconds", round(min(delay, timeout) or 0.05, 3))):
@@ -272,18 +288,38 @@ class Scrape:
                     self._put(("scrape_timeout_seconds", mine), step, timeout)
             # a target no longer scraped: all its series go stale once
             live = {tuple(sorted({**t, "instance": i}.items())) for _, i, t in self.targets(step)}
-            for key, row in self.series.items():
-                if step and row[step - 1] not in (MISSING, STALE) and row[step] == MISSING:
-                    target = tuple(x for x in key[1] if x[0] in _TARGET_LABELS)
-                    if target not in live:
+            for target, keys in self._by_target.items() if step else ():
+                if target in live:
+                    continue
+                for key in keys:
+                    row = self.series[key]
+                    if row[step - 1] not in (MISSING, STALE) and row[step] == MISSING:
                         row[step] = STALE
 
     def input_series(self) -> list[dict]:
+        """The scraped series as promtool input series (``{"series": ..., "values": ...}``)."""
         out = []
         for (name, labels), row in sorted(self.series.items()):
             inner = ",".join(f'{k}="{v}"' for k, v in labels)
             out.append({"series": f"{name}{{{inner}}}", "values": compress(row)})
         return out
+
+
+_SCRAPED: dict[tuple, Scrape] = {}
+
+
+def scraped(case: Case, spec: Spec) -> Scrape:
+    """``case`` scraped on ``spec`` (:class:`Scrape`, run), once per test process: both promtools,
+    the restart pre-pass and the vmalert replay read the same virtual scrape, which is a pure
+    function of the case and the spec (the simulator runs on the virtual clock). Its
+    ``promtool_series`` is :meth:`Scrape.input_series`. Read it, never change it."""
+    key = (repr(case), spec)
+    if key not in _SCRAPED:
+        scrape = Scrape(case, spec)
+        scrape.run()
+        scrape.promtool_series = scrape.input_series()
+        _SCRAPED[key] = scrape
+    return _SCRAPED[key]
 
 
 # --------------------------------------------------------------------------- promtool
@@ -306,12 +342,11 @@ def promtool_group(case: Case, spec: Spec, index: int, lingering: list[dict] = (
     series a restart leaves behind, :mod:`tests.matrix_restart`) and, at every step, a check that
     no page fires: promtool's report of the failed checks is then the scenario's whole timeline
     (:func:`tests.matrix_timeline.parse_report`)."""
-    scrape = Scrape(case, spec)
-    scrape.run()
+    scrape = scraped(case, spec)
     expr = _expr(case, index)
     tests = [{"expr": expr, "eval_time": f"{step * STEP + STEP // 2}s", "exp_samples": []}
              for step in range(case.steps)]
-    return {"name": case.name, "interval": f"{STEP}s", "input_series": scrape.input_series() + list(lingering),
+    return {"name": case.name, "interval": f"{STEP}s", "input_series": scrape.promtool_series + list(lingering),
             "promql_expr_test": tests}
 
 
@@ -324,9 +359,15 @@ class Outcome:
     timeline: dict = field(default_factory=dict)    # step -> frozenset of Page (promtool)
 
 
+@functools.lru_cache(maxsize=4)
+def rules_text(spec: Spec) -> str:
+    """The rule file rendered from ``spec``, once per test process."""
+    return render(spec)["rules/gpumon.rules.yaml"]
+
+
 def _promtool(promtool: str, folder: Path, spec: Spec, groups: list[dict]) -> str:
     """Run one promtool test file of ``groups`` on ``spec``'s rules; its report."""
-    (folder / "rules.yaml").write_text(render(spec)["rules/gpumon.rules.yaml"])
+    (folder / "rules.yaml").write_text(rules_text(spec))
     doc = {"rule_files": ["rules.yaml"], "evaluation_interval": f"{STEP // 2}s", "tests": groups}
     (folder / "matrix.test.yaml").write_text(yaml.safe_dump(doc, sort_keys=False, width=1 << 20))
     proc = subprocess.run([promtool, "test", "rules", "matrix.test.yaml"], cwd=folder, capture_output=True, text=True)
@@ -339,36 +380,56 @@ def _promtool(promtool: str, folder: Path, spec: Spec, groups: list[dict]) -> st
     return text
 
 
-def run(cases: list[Case], promtool: str = "promtool") -> tuple[list[Outcome], float, str]:
+def _split(groups: list[dict], parts: int) -> list[list[dict]]:
+    """``groups`` in up to ``parts`` lists of about equal promtool work (its checks, one per step;
+    the longest first to the least loaded), each in the original order."""
+    load = [0] * parts
+    owner = {}
+    for i in sorted(range(len(groups)), key=lambda i: -len(groups[i]["promql_expr_test"])):
+        part = load.index(min(load))
+        owner[i] = part
+        load[part] += len(groups[i]["promql_expr_test"])
+    return [chunk for chunk in ([g for i, g in enumerate(groups) if owner[i] == n] for n in range(parts)) if chunk]
+
+
+def run(cases: list[Case], promtool: str = "promtool", workers: int = 2) -> tuple[list[Outcome], float, str]:
     """Run every case with promtool, grouped by spec (with / without a cluster label), and judge
-    each scenario's whole timeline (:func:`tests.matrix_timeline.judge`).
+    each scenario's whole timeline (:func:`tests.matrix_timeline.judge`). A spec's test groups are
+    split over ``workers`` promtool processes run side by side (each group is evaluated on its
+    own, so the split changes no result).
 
     Returns:
         (outcomes, seconds, promtool's output).
     """
     from tests import matrix_restart, matrix_timeline
     t0 = time.monotonic()
-    outcomes: dict[str, Outcome] = {}
-    logs = []
+    jobs = []
     with tempfile.TemporaryDirectory(prefix="gpumon-matrix-") as tmp:
         for clusters in (False, True):
             chosen = [c for c in cases if c.clusters == clusters]
             if not chosen:
                 continue
             spec = matrix_spec(clusters)
+            rules_text(spec)    # rendered here, once, not by two promtool threads at the same time
             folder = Path(tmp) / ("cluster" if clusters else "plain")
             folder.mkdir()
             lingering = matrix_restart.lingering(promtool, folder, spec, {cases.index(c): c for c in chosen})
             groups = [promtool_group(c, spec, cases.index(c), lingering.get(cases.index(c), ())) for c in chosen]
-            report = _promtool(promtool, folder, spec, groups)
-            logs.append(report)
-            timelines = matrix_timeline.parse_report(report, STEP, Page)
-            for c in chosen:
-                timeline = timelines.get(cases.index(c), {})
-                verdict = matrix_timeline.judge(c, timeline, STEP)
-                seen = {s: sorted(p.text() for p in ps) for s, ps in timeline.items()}
-                outcomes[c.name] = Outcome(c, verdict.ok, seen, verdict.problems, timeline)
-    return [outcomes[c.name] for c in cases], time.monotonic() - t0, "\n".join(logs)
+            for n, part in enumerate(_split(groups, workers)):
+                (folder / f"part{n}").mkdir()
+                jobs.append((folder / f"part{n}", spec, part))
+        with ThreadPoolExecutor(max_workers=workers) as pool:
+            reports = list(pool.map(lambda job: _promtool(promtool, *job), jobs))
+    timelines = {}
+    for report in reports:
+        timelines.update(matrix_timeline.parse_report(report, STEP, Page))
+    outcomes = []
+    for c in cases:
+        timeline = timelines.get(cases.index(c), {})
+        verdict = matrix_timeline.judge(c, timeline, STEP)
+        seen = {s: sorted(p.text() for p in ps) for s, ps in timeline.items()}
+        outcomes.append(Outcome(c, verdict.ok, seen, verdict.problems, timeline))
+    return outcomes, time.monotonic() - t0, "\n".join(reports)
 
 
 def _seen(o: Outcome, engine_pages: tuple | None) -> str:
@@ -430,9 +491,9 @@ two engines:
   set of pages at each step, so each page's whole life (start and end) is known;
 * **vmalert + VictoriaMetrics** (Debian's `victoria-metrics` 1.79): every scenario's samples go into one
   VictoriaMetrics by remote write (the one import path that keeps staleness markers), each scenario in a
-  slice of time of its own, 20 minutes apart; one `vmalert -replay.timeFrom/-replay.timeTo` run per rule
-  file (plain spec, cluster spec) evaluates every rule over the whole range and writes recording results
-  and `ALERTS` back; the firing pages are read back raw (`/api/v1/export`) at three checks per scenario
+  slice of time of its own, 20 minutes apart; `vmalert -replay.timeFrom/-replay.timeTo` evaluates
+  every rule of each rule file (plain spec, cluster spec) over the whole range, in layers of chained rules
+  (one run per layer, see below), and writes recording results and `ALERTS` back; the firing pages are read back raw (`/api/v1/export`) at three checks per scenario
   (before the fault, at the bound, at the end). The replay runs the 37 scenarios that are not lifecycles:
   the replay harness has no restart, and the rules that hold a lost GPU's page past the inventory lookback
   (and bus-off's single page) read their own last result, which `vmalert -replay` cannot give a rule (it

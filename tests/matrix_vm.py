@@ -7,9 +7,11 @@ markers included) go into **one** VictoriaMetrics through its Prometheus remote-
 particular bit pattern that the JSON and text imports cannot spell). Each scenario gets its own
 slice of time, separated from the next by more than the compressed rules' windows, so no scenario
 sees another's series (the one longer window, GpuExporterDown's 1 h node-name lookup, finds the same
-names in every scenario: docs/matrix.md). **One** ``vmalert -replay.timeFrom/-replay.timeTo`` run per rule file (the plain
-spec and the cluster spec) then evaluates every rule over the whole range with range queries, one
-rule after the other, and writes recording results and ``ALERTS`` back to VictoriaMetrics; the
+names in every scenario: docs/matrix.md). ``vmalert -replay.timeFrom/-replay.timeTo`` then
+evaluates every rule of each rule file (the plain spec and the cluster spec) over the whole range
+with range queries, one rule after the other, in layers of chained rules (one vmalert run per
+layer, :mod:`tests.matrix_layers`), and writes recording results and ``ALERTS`` back to
+VictoriaMetrics; the
 firing pages at each check time are read back with ``/api/v1/export`` (raw samples, no lookback)
 and compared with the scenario's expected pages.
 
@@ -33,18 +35,15 @@ replay lacks:
   (:func:`staleness_markers`), for every recorded series (``ALERTS`` aside: :data:`UNMARKED`).
 * **A flush.** VictoriaMetrics 1.79 makes a series it has never seen searchable only about 10 s after
   its first sample (new samples of a known series in ~0.2 s); ``GET /internal/force_flush`` makes
-  everything searchable at once. The replay waits ``-replay.rulesDelay`` (1 s) between rules and
-  nothing else: it does not wait for its remote-write queue. So a rule reading a series the previous
-  rule just created saw nothing. Calling the flush before answering each write (writes took at
-  most 0.13 s with it, and every one ended within 0.52 s of its rule's start, inside the 1 s delay)
-  makes a new series as visible to the next rule as new samples of a known series already are,
-  which is what ``-replay.rulesDelay`` is there for. That is legitimate because the delay is
-  shorter than any live evaluation interval: live vmalert evaluates a group every 30 s or more, so
-  by the next evaluation a new series is searchable anyway; the 10 s matter only when rules are
-  replayed a second apart.
+  everything searchable at once. A layer's vmalert run ends only after its remote-write queue is
+  flushed, and the proxy answers each write only after the flush, so everything a layer wrote, new
+  series included, is searchable when the next layer starts. That is legitimate because live
+  vmalert evaluates a group every 30 s or more, so by the next evaluation a new series is
+  searchable anyway; the 10 s matter only when rules are replayed back to back.
 
-Measured on the first spec (34 scenarios): flush without markers, 82 failing checks (the same 82
-with ``-replay.rulesDelay=3s``); markers without flush, 12 (pages that did not come); both, none.
+Measured on the first spec (34 scenarios, one run with ``-replay.rulesDelay=1s``): flush without
+markers, 82 failing checks (the same 82 with ``-replay.rulesDelay=3s``); markers without flush, 12
+(pages that did not come); both, none.
 
 Where vmalert and VictoriaMetrics genuinely differ from Prometheus a case says so in
 ``Case.vm_pages`` (the pages expected on this engine), and docs/matrix.md explains why.
@@ -69,11 +68,11 @@ from pathlib import Path
 import httpx
 
 from gpumon.localprom import LocalVictoriaMetrics, _ServedInThread, free_port
-from gpumon.render import render
 from gpumon.ruletests.series import MISSING, STALE
 from gpumon.spec import Spec
+from tests import matrix_layers
 from tests.engines import VmEngine
-from tests.matrix import IDENTITY, STEP, Case, Outcome, Scrape, matrix_spec
+from tests.matrix import IDENTITY, STEP, Case, Outcome, matrix_spec, rules_text, scraped
 
 #: Prometheus' staleness marker: a NaN with this bit pattern (prometheus ``model/value/value.go``)
 STALE_NAN_BITS = 0x7FF0000000000002
@@ -382,15 +381,19 @@ def _rfc3339(seconds: int) -> str:
     return datetime.fromtimestamp(seconds, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def replay(vm: VictoriaMetrics, rules: Path, start: int, end: int, log: Path, rules_delay: str = "1s",
+def replay(vm: VictoriaMetrics, rules: Path, start: int, end: int, log: Path, rules_delay: str = "0s",
            extra: list[str] = (), stale_markers: bool = True, vmalert: str = "vmalert",
            own_steps: bool = False) -> str:
     """``vmalert`` in replay mode over [start, end] on ``vm``: evaluates every rule of ``rules`` with
     range queries and writes the results (``ALERTS`` included) back. Returns its output.
 
+    The rules run in layers (:mod:`tests.matrix_layers`), one vmalert run per layer, each run
+    ending with its remote-write queue flushed: a chained rule reads what the rules before it wrote
+    because their run has ended, not because ``-replay.rulesDelay`` slept long enough, so the delay
+    between rules is 0.
+
     The whole range is one range query per rule (``-replay.maxDatapointsPerQuery`` above the
     number of steps): vmalert 1.79 starts the ``for`` of every alert afresh at each chunk boundary.
-    ``-replay.rulesDelay`` lets a recording rule's output reach storage before the next rule reads it.
     ``-datasource.queryStep`` is the step of every range query (vmalert 1.79 does not use the
     group's interval there; its default, 5m, leaves one result every 5 minutes): every group is
     evaluated every :data:`EVAL` seconds, the 10 s groups (coverage, gaps) included.
@@ -402,13 +405,17 @@ def replay(vm: VictoriaMetrics, rules: Path, start: int, end: int, log: Path, ru
     """
     points = (end - start) // EVAL + 10
     steps = group_steps(rules) if own_steps else None
+    out = ""
     with FlushingWriteProxy(vm.url, step=EVAL if stale_markers else None, steps=steps) as proxy:
-        out = _replay(vm, proxy, rules, start, end, log, rules_delay, points, [*extra], vmalert)
+        for n, text in enumerate(matrix_layers.layers(rules.read_text())):
+            part = rules.with_name(f"{rules.stem}.layer{n}.yaml")
+            part.write_text(text)
+            out += _replay(vm, proxy, part, start, end, log.with_name(f"{log.stem}.layer{n}.log"), rules_delay,
+                           points, [*extra], vmalert)
     slowest = max((b - a for a, b, _, _ in proxy.log), default=0.0)
     summary = (f"write proxy: {len(proxy.log)} writes (slowest {slowest:.2f} s with the flush), "
                f"{proxy.markers} staleness markers, {proxy.repeated} recorded series in more than one write\n")
-    with log.open("a") as f:
-        f.write(summary)
+    log.write_text(out + summary)
     return out + summary
 
 
@@ -479,7 +486,7 @@ def run(cases: list[Case], keep: Path | None = None, engine: "VmEngine | None" =
                     continue
                 spec = matrix_spec(clusters)
                 rules = folder / f"rules-{'cluster' if clusters else 'plain'}.yaml"
-                rules.write_text(render(spec)["rules/gpumon.rules.yaml"])
+                rules.write_text(rules_text(spec))
                 starts, at = [], origin
                 for case in chosen:
                     starts.append(at)
@@ -505,8 +512,7 @@ def run(cases: list[Case], keep: Path | None = None, engine: "VmEngine | None" =
 
 
 def _write_case(vm: VictoriaMetrics, case: Case, spec: Spec, start: int) -> None:
-    scrape = Scrape(case, spec)
-    scrape.run()
+    scrape = scraped(case, spec)
     series = []
     for key, row in scrape.series.items():
         samples = [((start + i * STEP) * 1000, v) for i, v in enumerate(row) if v != MISSING]

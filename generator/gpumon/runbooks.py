@@ -31,6 +31,7 @@ from .rules.output import CRD_PATH, PLAIN_PATH
 from .rules.promql import num
 from .spec import Spec
 from .texts import templates_dir
+from . import writer
 
 RUNBOOK_PATH = "runbooks/{alert}.md"
 #: the folder next to the spec whose templates replace the bundled ones
@@ -133,7 +134,11 @@ def render_one(spec: Spec, alert: str, rules: list[Rule]) -> str:
             raise
         raise TemplateProblem(_where(exc, own, alert)) from None
     text = "\n".join(line.rstrip() for line in text.strip().splitlines()) + "\n"
-    return re.sub(r"\n{3,}", "\n\n", text)
+    text = re.sub(r"\n{3,}", "\n\n", text)
+    if not writer.carries_mark(RUNBOOK_PATH.format(alert=alert), text.encode("utf-8")):
+        # a team's own template need not say it: gpumon removes only runbooks that say it wrote them
+        text += f"\n<!-- {writer.GENERATED} from {spec.path.rsplit('/', 1)[-1]}; do not edit -->\n"
+    return text
 
 
 def files(spec: Spec, groups: list[RuleGroup]) -> dict[str, str]:

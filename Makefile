@@ -41,10 +41,18 @@ prometheus-installed:
 	  DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends prometheus prometheus-alertmanager victoria-metrics chromium busybox >/dev/null; }
 .PHONY: prometheus-installed
 
-tools:                           ## build Prometheus 3.x and Thanos from their Go modules into ~/.cache/gpumon-tools (pinned in tools/versions.env)
+tools:                           ## build Prometheus 3.x, Thanos, Alertmanager and VictoriaMetrics + vmalert from their Go modules into ~/.cache/gpumon-tools (pinned in tools/versions.env)
 	bash scripts/build-tools.sh
 
-demo: $(BIN)/gpumon prometheus-installed   ## simulator + real Prometheus + rendered rules + gpumon validate
+# make demo says first what it needs from apt-get, then installs only that (Prometheus; Chromium
+# only draws the report's screenshot), or says how to do it by hand when it cannot
+demo-needs:
+	@echo "make demo needs a prometheus binary (Debian's prometheus package, or GPUMON_PROMETHEUS=/path/to/prometheus);"
+	@echo "chromium (Debian's chromium package) is optional: it draws build/demo-report.png"
+	@[ -n "$$GPUMON_PROMETHEUS" ] || command -v prometheus >/dev/null 2>&1 || { 	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); 	  if [ -n "$$SUDO" ] && ! command -v sudo >/dev/null 2>&1; then 	    echo "prometheus is not installed and this is not root without sudo: run 'apt-get install prometheus' as root, then make demo"; exit 2; fi; 	  echo "prometheus is not installed: running $$SUDO apt-get install --no-install-recommends prometheus"; 	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends prometheus >/dev/null; }
+.PHONY: demo-needs
+
+demo: demo-needs $(BIN)/gpumon   ## simulator + real Prometheus + rendered rules + gpumon validate (needs Debian's prometheus package)
 	$(BIN)/python scripts/demo.py
 
 # the slow tier in SLOW_WORKERS pytest-xdist workers, a test module per worker (--dist loadfile), so

@@ -433,7 +433,12 @@ two engines:
   slice of time of its own, 20 minutes apart; one `vmalert -replay.timeFrom/-replay.timeTo` run per rule
   file (plain spec, cluster spec) evaluates every rule over the whole range and writes recording results
   and `ALERTS` back; the firing pages are read back raw (`/api/v1/export`) at three checks per scenario
-  (before the fault, at the bound, at the end).
+  (before the fault, at the bound, at the end). The replay runs the 37 scenarios that are not lifecycles:
+  the replay harness has no restart, and the rules that hold a lost GPU's page past the inventory lookback
+  (and bus-off's single page) read their own last result, which `vmalert -replay` cannot give a rule (it
+  evaluates each rule over the whole range in one query). On vmalert, a lost GPU pages `GpuLost` for the
+  inventory lookback from the GPUs seen in it, as it did before those rules; the lifecycles run on both
+  promtools.
 
 A page is a firing alert at severity critical or warning, told apart by alert name, cluster, node
 (`Hostname`), GPU index and `dcgm_field`. On promtool the whole timeline is judged: no page before the
@@ -467,15 +472,27 @@ FINDINGS = """
   node under `alerts.retired` (scenario "a planned decommission"). A node replaced by new hardware under the same
   name pages `GpuLost` for each old GPU until their UUIDs are retired.
 * **Restarts.** A restart in the middle of a fault keeps one page on promtool (whose rule engine keeps the `for`
-  state; a real Prometheus re-evaluates `for` after a restart).
+  state; a real Prometheus restores it from `ALERTS_FOR_STATE`). A field back just before a restart used to page
+  again for up to the 5 min lookback: the missing set recorded at the last evaluation before the restart had no
+  staleness marker. The presence alerts now read the missing (and unlabelled) sets as of the inventory group's last
+  evaluation: the group's last rule records `rule_group:gpumon_evaluation:timestamp`, and a series older than it is
+  left out (scenario "a field missing on one GPU comes back, Prometheus restarts right after": one run, over by the
+  first evaluation after the restart).
+* **A node removed from service discovery** pages `GpuLost` for each of its GPUs: its targets drop out of
+  `job_instance:gpumon_target_node_known:group` (held while a target has an `up` series), so the node has no
+  target left. A target that is still there but down pages `GpuExporterDown` only; every target of a job or
+  cluster gone pages `GpuExporterTargetMissing` only.
+* **1.x names.** The GPUs of a node serving dcgm-exporter 1.x names (`uuid` read as `UUID`) are known and
+  reporting: one of them lost pages `GpuLost` beside the node's `GpuExporterLegacyNames`, and that one page goes on
+  across the upgrade to 4.x names.
+* **An XID older than the policy window** does not make a later loss an XID page: `GpuXidCritical` ends with the
+  window and the loss pages `GpuLost` (two pages, for an XID and, later, a GPU gone).
 
 Open (tests/matrix_cases.py `OPEN`, expected to fail until fixed):
 
-* A field back just before a restart: the missing set recorded at the last evaluation before it has no
-  staleness marker and keeps `GpuMetricMissing` pending and then firing again for up to the 5 min lookback.
-* A node removed from service discovery while its GPUs reported: no rule pages (only validate's `node-lost`).
-* A GPU lost while its node serves dcgm-exporter 1.x names, then the exporter upgraded to 4.x: the bundled
-  spec has no 1.x sources, so the GPU was never in the inventory and nothing pages for it.
+* Prometheus down for longer than the inventory lookback forgets a lost GPU (the known set reads itself over that
+  lookback): `GpuLost` ends though the GPU is still gone. `alerts.inventory_lookback` is the longest outage it
+  outlasts.
 """
 
 
@@ -512,4 +529,7 @@ def promtool_version(promtool: str = "promtool") -> str:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # run as the module tests.matrix, not as __main__: the scenarios (tests/matrix_cases.py) hold
+    # tests.matrix.Page, which a timeline of __main__.Page never equals
+    from tests import matrix as _module
+    sys.exit(_module.main())

@@ -288,7 +288,8 @@ class FlushingWriteProxy(_ServedInThread):
     1. forwards the body to ``{vm_url}/api/v1/write`` (headers :data:`FORWARDED_HEADERS` copied);
     2. if ``step`` (seconds) is given, writes the staleness markers live vmalert would have written
        for the series in it (:func:`staleness_markers`; replay mode writes none, see the module
-       docstring);
+       docstring), one evaluation step after a sample without successor: ``steps`` maps a recorded
+       name to its own step where that is not ``step`` (:func:`group_steps`);
     3. calls ``GET {vm_url}/internal/force_flush``, so a series VictoriaMetrics has never seen is
        searchable at once rather than about 10 s later;
     4. only then answers vmalert, with VictoriaMetrics' status for the forwarded body.
@@ -300,9 +301,11 @@ class FlushingWriteProxy(_ServedInThread):
     series once, with all its samples).
     """
 
-    def __init__(self, vm_url: str, step: int | None = None):
+    def __init__(self, vm_url: str, step: int | None = None, steps: dict[tuple, int] | None = None):
         self.vm_url = vm_url.rstrip("/")
         self.step_ms = step * 1000 if step else None
+        #: (recorded name, dcgm_field or None) -> its evaluation step (ms), where it is not ``step``
+        self.steps_ms = {key: s * 1000 for key, s in (steps or {}).items()}
         self.port = free_port()
         self.lock = threading.Lock()
         self.log: list[tuple[float, float, int, int]] = []
@@ -360,7 +363,10 @@ class FlushingWriteProxy(_ServedInThread):
             with self.lock:
                 self.repeated += key in self.seen
                 self.seen.add(key)
-            marks = staleness_markers(samples, self.step_ms)
+            labels = dict(key)
+            step = self.steps_ms.get((labels.get("__name__"), labels.get("dcgm_field")),
+                                     self.steps_ms.get((labels.get("__name__"), None), self.step_ms))
+            marks = staleness_markers(samples, step)
             if marks:
                 stale.append((dict(key), [(t, STALE) for t in marks]))
         post_series(client.post, self.vm_url, stale)
@@ -377,7 +383,8 @@ def _rfc3339(seconds: int) -> str:
 
 
 def replay(vm: VictoriaMetrics, rules: Path, start: int, end: int, log: Path, rules_delay: str = "1s",
-           extra: list[str] = (), stale_markers: bool = True, vmalert: str = "vmalert") -> str:
+           extra: list[str] = (), stale_markers: bool = True, vmalert: str = "vmalert",
+           own_steps: bool = False) -> str:
     """``vmalert`` in replay mode over [start, end] on ``vm``: evaluates every rule of ``rules`` with
     range queries and writes the results (``ALERTS`` included) back. Returns its output.
 
@@ -388,10 +395,14 @@ def replay(vm: VictoriaMetrics, rules: Path, start: int, end: int, log: Path, ru
     group's interval there; its default, 5m, leaves one result every 5 minutes): every group is
     evaluated every :data:`EVAL` seconds, the 10 s groups (coverage, gaps) included.
     vmalert writes through :class:`FlushingWriteProxy` (staleness markers unless ``stale_markers``
-    is false, and a flush); the proxy's summary line ends the output. ``vmalert``: the binary.
+    is false, and a flush); the proxy's summary line ends the output. ``vmalert``: the binary;
+    ``own_steps``: it evaluates each group over a range at the group's own interval (vmalert after
+    1.79: ``-datasource.queryStep`` applies to instant queries only), so a series' staleness marker
+    goes one group interval after its last sample.
     """
     points = (end - start) // EVAL + 10
-    with FlushingWriteProxy(vm.url, step=EVAL if stale_markers else None) as proxy:
+    steps = group_steps(rules) if own_steps else None
+    with FlushingWriteProxy(vm.url, step=EVAL if stale_markers else None, steps=steps) as proxy:
         out = _replay(vm, proxy, rules, start, end, log, rules_delay, points, [*extra], vmalert)
     slowest = max((b - a for a, b, _, _ in proxy.log), default=0.0)
     summary = (f"write proxy: {len(proxy.log)} writes (slowest {slowest:.2f} s with the flush), "
@@ -399,6 +410,21 @@ def replay(vm: VictoriaMetrics, rules: Path, start: int, end: int, log: Path, ru
     with log.open("a") as f:
         f.write(summary)
     return out + summary
+
+
+def group_steps(rules: Path) -> dict[tuple[str, str | None], int]:
+    """(recorded name, its rule's ``dcgm_field`` label or None) -> interval (seconds) of the group
+    that writes it, for the groups of ``rules`` with an ``interval`` of their own (the others are
+    evaluated every :data:`EVAL` seconds). The field tells apart one name recorded in two groups
+    (the missing sets of required fields in the inventory, of optional ones in coverage)."""
+    import yaml
+    from gpumon.durations import parse_duration
+    out = {}
+    for group in yaml.safe_load(rules.read_text())["groups"]:
+        for rule in group["rules"] if "interval" in group else ():
+            if "record" in rule:
+                out[(rule["record"], (rule.get("labels") or {}).get("dcgm_field"))] = int(parse_duration(group["interval"]))
+    return out
 
 
 def _replay(vm, proxy, rules, start, end, log, rules_delay, points, extra, vmalert) -> str:
@@ -461,7 +487,8 @@ def run(cases: list[Case], keep: Path | None = None, engine: "VmEngine | None" =
                     at += case.steps * STEP + GAP
                     at -= at % 60
                 vm.flush()
-                logs.append(replay(vm, rules, origin, at, folder / f"vmalert-{rules.stem}.log", vmalert=vmalert))
+                logs.append(replay(vm, rules, origin, at, folder / f"vmalert-{rules.stem}.log", vmalert=vmalert,
+                                   own_steps=bool(engine and engine.current)))
                 vm.flush()
                 ids = IDENTITY + (("cluster",) if clusters else ())
                 firing = _firing(vm.export('ALERTS{alertstate="firing",severity=~"critical|warning"}', origin, at), ids)

@@ -95,6 +95,21 @@ def test_cli_renders_an_uncatalogued_field_with_a_warning(tmp_path):
     assert (tmp_path / "out" / "rules" / "gpumon.rules.yaml").is_file()
 
 
+def test_a_spec_with_errors_still_shows_the_field_warning(tmp_path):
+    """An uncatalogued name is often the typo behind an error elsewhere: the warning is printed with
+    the errors, in file order, not only once they are fixed."""
+    spec = tmp_path / "gpumon.yaml"
+    spec.write_text(SPEC.replace("POWER_USAGE_INSTANT", "POWER_USAGE_INSTNT").replace("unit: watts", "unit: wats", 1))
+    proc = subprocess.run([str(Path(sys.executable).parent / "gpumon"), "render", str(spec), "-o", str(tmp_path / "out")],
+                          capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    assert proc.returncode == 2 and not (tmp_path / "out").exists()
+    lines = [ln.replace(str(spec), "gpumon.yaml") for ln in proc.stderr.splitlines()]
+    warning = next(i for i, ln in enumerate(lines) if "warning: 'DCGM_FI_DEV_POWER_USAGE_INSTNT'" in ln)
+    error = next(i for i, ln in enumerate(lines) if "'wats' is not one of" in ln)
+    assert lines[warning].startswith("gpumon.yaml:13:11: metrics[2].name:") and warning < error
+    assert lines[-1] == "gpumon: 1 problem(s) in the spec and 1 warning(s)"
+
+
 @pytest.mark.skipif(not (Path(DCGM_GIT).is_dir() and Path(EXPORTER_REF, "history").is_dir()
                          and shutil.which("git")), reason="needs a NVIDIA/DCGM clone and dcgm-exporter list copies")
 def test_script_regenerates_the_shipped_catalogue():

@@ -27,7 +27,7 @@ from gpumon.lint import lint
 from gpumon.promapi import PromError
 from gpumon.readers import loader
 from gpumon.spec import default_spec_path, load_spec
-from gpumon.validate.dashboards import _prepare, _NO_DATA_TYPES
+from gpumon.validate.dashboards import prepare, _NO_DATA_TYPES
 from gpumon.validate.dashboards import variables as dash_vars
 from gpumon.validate.dashboards.timing import Timing
 
@@ -123,7 +123,7 @@ def _offline_validate(folder: Path) -> None:
         resolved = dash_vars.resolve(dash.variables, no_answer, tm.macros(), "http://127.0.0.1:9")
         for p in dash.panels:
             if p.type not in _NO_DATA_TYPES:
-                _prepare(dash, p, resolved, 3600.0, 3600.0, 15.0)
+                prepare(dash, p, resolved, 3600.0, 3600.0, 15.0)
 
 
 INPUTS = dict(dashboards=st.lists(dashboard, max_size=2), rules=st.lists(rule_file, max_size=2),

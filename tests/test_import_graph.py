@@ -92,7 +92,7 @@ def test_the_finder_sees_a_cycle():
 def test_the_reader_resolves_relative_imports():
     graph = edges(modules())
     assert "gpumon.spec" in graph["gpumon.rules"]
-    assert "gpumon.durations" in graph["gpumon.spec"]
+    assert "gpumon.durations" in graph["gpumon.spec.build"]
 
 
 def test_the_reader_sees_type_checking_imports(tmp_path):
@@ -117,7 +117,7 @@ def test_help_imports_no_heavy_library():
 
     code = ("import sys\nfrom click.testing import CliRunner\nfrom gpumon.cli import cli\n"
             "for args in (['--help'], ['render', '--help'], ['validate', '--help'], ['lint', '--help'], "
-            "['diff', '--help'], ['init', '--help']):\n"
+            "['diff', '--help'], ['init', '--help'], ['preview', '--help']):\n"
             "    assert CliRunner().invoke(cli, args).exit_code == 0, args\n"
             "print(' '.join(sorted(m for m in sys.modules)))")
     loaded = set(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
@@ -138,3 +138,15 @@ def test_exit_codes_are_defined_in_one_module():
             if any(n.startswith("EXIT_") for n in names):
                 owners.add(path.relative_to(PACKAGE).as_posix())
     assert owners == {"exitcodes.py"}, owners
+
+
+#: modules still over the size a reader takes in at once, each waiting for a clean seam; the list
+#: only shrinks (a module that grows past the limit, or a new one, fails)
+LONG_MODULES = {"simulate.py", "readers/loader.py", "promapi.py", "localprom.py", "validate/facts.py"}
+MAX_LINES = 400
+
+
+def test_no_module_grows_past_400_lines():
+    long = {str(p.relative_to(PACKAGE)) for p in PACKAGE.rglob("*.py")
+            if len(p.read_text("utf-8").splitlines()) > MAX_LINES}
+    assert long <= LONG_MODULES, f"over {MAX_LINES} lines: {sorted(long - LONG_MODULES)}"

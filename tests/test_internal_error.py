@@ -55,13 +55,17 @@ def test_exit_code_4_is_documented():
 def test_a_reader_that_closes_stdout_early_is_not_an_internal_error():
     """`gpumon lint --list-checks | head -1`: the pipe's reader leaves after one line. That is the
     shell's SIGPIPE case (141, nothing on stderr), not a bug report (it used to exit 4)."""
+    import os
     import subprocess
     import sys
 
-    proc = subprocess.Popen([sys.executable, "-c", "from gpumon.cli import main; main()", "lint", "--list-checks"], cwd=ROOT,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, bufsize=0)
-    proc.stdout.read(1)     # one byte, then the reader goes away
-    proc.stdout.close()
+    # the reader is gone before gpumon writes (as `head` is, once it has its line): every write
+    # fails, however small the output and however the processes are scheduled
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    proc = subprocess.Popen([sys.executable, "-c", "from gpumon.cli import main; main()", "lint", "--list-checks"],
+                            cwd=ROOT, stdout=write_end, stderr=subprocess.PIPE)
+    os.close(write_end)
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 141, err.decode()
     assert b"internal error" not in err and b"Traceback" not in err

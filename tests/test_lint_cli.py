@@ -240,3 +240,25 @@ def test_malformed_inputs_give_findings_not_tracebacks(tmp_path):
     assert found == [("input-unreadable", "f.yaml"), ("prometheusrule-selector-labels", "c.yaml"),
                      ("promql-syntax", "b.yaml"), ("promql-syntax", "d.json"),
                      ("rule-invalid", "b.yaml"), ("rule-invalid", "b.yaml")]
+
+
+def _legacy_reading_rule(default_spec):
+    from gpumon.rules import build_groups
+    return next(r for g in build_groups(default_spec) for r in g.rules
+                if r.record and "dcgm_gpu_temp" in r.expr and "DCGM_FI_DEV_GPU_TEMP" not in r.expr)
+
+
+def test_only_gpumons_own_rule_may_read_1x_names(tmp_path, default_spec):
+    """gpumon's rule counting GPUs on 1.x names reads the 1.x names the spec declares on purpose;
+    the same expression under a user's rule name, or gpumon's rule edited, is still an error."""
+    rule = _legacy_reading_rule(default_spec)
+    expr = "\n".join("      " + line for line in rule.expr.strip().splitlines())
+
+    def lint_rule(name: str, text: str):
+        path = tmp_path / f"{name.replace(':', '_')}.yaml"
+        path.write_text(f"groups:\n- name: g\n  rules:\n  - record: {name}\n    expr: |\n{text}\n")
+        return {f.check for f in lint([path], default_spec).findings if f.severity == "error"}
+
+    assert lint_rule(rule.record, expr) == set()
+    assert "unknown-metric" in lint_rule("job_gpu:team_legacy:group", expr)
+    assert "unknown-metric" in lint_rule(rule.record, expr.replace("dcgm_gpu_temp{", "dcgm_gpu_temp{gpu!=\"\",", 1))

@@ -8,6 +8,8 @@ the inventory lookback, from the engine's own earlier result."""
 
 from __future__ import annotations
 
+import subprocess
+
 import pytest
 
 from tests import live_alerting
@@ -59,21 +61,28 @@ def test_the_open_defects_still_show(live):
 
 def test_no_page_ends_and_starts_again(live):
     """A page notified with two ``startsAt`` ended and fired again: two pages for one cause (the
-    short group_interval of the test notifies each start); :data:`live_alerting.OPEN_FLIPS` aside."""
+    short group_interval of the test notifies each start); :data:`live_alerting.OPEN_FLIPS` aside.
+
+    A page on a node one of whose scrapes failed during the run is left out: a failed scrape marks
+    every series of the target stale, so every engine ends its value alerts then (the simulator
+    answers in the test process, and on a loaded machine a 1 s scrape can time out)."""
     for d in live.deliveries:
         twice = {(dict(k)["alertname"], dict(k).get("Hostname")): v for k, v in d.starts().items() if len(v) > 1}
-        assert set(twice) <= set(live_alerting.OPEN_FLIPS), (d.am.id, twice)
+        unexplained = {k for k in twice if k[1] not in live.failed_scrapes} - set(live_alerting.OPEN_FLIPS)
+        assert not unexplained, (d.am.id, twice, "failed scrapes on", live.failed_scrapes)
+        if twice:
+            print(f"{live.engine} {d.am.id}: pages started twice {sorted(twice, key=str)}; "
+                  f"failed scrapes on {sorted(live.failed_scrapes)}")
 
 
 def test_every_cause_still_pages_at_the_end(live):
     """Every cause is still active at the end, past every window of the rules (a lost GPU stays
-    paged past the inventory lookback; bus-off stays one XID page past the XID record's window)."""
+    paged past the inventory lookback; bus-off stays one XID page past the XID record's window; an
+    exporter down past the lookback keeps its node name)."""
     for d in live.deliveries:
         active = {(a["labels"]["alertname"], a["labels"].get("Hostname")) for a in d.alerts
                   if a["status"]["state"] == "active"}
-        # GpuExporterDown of gpu-node-3 lost its node name (OPEN_GROUPS): the one without it stands in
-        want = {c.group for c in live_alerting.CAUSES} - {("GpuExporterDown", "gpu-node-3")} | {("GpuExporterDown", None)}
-        assert want <= active, (d.am.id, sorted(active, key=str))
+        assert {c.group for c in live_alerting.CAUSES} <= active, (d.am.id, sorted(active, key=str))
 
 
 def test_the_inhibited_warning_is_suppressed_not_lost(live):
@@ -94,3 +103,26 @@ def test_lost_gpus_are_known_from_the_engines_own_last_result(live):
     assert lost <= known, (known, live.log)
     xid = {(r["metric"]["Hostname"], r["metric"]["gpu"]) for r in live.queries["xid lost"]}
     assert xid == {("gpu-node-1", "0")}, xid
+
+
+def test_the_xid_page_bridges_the_evaluation_before_the_loss_is_recorded(tmp_path, default_render, promtool):
+    """The flip the live runs showed on Prometheus, made deterministic: GpuXidCritical alone (its
+    group may evaluate after the scrape that marked the XID stale and before the inventory group
+    records job_gpu:gpumon_xid_lost:max), with no such record yet. One evaluation after the stale
+    marker the page must still fire (it holds the XID over one scrape and one evaluation, 1 m with
+    the bundled spec's 30 s collect interval); two minutes on it has ended (nothing holds it)."""
+    import yaml
+    groups = yaml.safe_load(default_render["rules/gpumon.rules.yaml"])["groups"]
+    rule = next(r for g in groups for r in g["rules"] if r.get("alert") == "GpuXidCritical")
+    (tmp_path / "rules.yaml").write_text(yaml.safe_dump({"groups": [{"name": "values", "rules": [rule]}]}))
+    series = ('DCGM_FI_DEV_XID_ERRORS{job="dcgm-exporter",Hostname="n1",UUID="GPU-1",gpu="0",err_code="79",'
+              'err_msg="GPU has fallen off the bus"}')
+    firing = 'count(ALERTS{alertname="GpuXidCritical",alertstate="firing"})'
+    test = {"rule_files": ["rules.yaml"], "evaluation_interval": "15s", "tests": [{
+        "interval": "15s", "input_series": [{"series": series, "values": "79 79 79 stale"}],
+        "promql_expr_test": [{"expr": firing, "eval_time": "30s", "exp_samples": [{"labels": "{}", "value": 1}]},
+                             {"expr": firing, "eval_time": "50s", "exp_samples": [{"labels": "{}", "value": 1}]},
+                             {"expr": firing, "eval_time": "150s", "exp_samples": []}]}]}
+    (tmp_path / "xid.test.yaml").write_text(yaml.safe_dump(test, sort_keys=False))
+    proc = subprocess.run([promtool, "test", "rules", "xid.test.yaml"], cwd=tmp_path, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr

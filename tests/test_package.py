@@ -55,6 +55,9 @@ def test_the_installed_package_is_the_wheel_not_the_checkout(installed, empty):
     where = _run([str(installed / "python"), "-c", "import gpumon; print(gpumon.__file__)"], cwd=empty)
     assert str(installed.parent) in where.stdout and str(ROOT) not in where.stdout
     assert _run([str(installed / "gpumon"), "--version"], cwd=empty).stdout.startswith("gpumon ")
+    # the import package is gpumon: `python -m gpumon` is the same command
+    assert _run([str(installed / "python"), "-m", "gpumon", "--version"], cwd=empty).stdout.startswith("gpumon ")
+    assert _run([str(installed / "python"), "-c", "import generator"], cwd=empty, check=False).returncode == 1
 
 
 def test_render_lint_validate_from_an_empty_folder(installed, empty):

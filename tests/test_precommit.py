@@ -4,6 +4,7 @@ types, less the repository's top-level ``exclude``), from the repository root as
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
 import shutil
@@ -56,3 +57,45 @@ def test_hook_passes_on_this_repository(hook):
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     if hook.get("types_or"):
         assert "gpumon.yaml" in command and "input-unreadable" not in proc.stdout
+
+
+def documented_config() -> dict:
+    """The first YAML block of docs/lint.md's pre-commit section: what users copy."""
+    text = (ROOT / "docs" / "lint.md").read_text()
+    section = text[text.index("## pre-commit\n"):]
+    return yaml.safe_load(section.split("```yaml\n", 1)[1].split("```", 1)[0])
+
+
+def _git(*args, cwd):
+    subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, timeout=120, check=True)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not shutil.which("git") or not (ROOT / ".git").exists(), reason="needs the git checkout")
+def test_the_documented_config_installs_and_runs_from_a_tag(tmp_path):
+    """pre-commit itself installs the hooks from a tag (its own virtualenv, `pip install` of the
+    tagged checkout, dependencies from PyPI) and runs them on a GitOps folder."""
+    config = documented_config()
+    (repo,) = config["repos"]
+    assert re.fullmatch(r"v\d+\.\d+\.\d+", repo["rev"]) and [h["id"] for h in repo["hooks"]] == [h["id"] for h in hooks()]
+    source = tmp_path / "gpumon"
+    _git("clone", "-q", str(ROOT), str(source), cwd=tmp_path)
+    _git("tag", repo["rev"], cwd=source)
+    repo["repo"] = str(source)
+    gitops = tmp_path / "gitops"
+    gitops.mkdir()
+    (gitops / "gpumon.yaml").write_text((ROOT / "gpumon.yaml").read_text())
+    shutil.copytree(ROOT / "output", gitops / "output")
+    (gitops / ".pre-commit-config.yaml").write_text(yaml.safe_dump(config))
+    _git("init", "-q", cwd=gitops)
+    _git("add", "-A", cwd=gitops)
+    _git("-c", "user.name=t", "-c", "user.email=t@example.invalid", "commit", "-qm", "spec and output", cwd=gitops)
+    pre_commit = [str(Path(sys.executable).parent / "pre-commit"), "run", "--all-files", "--color", "never"]
+    env = {**os.environ, "PRE_COMMIT_HOME": str(tmp_path / "cache")}
+    proc = subprocess.run(pre_commit, cwd=gitops, capture_output=True, text=True, timeout=900, env=env)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert proc.stdout.count("Passed") == 2
+    rules = gitops / "output" / "rules" / "gpumon.rules.yaml"
+    rules.write_text(rules.read_text().replace("for: 5m", "for: 6m", 1))
+    proc = subprocess.run(pre_commit, cwd=gitops, capture_output=True, text=True, timeout=900, env=env)
+    assert proc.returncode == 1 and "rules/gpumon.rules.yaml" in proc.stdout, proc.stdout[-3000:]

@@ -38,8 +38,10 @@ def test_the_pattern_catches_what_it_should():
 
 
 # --------------------------------------------------------------------------- what users read
-#: what users read: README, docs/, templates/ and the rendered output/
-USER_TEXT = ("README.md", "docs", "templates", "output")
+#: what users read: README, docs/, templates/, the rendered output/, and what they build or run from
+#: the repository (the container image, the GitHub Action, the pre-commit hooks, the Makefile)
+USER_TEXT = ("README.md", "docs", "templates", "output", "Containerfile", "action.yml", ".pre-commit-hooks.yaml",
+             "Makefile")
 #: a reference to gpumon's own tracker ("issue 16", "issue #15", "item 8"): users cannot see it
 OWN_TRACKER = re.compile(r"(?i)(?<![\w/-])(?:issues?|items?)\s+#?\d+\b")
 #: a commit hash in prose (hex with letters and digits), not a piece of a UUID, a float or a longer hex token
@@ -55,7 +57,7 @@ def user_text_files() -> list[Path]:
     names = subprocess.run(["git", "ls-files", *USER_TEXT], cwd=ROOT, capture_output=True, text=True,
                            check=True).stdout.split()
     return [ROOT / n for n in names if (ROOT / n).is_file()
-            and n.endswith((".md", ".yaml", ".json", ".j2", ".sh", ".txt"))]
+            and (n.endswith((".md", ".yaml", ".yml", ".json", ".j2", ".sh", ".txt")) or n in USER_TEXT)]
 
 
 def builder_notes(line: str) -> list[str]:
@@ -84,3 +86,8 @@ def test_builder_notes_pattern():
                  "GPU-06e40dee-f1f8-47ca-899c-408affad08f6", "reads 9.223372036854776e+18", "a 2-core machine",
                  "`gpu-node-2` gpu 1", "panel #3 of"):
         assert not builder_notes(fine) or fine == "panel #3 of", fine
+
+
+def test_what_users_build_and_run_from_is_scanned():
+    names = {p.relative_to(ROOT).as_posix() for p in user_text_files()}
+    assert {"Containerfile", "action.yml", ".pre-commit-hooks.yaml", "Makefile", "README.md"} <= names

@@ -6,7 +6,7 @@ import textwrap
 
 import pytest
 
-from gpumon.sourcepresets import conversion
+from gpumon.spec.presets import conversion
 from gpumon.spec import SpecError, load_spec
 
 BASE = """\

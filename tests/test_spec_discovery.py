@@ -3,6 +3,7 @@ directory upwards, the bundled example only when asked for by name (`default`), 
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -56,3 +57,59 @@ def test_lint_without_a_spec_does_not_pass_relative_runbook_links(tmp_path):
                      "    annotations: {runbook_url: ../runbooks/A.md}\n")
     proc = gpumon("lint", str(rules), cwd=tmp_path)
     assert proc.returncode == 2 and NO_SPEC in proc.stderr
+
+
+def test_without_o_the_output_is_beside_the_spec_from_any_folder(tmp_path):
+    """`gpumon render` and `render --check` from a subfolder mean the spec's output/ (as `make
+    render` at the root does), not an output/ in the subfolder; -o stays relative to the working
+    directory."""
+    (tmp_path / "gpumon.yaml").write_text((ROOT / "examples" / "mixed-fleet.yaml").read_text())
+    sub = tmp_path / "dashboards" / "team"
+    sub.mkdir(parents=True)
+    proc = gpumon("render", cwd=tmp_path)
+    assert proc.returncode == 0 and "wrote output/ from gpumon.yaml" in proc.stdout, proc.stdout + proc.stderr
+    proc = gpumon("render", "--check", cwd=sub)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.startswith("../../output/ is up to date with ../../gpumon.yaml")
+    assert not (sub / "output").exists()
+    (tmp_path / "output" / "rules" / "gpumon.rules.yaml").write_text("groups: []\n")
+    proc = gpumon("render", "--check", cwd=sub)
+    assert proc.returncode == 1 and "run `gpumon render`" in proc.stderr, proc.stdout + proc.stderr
+    proc = gpumon("render", "../../gpumon.yaml", "-o", "here", cwd=sub)
+    assert proc.returncode == 0 and (sub / "here" / "rules" / "gpumon.rules.yaml").is_file()
+
+
+RULES = ("groups:\n- name: g\n  rules:\n  - alert: A\n    expr: up == 0\n    for: 5m\n"
+         "    annotations: {runbook_url: ../runbooks/A.md}\n")
+
+
+def test_lint_checks_each_file_against_the_spec_above_it(tmp_path):
+    """Lint without --spec uses the spec that governs each file (the nearest gpumon.yaml from the
+    file's folder upwards), not the working directory's: tree `relaxed` declares relative runbook
+    links, tree `strict` does not, and lint run from a folder without a spec tells them apart."""
+    for tree, spec in (("relaxed", ROOT / "gpumon.yaml"), ("strict", ROOT / "examples" / "mixed-fleet.yaml")):
+        (tmp_path / tree / "rules").mkdir(parents=True)
+        (tmp_path / tree / "gpumon.yaml").write_text(spec.read_text())
+        (tmp_path / tree / "rules" / "a.yaml").write_text(RULES)
+    proc = gpumon("lint", "relaxed/rules/a.yaml", "strict/rules", "--format", "json", "--fail-on", "warning",
+                  cwd=tmp_path)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    doc = json.loads(proc.stdout)
+    flagged = {f["location"]["file"] for f in doc["findings"] if f["check"] == "runbook-url-not-absolute"}
+    assert flagged == {"strict/rules/a.yaml"}
+    assert doc["summary"]["spec"] == "relaxed/gpumon.yaml; strict/gpumon.yaml"
+    # from inside one tree, the other tree's file still gets its own spec
+    proc = gpumon("lint", "../strict/rules/a.yaml", "--format", "json", "--fail-on", "warning", cwd=tmp_path / "relaxed")
+    assert proc.returncode == 1 and json.loads(proc.stdout)["summary"]["spec"] == "../strict/gpumon.yaml"
+    # --spec names one spec for every file
+    proc = gpumon("lint", "strict/rules/a.yaml", "--spec", "relaxed/gpumon.yaml", "--fail-on", "warning", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_lint_names_the_file_no_spec_governs(tmp_path):
+    (tmp_path / "governed").mkdir()
+    (tmp_path / "governed" / "gpumon.yaml").write_text((ROOT / "gpumon.yaml").read_text())
+    (tmp_path / "governed" / "a.yaml").write_text(RULES)
+    (tmp_path / "loose.yaml").write_text(RULES)
+    proc = gpumon("lint", "governed/a.yaml", "loose.yaml", cwd=tmp_path)
+    assert proc.returncode == 2 and NO_SPEC in proc.stderr and "for loose.yaml" in proc.stderr, proc.stderr

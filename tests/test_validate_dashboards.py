@@ -14,18 +14,21 @@ import json
 import re
 from html.parser import HTMLParser
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from click.testing import CliRunner
 
 from gpumon import render
 from gpumon.cli import cli
+from gpumon.findings import Finding
 from gpumon.localprom import LocalPrometheus
 from gpumon.promapi import PromClient
 from gpumon.reporters import render as render_report
 from gpumon.simulate import Fault, Fleet, Simulator
 from gpumon.spec import parse_spec
 from gpumon.validate import validate
+from gpumon.validate.dashboards.judge import Judge
 
 from . import browser
 from .conftest import ROOT
@@ -123,6 +126,8 @@ def test_every_fault_flags_exactly_the_panels_that_read_it(env, verdicts):
                 assert v["causes"], (file, p["title"], v)  # linked to the presence finding
             elif prof:
                 assert (v["verdict"], v["severity"]) == ("panel-no-data", "warning"), (file, p["title"], v)
+                # linked to the note that lists every absent profiling field
+                assert any(c.startswith("optional-absent: ") for c in v["causes"]), (file, p["title"], v)
             elif (p["title"], v["verdict"]) in HEALTHY_BASELINE:
                 pass
             else:
@@ -203,6 +208,9 @@ def test_cli_without_a_spec(env, tmp_path, monkeypatch):
     assert [c for c in doc["checks"] if not c.startswith("dashboards/")] == ["reachability/query-api"]
     assert {p["title"]: p["verdict"] for p in doc["panels"]}["GPU SM Clocks"] == "panel-partial"
     assert doc["summary"]["dashboards"].startswith("8 panels in 1 dashboard(s): 5 ok, 1 no data, 2 partial")
+    assert doc["summary"]["spec"] == "gpumon.yaml"
+    assert doc["summary"]["spec use"] == ("label names only (the nearest gpumon.yaml from the working directory "
+                                          "upwards); no spec check ran: pass SPEC to check the fleet too")
 
 
 class _Dom(HTMLParser):
@@ -293,3 +301,15 @@ def test_rate_over_too_few_samples_is_inconclusive_not_no_data(env, tmp_path):
     doc["panels"] = doc["panels"][:2]
     path.write_text(json.dumps(doc))
     assert run(env, [path], checks=())[1] == 3  # only the young panel: inconclusive, not "all good"
+
+
+def test_a_panel_on_absent_optional_fields_links_the_note_that_lists_them():
+    """optional-absent names every absent profiling field in one finding whose subject is the job:
+    a panel reading one of them is explained by it (and not by a note on other fields)."""
+    spec = parse_spec(SPEC_TEXT, "<test>")
+    note = Finding("optional-absent", "info", "dcgm-exporter",
+                   "none of the 6 GPUs reports the DCGM_FI_PROF_* (profiling) field(s) DCGM_FI_PROF_GR_ENGINE_ACTIVE, "
+                   "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE; none seen in the last 1h", labels=(("job", "dcgm-exporter"),))
+    judge = Judge(SimpleNamespace(spec=spec), [note], {}, {})
+    assert judge.causes("DCGM_FI_PROF_PIPE_TENSOR_ACTIVE") == ["optional-absent: dcgm-exporter"]
+    assert judge.causes("DCGM_FI_PROF_GR_ENGINE") == [] and judge.causes("DCGM_FI_DEV_GPU_TEMP") == []

@@ -82,6 +82,8 @@ class Report:
             than findings: JSON, HTML).
         coverage: validate: the coverage matrix (GPUs x spec'd fields), see
             :func:`gpumon.validate.coverage.matrix`; None when not computed.
+        previews: ``validate --dashboards`` for the HTML report: what every panel shows
+            (:class:`gpumon.preview.model.DashboardPreview`, one per dashboard).
     """
 
     tool: str
@@ -91,6 +93,7 @@ class Report:
     docs: dict[str, tuple[str, str]] = field(default_factory=dict)
     panels: list[dict] = field(default_factory=list)
     coverage: dict | None = None
+    previews: list = field(default_factory=list)
 
     def sorted_findings(self) -> list[Finding]:
         """Findings, most severe first, then by check, subject and message (deterministic)."""

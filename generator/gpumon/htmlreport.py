@@ -78,13 +78,15 @@ def html(report: Report) -> str:
     ids = {f"{f.check}: {f.subject}": f"f{i}" for i, f in enumerate(report.sorted_findings())}
     parts = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
              '<meta name="viewport" content="width=device-width, initial-scale=1">',
-             f"<title>{escape(report.tool)} report</title><style>{_CSS}</style></head><body>"]
+             f"<title>{escape(report.tool)} report</title><style>{_CSS}{_preview_css(report)}</style></head><body>"]
     parts += _summary(report)
     if report.coverage:
         parts += _matrix(report.coverage, ids)
     parts += _findings(report)
     if report.panels:
         parts += _panels(report.panels, ids)
+    if report.previews:
+        parts += _previews(report.previews)
     parts.append("</body></html>")
     return "\n".join(parts) + "\n"
 
@@ -225,3 +227,20 @@ def _panels(panels: list[dict], ids: dict[str, str]) -> list[str]:
                        f'</span></td><td class="msg">{escape(p["message"])}{causes}</td></tr>')
         out.append("</tbody></table>")
     return out
+
+
+def _preview_css(report: Report) -> str:
+    if not report.previews:
+        return ""
+    from .preview import CSS
+
+    return CSS
+
+
+def _previews(previews: list) -> list[str]:
+    """Every dashboard drawn from the live data, on its own grid (:mod:`gpumon.preview`)."""
+    from .preview import section
+
+    return ['<h2 id="preview">Dashboards on live data</h2>',
+            '<p class="hint">Drawn by gpumon from the server\'s answers, as Grafana would show them; an empty '
+            "panel says why (its verdict above).</p>"] + [section(p) for p in previews]

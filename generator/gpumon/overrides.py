@@ -18,7 +18,7 @@ generated promtool tests read the same overridden rules; disabled rules are drop
 groups and from every test expectation.
 
 Values are literal text: Prometheus expands rule labels and annotations as Go templates, so the
-spec refuses ``{{`` and ``}}`` in every string (:mod:`gpumon.specbounds`), and the YAML writer
+spec refuses ``{{`` and ``}}`` in every string (:mod:`gpumon.spec.bounds`), and the YAML writer
 quotes what YAML needs. Mapped by the spec loader (:func:`from_plain`); the schema checks shapes,
 patterns and lengths, :func:`label_problems` what the spec alone tells; the names are checked
 against the alerts the rule builder generates (:func:`name_problems`, called by

@@ -30,10 +30,13 @@ from .rules.model import Rule, RuleGroup
 from .rules.output import CRD_PATH, PLAIN_PATH
 from .rules.promql import num
 from .spec import Spec
-from .texts import templates_dir
 from . import writer
+from .texts import templates_dir
 
 RUNBOOK_PATH = "runbooks/{alert}.md"
+#: the first line of a page rendered from a template of the spec's folder that does not say it
+OWN_TEMPLATE_MARK = "Rendered by `gpumon render` from the spec's runbooks/ templates: edit the template, not this page"
+
 #: the folder next to the spec whose templates replace the bundled ones
 OVERRIDE_DIR = "runbooks"
 #: dcgm-exporter's default listen port (dcgm-exporter ``--address`` default ``:9400``)
@@ -135,9 +138,10 @@ def render_one(spec: Spec, alert: str, rules: list[Rule]) -> str:
         raise TemplateProblem(_where(exc, own, alert)) from None
     text = "\n".join(line.rstrip() for line in text.strip().splitlines()) + "\n"
     text = re.sub(r"\n{3,}", "\n\n", text)
-    if not writer.carries_mark(RUNBOOK_PATH.format(alert=alert), text.encode("utf-8")):
-        # a team's own template need not say it: gpumon removes only runbooks that say it wrote them
-        text += f"\n<!-- {writer.GENERATED} from {spec.path.rsplit('/', 1)[-1]}; do not edit -->\n"
+    if not writer.carries_mark(f"runbooks/{alert}.md", text.encode("utf-8")):
+        # a template of the spec's folder need not say who rendered the page; gpumon removes or
+        # replaces only files carrying its mark, so a hidden line says it
+        text = f"<!-- {OWN_TEMPLATE_MARK} -->\n" + text
     return text
 
 

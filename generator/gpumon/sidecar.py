@@ -7,7 +7,7 @@ Where DCGM's detailed query returns nothing for a GPU (dcgm-exporter shows "N/A"
 on every GPU node, writing node_exporter textfile-collector metrics into a host folder that
 node_exporter's ``--collector.textfile.directory`` reads. The series it writes
 (``gpumon_nvidia_smi_*{UUID,gpu,Hostname}``) are read back through the ``nvidia-smi-textfile``
-source preset (:mod:`gpumon.sourcepresets`). A spec without the section renders no such file.
+source preset (:mod:`gpumon.spec.presets`). A spec without the section renders no such file.
 
 Facts behind the defaults: the GPU Operator labels GPU nodes ``nvidia.com/gpu.present=true``
 (GPU Feature Discovery) and taints them ``nvidia.com/gpu:NoSchedule`` on many clusters (the
@@ -16,14 +16,14 @@ operator's dcgm-exporter DaemonSet tolerates exactly that); the NVIDIA container
 and ``NVIDIA_DRIVER_CAPABILITIES=utility`` (its docs: "utility: required for using nvidia-smi and
 NVML"); ``NODE_NAME`` from the downward API (``spec.nodeName``) is how dcgm-exporter's DaemonSets
 set their node label, so ``Hostname`` values agree. The section's model (defaults, checks) is
-:mod:`gpumon.sidecarspec`; this module renders it.
+:mod:`gpumon.spec.sidecar`; this module renders it.
 """
 
 from __future__ import annotations
 
 import hashlib
 
-from .sidecarspec import TextfileSidecar, Toleration
+from .spec.sidecar import TextfileSidecar, Toleration
 from .spec import Spec
 from .texts import templates_dir
 from .yamlout import dump_all

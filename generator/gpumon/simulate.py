@@ -19,7 +19,7 @@ YAML/JSON file that is re-read on every scrape, so a running fleet can be broken
 
 Sources (issue 13): besides dcgm-exporter 4.x a node may serve, each as its own target, the other
 exporters gpumon's source presets read (:data:`SOURCE_KINDS`, named after the presets in
-:mod:`gpumon.sourcepresets`): dcgm-exporter's 1.x names instead of 4.x, an
+:mod:`gpumon.spec.presets`): dcgm-exporter's 1.x names instead of 4.x, an
 utkuozdemir/nvidia_gpu_exporter page and a node_exporter page carrying gpumon's nvidia-smi textfile
 (:mod:`gpumon.sidecar`). Every source serves the same underlying readings in its own names,
 labels and units, so the normalized series must read one value per GPU whichever serves it.
@@ -40,14 +40,16 @@ from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 
-from . import sidecar, sourcepresets
+from . import sidecar
+
+from .spec import presets as sourcepresets
 from .simfaults import (ECC_FIELDS, FAULT_KINDS, PRIMARY_KINDS, SOURCE_KINDS, Fault, FaultError,  # noqa: F401
                         SourceError, _METRIC_KINDS, describe_kinds, describe_sources, dumps_faults, load_faults,
                         parse_sources)  # re-exported: the simulator's inputs, modelled in simfaults
 from .localprom import ExpositionServer
 # client_golang's float format (nvidia_gpu_exporter, node_exporter pages): Go's strconv 'g', -1
 from .ruletests.gotemplate import go_float
-from .sourcepresets import DCGM_1X_NAMES as LEGACY_NAMES
+from .spec.presets import DCGM_1X_NAMES as LEGACY_NAMES
 
 #: Prometheus job of each kind's targets in serve_forever's scrape config: the presets' defaults
 SOURCE_JOBS = {"dcgm-exporter": "dcgm-exporter", "dcgm-exporter-1.x": "dcgm-exporter",

@@ -18,6 +18,7 @@ from .common import EPILOG, EXIT_ERROR, EXIT_FINDINGS, EXIT_INCONCLUSIVE, EXIT_I
 from .diff import diff_command
 from .init import init
 from .lint import lint_command
+from .preview import preview
 from .render import render
 from .simulate import simulate
 from .validate import validate
@@ -52,7 +53,7 @@ def cli() -> None:
     """
 
 
-for _command in (init, render, simulate, validate, lint_command, diff_command):
+for _command in (init, render, simulate, validate, preview, lint_command, diff_command):
     cli.add_command(_command)
 
 

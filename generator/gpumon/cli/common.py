@@ -45,6 +45,29 @@ def read_limits(follow_symlinks: bool, max_input_mib: int):
     return Limits(follow_symlinks=follow_symlinks, max_bytes=max_input_mib << 20)
 
 
+def parse_headers(headers: tuple[str, ...]) -> dict[str, str]:
+    """``--header K=V`` options as a dict; each value is registered for redaction (it is usually
+    a credential) and never echoed. click.BadParameter for a malformed or forbidden header."""
+    from .. import redact
+    from ..promapi import PromError, check_header
+
+    extra = {}
+    for h in headers:
+        key, sep, value = h.partition("=")
+        if not sep or not key.strip():
+            # never echo the value: it is usually a credential (Authorization: Bearer ...)
+            shown = key.split(":", 1)[0].strip() or "?"
+            raise click.BadParameter(f"expected K=V (e.g. Authorization=Bearer ...), got {shown!r} followed by a "
+                                     "value that is not shown", param_hint="--header")
+        redact.add(value)
+        try:
+            check_header(key.strip(), value)
+        except PromError as exc:
+            raise click.BadParameter(exc.message, param_hint="--header") from None
+        extra[key.strip()] = value
+    return extra
+
+
 def internal_error(exc: BaseException, command: str | None = None) -> None:
     """Exit 4 with one line asking for a bug report: an uncaught exception is a bug, and must
     not end as exit 1 (findings) or 2, which CI reads as drift or bad input (issue #15, finding 4).
@@ -71,9 +94,45 @@ def find_spec(start: Path | None = None) -> Path | None:
     above it, as ``git`` finds its repository; None when no folder up to the root has one."""
     here = (start or Path.cwd()).resolve()
     for folder in (here, *here.parents):
-        if (folder / "gpumon.yaml").is_file():
+        if _is_file(folder / "gpumon.yaml"):
             return folder / "gpumon.yaml"
     return None
+
+
+def _is_file(path: Path) -> bool:
+    """``path.is_file()``, False where a folder on the way may not be entered (stat raises
+    PermissionError there, which ``Path.is_file`` passes on)."""
+    try:
+        return path.is_file()
+    except OSError:
+        return False
+
+
+def specs_for(paths: list[str]) -> dict[Path, list[str]]:
+    """The spec that governs each path: the nearest ``gpumon.yaml`` from the path's own folder (a
+    folder: itself) upwards, so ``gpumon lint clusters/a/output clusters/b/output`` checks each
+    tree against its own spec from anywhere; for a path outside every spec's tree, the working
+    directory's (:func:`find_spec`), the project lint runs in. Returns spec -> the paths it
+    governs (in the order given); exits 2 naming a path no spec governs (never a guess)."""
+    out: dict[Path, list[str]] = {}
+    for path in paths:
+        start = Path(path).parent if _is_file(Path(path)) or not _is_dir(Path(path)) else Path(path)
+        found = find_spec(start) or find_spec()
+        if found is None:
+            where = sorted({str(start.resolve()), str(Path.cwd())})
+            click.echo(f"gpumon: no spec found: pass SPEC or run `gpumon init` (no gpumon.yaml in {' or '.join(where)} "
+                       f"or a folder above, for {path}; `--spec {DEFAULT_SPEC}` uses gpumon's bundled example spec)",
+                       err=True)
+            sys.exit(EXIT_ERROR)
+        out.setdefault(found, []).append(path)
+    return out
+
+
+def _is_dir(path: Path) -> bool:
+    try:
+        return path.is_dir()
+    except OSError:
+        return False
 
 
 def pick_spec(argument: str | None, option: str | None) -> str | None:
@@ -105,18 +164,28 @@ def load_built_or_exit(path: str | None):
                        f"{Path.cwd()} or a folder above it; `{DEFAULT_SPEC}` uses gpumon's bundled example spec)", err=True)
             sys.exit(EXIT_ERROR)
         path = os.path.relpath(found)
-    if not Path(path).is_file():
+    try:
+        found = Path(path).is_file()
+    except OSError as exc:     # a folder on the way may not be entered
+        click.echo(f"gpumon: cannot read spec {path}: {exc.strerror or exc}", err=True)
+        sys.exit(EXIT_ERROR)
+    if not found:
         click.echo(f"gpumon: no spec found at {path}: pass SPEC or run `gpumon init`", err=True)
         sys.exit(EXIT_ERROR)
     from ..rules import build_groups
 
+    spec = None
     try:
         spec = load_spec(path)
         groups = build_groups(spec)     # checks the override names against the alerts it builds
     except SpecError as exc:
-        for problem in exc.problems:
+        # warnings too, in file order among the errors: an uncatalogued field name is often the
+        # typo behind an error, and fixing the errors first would hide it for a round
+        warnings = exc.warnings or (spec.warnings if spec is not None else ())
+        for problem in sorted((*exc.problems, *warnings), key=lambda p: (p.file, p.line, p.column)):
             click.echo(str(problem), err=True)
-        click.echo(f"gpumon: {len(exc.problems)} problem(s) in the spec", err=True)
+        also = f" and {len(warnings)} warning(s)" if warnings else ""
+        click.echo(f"gpumon: {len(exc.problems)} problem(s) in the spec{also}", err=True)
         sys.exit(EXIT_ERROR)
     for warning in spec.warnings:
         click.echo(str(warning), err=True)

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import os
 import sys
 
 import click
 
-from .common import EXIT_ERROR, EXIT_FINDINGS, input_options, load_built_or_exit, read_limits
+from .common import EXIT_ERROR, EXIT_FINDINGS, input_options, load_built_or_exit, read_limits, specs_for
 
 #: report formats (``gpumon.reporters.FORMATS``; kept here so ``--help`` does not import it)
 FORMATS = ("text", "json", "sarif", "junit", "github")
@@ -17,10 +18,23 @@ def _split(values: tuple[str, ...]) -> list[str]:
     return [v.strip() for value in values for v in value.split(",") if v.strip()]
 
 
+def _merged(reports):
+    """One report of lint runs over trees governed by different specs: findings and cases added
+    up, each summary line joined (``spec: a/gpumon.yaml; b/gpumon.yaml``)."""
+    out = reports[0]
+    for more in reports[1:]:
+        out.findings += more.findings
+        out.checks += [c for c in more.checks if c not in out.checks]
+        for key, value in more.summary.items():
+            out.summary[key] = f"{out.summary[key]}; {value}" if key in out.summary else value
+    return out
+
+
 @click.command("lint")
 @click.argument("paths", nargs=-1, type=click.Path())
 @click.option("--spec", "spec_path", type=click.Path(dir_okay=False),
-              help="Spec giving metric kinds, labels, intervals, rule selector labels (default: the nearest gpumon.yaml upwards; `default`: the bundled example).")
+              help="Spec giving metric kinds, labels, intervals, rule selector labels (default: for each PATH, the nearest "
+                   "gpumon.yaml from its folder upwards; `default`: the bundled example).")
 @click.option("-f", "--format", "fmt", type=click.Choice(FORMATS), default="text", show_default=True,
               help="Report format: SARIF 2.1.0 for code scanning, JUnit XML, GitHub workflow annotations.")
 @click.option("--fail-on", type=click.Choice(FAIL_ON), default="error", show_default=True,
@@ -71,10 +85,17 @@ def lint_command(paths, spec_path, fmt, fail_on, disable, max_object_bytes, list
         click.echo(f"gpumon: unknown check id(s) for --disable: {', '.join(unknown)}; "
                    f"known: {', '.join(check_ids())}", err=True)
         sys.exit(EXIT_ERROR)
-    spec, groups = load_built_or_exit(spec_path)
+    paths = list(paths) or ["output"]
+    # each file is checked against the spec that governs it (the nearest gpumon.yaml above it),
+    # unless --spec names one for all
+    groups = {spec_path: paths} if spec_path else {os.path.relpath(k): v for k, v in specs_for(paths).items()}
     sizes = {"max_object_bytes": max_object_bytes} if max_object_bytes else {}
-    report = lint(list(paths) or ["output"], spec, disabled, read_limits(follow_symlinks, max_input_mib),
-                  skip_other=skip_other_files, groups=groups, **sizes)  # a bug ends in the internal-error exit (4)
+    reports = []
+    for spec, group in groups.items():
+        model, rule_groups = load_built_or_exit(spec)
+        reports.append(lint(group, model, disabled, read_limits(follow_symlinks, max_input_mib),
+                            skip_other=skip_other_files, groups=rule_groups, **sizes))  # a bug: exit 4
+    report = reports[0] if len(reports) == 1 else _merged(reports)
     click.echo(reporters.render(report, fmt), nl=False)
     if any(f.check == loader.UNREADABLE for f in report.findings):
         click.echo("gpumon: some input could not be read (see input-unreadable findings)", err=True)

@@ -2,25 +2,27 @@
 
 from __future__ import annotations
 
+import os
 import shlex
 import sys
 from pathlib import Path
 
 import click
 
-from .common import EPILOG, EXIT_ERROR, EXIT_FINDINGS, load_built_or_exit, pick_spec
+from .common import DEFAULT_SPEC, EPILOG, EXIT_ERROR, EXIT_FINDINGS, load_built_or_exit, pick_spec
 
 
 @click.command(epilog=EPILOG)
 @click.argument("spec", required=False, type=click.Path(dir_okay=False))
 @click.option("--spec", "spec_option", type=click.Path(dir_okay=False), metavar="SPEC",
               help="The spec, as the SPEC argument (`default`: gpumon's bundled example spec).")
-@click.option("-o", "--output", "out", default="output", show_default=True, type=click.Path(file_okay=False),
-              help="Folder to write into.")
+@click.option("-o", "--output", "out", default=None, type=click.Path(file_okay=False),
+              help="Folder to write into [default: output/ beside the spec; ./output for `default`].")
 @click.option("--check", is_flag=True, help="Write nothing; list what differs and exit 1 if anything does.")
-def render(spec: str | None, spec_option: str | None, out: str, check: bool) -> None:
+def render(spec: str | None, spec_option: str | None, out: str | None, check: bool) -> None:
     """Render rules, dashboards, rule tests and runbooks from SPEC (default: the gpumon.yaml in
-    this folder or the nearest one above it; `default` is gpumon's bundled example spec).
+    this folder or the nearest one above it; `default` is gpumon's bundled example spec) into
+    the -o folder (default: the output/ folder beside the spec, from whichever folder you run it).
 
     Output is byte-identical for the same spec on any machine. Files gpumon wrote earlier and no
     longer renders are removed; other files in the folder are never touched. A manifest line
@@ -34,6 +36,7 @@ def render(spec: str | None, spec_option: str | None, out: str, check: bool) -> 
 
     spec = pick_spec(spec, spec_option)
     model, groups = load_built_or_exit(spec)
+    given, out = out, out or default_output(spec, model.path)
     try:
         files = render_mod.render(model, groups)
     except TemplateProblem as exc:      # the spec's own runbook templates
@@ -50,7 +53,8 @@ def render(spec: str | None, spec_option: str | None, out: str, check: bool) -> 
             for line in drift.lines():
                 click.echo(line)
             # the exact command that fixes it, quoted for a shell (paths may hold spaces)
-            command = " ".join(["gpumon", "render", *([shlex.quote(spec)] if spec else []), "-o", shlex.quote(out)])
+            command = " ".join(["gpumon", "render", *([shlex.quote(spec)] if spec else []),
+                                *(["-o", shlex.quote(given)] if given else [])])
             click.echo(f"gpumon: {out}/ is out of date with {model.path}; run `{command}`", err=True)
             sys.exit(EXIT_FINDINGS)
         click.echo(f"{out}/ is up to date with {model.path} ({len(files)} files)")
@@ -67,3 +71,14 @@ def render(spec: str | None, spec_option: str | None, out: str, check: bool) -> 
         click.echo(line)
     click.echo(f"wrote {out}/ from {model.path} ({len(files)} files, {len(drift.added) + len(drift.changed)} "
                f"changed, {len(drift.removed)} removed)")
+
+
+def default_output(spec: str | None, spec_path: str) -> str:
+    """The folder to render into when ``-o`` is not given: ``output/`` beside the spec file, so
+    ``gpumon render`` and ``gpumon render --check`` mean the same tree from any subfolder (as
+    ``make render`` does from the root); ``./output`` for the bundled spec (``default``), which
+    lives inside the installed package. Relative to the working directory when below it."""
+    if spec == DEFAULT_SPEC:
+        return "output"
+    folder = Path(spec_path).parent / "output"
+    return os.path.relpath(folder) if not folder.is_absolute() or folder.is_relative_to(Path.cwd()) else str(folder)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from .common import DEFAULT_SPEC, EXIT_ERROR, input_options, load_built_or_exit, pick_spec, read_limits
+from .common import DEFAULT_SPEC, EXIT_ERROR, input_options, load_built_or_exit, parse_headers, pick_spec, read_limits
 
 VALIDATE_EPILOG = """\b
 Exit codes:
@@ -19,7 +19,7 @@ Exit codes:
   3  inconclusive: partial responses or failed queries, and nothing failed
   4  internal error: a bug in gpumon (please report it; GPUMON_DEBUG=1 shows the traceback)
 """
-_BACKEND_PREFIX = {"prometheus": "", "thanos": "", "victoriametrics": "", "mimir": "/prometheus"}
+BACKEND_PREFIX = {"prometheus": "", "thanos": "", "victoriametrics": "", "mimir": "/prometheus"}
 
 
 class _ChecksOption(click.Option):
@@ -39,7 +39,7 @@ class _ChecksOption(click.Option):
 @click.option("--spec", "spec_option", type=click.Path(dir_okay=False), metavar="SPEC",
               help="The spec, as the SPEC argument (`default`: gpumon's bundled example spec).")
 @click.option("--prom", "url", required=True, metavar="URL", help="Prometheus-compatible API base URL.")
-@click.option("--backend", type=click.Choice(sorted(_BACKEND_PREFIX)), default="prometheus", show_default=True,
+@click.option("--backend", type=click.Choice(sorted(BACKEND_PREFIX)), default="prometheus", show_default=True,
               help="Server kind; mimir implies --path-prefix /prometheus.")
 @click.option("--path-prefix", default=None, help="Path before /api/v1 (Mimir: /prometheus).")
 @click.option("--tenant", help="Tenant id, sent as X-Scope-OrgID on every request (Mimir, Cortex).")
@@ -69,6 +69,9 @@ class _ChecksOption(click.Option):
                    "over 1000 values and panels past 1000 per dashboard are not evaluated (inconclusive).")
 @click.option("--dashboard-max-queries", type=click.IntRange(1), default=600, show_default=True,
               help="Cap on the queries --dashboards sends (variables, panel targets, selector probes).")
+@click.option("--preview-range", metavar="DURATION",
+              help="With --dashboards and --format html: draw the panels over the last DURATION instead of each "
+                   "dashboard's own time range (the report draws every panel from the live data).")
 @click.option("--format", "fmt", type=click.Choice(["text", "json", "sarif", "junit", "github", "html"]),
               default="text", show_default=True,
               help="html: one self-contained file (with -o the terminal gets the text report).")
@@ -76,16 +79,16 @@ class _ChecksOption(click.Option):
 @input_options
 def validate(args, url, backend, path_prefix, tenant, headers, bearer_token_file, basic_auth_file, ca_file,
              insecure_skip_verify, timeout, deadline, max_response_mib, lookback, concurrency, checks, label_limit, dashboards,
-             dashboard_max_queries, fmt, out_file, follow_symlinks, max_input_mib, spec_option) -> None:
+             dashboard_max_queries, preview_range, fmt, out_file, follow_symlinks, max_input_mib, spec_option) -> None:
     """Check a live Prometheus against SPEC: targets, every spec'd series on every GPU, values,
     gaps, loaded rules, driver versions. Says what is missing, where, since when and why.
 
     With --dashboards, also run every panel of those Grafana dashboards and say which are empty
     and why; paths after SPEC (or instead of it) are more dashboards, so
     `--dashboards output/dashboards extra.json` works as written."""
-    from .. import redact, reporters, writer
+    from .. import reporters, writer
     from ..durations import parse_duration
-    from ..promapi import BACKEND_QUERY_PARAMS, PromClient, PromError, check_header
+    from ..promapi import BACKEND_QUERY_PARAMS, PromClient, PromError
     from ..validate import CHECKS
     from ..validate import validate as run_validate
 
@@ -98,28 +101,21 @@ def validate(args, url, backend, path_prefix, tenant, headers, bearer_token_file
         lookback_s = parse_duration(lookback)
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--lookback") from None
+    from ..preview.fetch import parse_range
+
+    try:
+        preview_s = parse_range(preview_range)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--preview-range") from None
     chosen = tuple(c.strip() for c in checks.split(",")) if checks else () if dashboards and not spec else tuple(CHECKS)
     unknown = [c for c in chosen if c not in CHECKS]
     if unknown:
         raise click.BadParameter(f"unknown check(s) {', '.join(unknown)}; choose from {', '.join(CHECKS)}",
                                  param_hint="--checks")
-    extra = {}
-    for h in headers:
-        key, sep, value = h.partition("=")
-        if not sep or not key.strip():
-            # never echo the value: it is usually a credential (Authorization: Bearer ...)
-            shown = key.split(":", 1)[0].strip() or "?"
-            raise click.BadParameter(f"expected K=V (e.g. Authorization=Bearer ...), got {shown!r} followed by a "
-                                     "value that is not shown", param_hint="--header")
-        redact.add(value)
-        try:
-            check_header(key.strip(), value)
-        except PromError as exc:
-            raise click.BadParameter(exc.message, param_hint="--header") from None
-        extra[key.strip()] = value
+    extra = parse_headers(headers)
     model, groups = load_built_or_exit(spec)
     try:
-        client = PromClient(url, path_prefix=_BACKEND_PREFIX[backend] if path_prefix is None else path_prefix,
+        client = PromClient(url, path_prefix=BACKEND_PREFIX[backend] if path_prefix is None else path_prefix,
                             tenant=tenant, headers=extra, bearer_token_file=bearer_token_file,
                             basic_auth_file=basic_auth_file, ca_file=ca_file, insecure=insecure_skip_verify,
                             timeout=timeout, deadline=deadline, max_bytes=max_response_mib << 20,
@@ -132,8 +128,11 @@ def validate(args, url, backend, path_prefix, tenant, headers, bearer_token_file
         report, code = run_validate(model, client, lookback=lookback_s, concurrency=concurrency, checks=chosen,
                                     label_limit=limit, dashboards=tuple(dashboards),
                                     dashboard_max_queries=dashboard_max_queries,
-                                    matrix=fmt == "html", groups=groups,
+                                    matrix=fmt == "html", groups=groups, preview=fmt == "html",
+                                    preview_range=preview_s,
                                     read_limits=read_limits(follow_symlinks, max_input_mib))  # the matrix is GPUs x fields: only HTML shows it
+    if dashboards and not chosen:
+        report.summary = _dashboards_only(report.summary, spec)
     text = reporters.render(report, fmt, color=fmt == "text" and sys.stdout.isatty())
     # an HTML file is for a browser: with -o, the terminal gets the text report instead
     shown = reporters.render(report, "text", color=sys.stdout.isatty()) if fmt == "html" and out_file else text
@@ -146,6 +145,18 @@ def validate(args, url, backend, path_prefix, tenant, headers, bearer_token_file
             click.echo(f"gpumon validate: cannot write {out_file}: {exc.strerror or exc}", err=True)
             sys.exit(EXIT_ERROR)
     sys.exit(code)
+
+
+def _dashboards_only(summary: dict, named: str | None) -> dict:
+    """The summary of a dashboards-only run says which spec gave the label names, and that no spec
+    check ran (a bare ``spec: gpumon.yaml`` read as if the fleet had been checked against it)."""
+    how = "named" if named else "the nearest gpumon.yaml from the working directory upwards"
+    out = {}
+    for key, value in summary.items():
+        out[key] = value
+        if key == "spec":
+            out["spec use"] = f"label names only ({how}); no spec check ran: pass SPEC to check the fleet too"
+    return out
 
 
 def _say_unreadable(report) -> None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from ..promqltext import matcher
 from ..durations import format_duration
-from ..kube import Kubernetes
+from ..spec.kube import Kubernetes
 from ..rules import kubernetes as rk, names
 from ..rules.promql import by, dur, node_ids, num
 from ..spec import Spec

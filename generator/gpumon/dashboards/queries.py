@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from ..rules import RuleGroup, names
 from ..rules.promql import by, dur, gpu_ids, plausible_filter
-from ..sourcepresets import PRIMARY
+from ..spec.presets import PRIMARY
 from ..spec import Metric, Spec
 from .units import plot
 

@@ -39,8 +39,17 @@ class Context:
     legacy: dict = field(default_factory=dict)
     records: dict = field(default_factory=dict)
     gpumon_records: set = field(default_factory=set)
+    #: (rule name, expression) of every rule gpumon renders from the spec
+    gpumon_rules: set = field(default_factory=set)
     #: the most bytes an object's last-applied annotation may take (``--max-object-bytes``)
     max_object_bytes: int = BUDGET
+
+    def rendered_by_gpumon(self, query) -> bool:
+        """True when ``query`` is, unchanged, the expression of a rule gpumon renders from this spec:
+        such a rule may read what users should not (the 1.x names the spec's ``legacy_names``
+        declare, in the 1.x label spelling, to count the GPUs of nodes still on 1.x names)."""
+        rule = getattr(query, "rule", None)
+        return rule is not None and (rule.name, query.source.strip()) in self.gpumon_rules
 
     # ---- labels
     @property
@@ -118,6 +127,7 @@ def build(spec: Spec, inputs: Inputs, groups: list[RuleGroup]) -> Context:
     sources = []
     for group in groups:
         for rule in group.rules:
+            ctx.gpumon_rules.add((rule.record or rule.alert, rule.expr.strip()))
             if rule.record:
                 ctx.gpumon_records.add(rule.record)
                 sources.append((rule.record, rule.expr, dict(rule.labels)))

@@ -57,7 +57,7 @@ class Limits:
         roots = []
         for raw in paths:
             path = Path(raw)
-            base = path if path.is_dir() else path.parent
+            base = path if is_dir(path) else path.parent
             try:
                 roots.append(base.resolve())
             except (OSError, RuntimeError):
@@ -66,6 +66,15 @@ class Limits:
 
 
 DEFAULT = Limits()
+
+
+def is_dir(path: Path) -> bool:
+    """``path.is_dir()``, False where a folder on the way may not be entered (``Path.is_dir``
+    raises PermissionError there; reading the path then says "permission denied")."""
+    try:
+        return path.is_dir()
+    except OSError:
+        return False
 
 
 def read_text(path: Path, limits: Limits = DEFAULT) -> str:

@@ -62,15 +62,26 @@ def collect(paths: Iterable[str | Path]) -> tuple[list[Path], list[str]]:
     missing: list[str] = []
     for raw in paths:
         path = Path(raw)
-        if path.is_dir():
+        if inputfiles.is_dir(path):
             for root, dirs, names in os.walk(path):  # symlinked folders are listed, not entered
                 dirs[:] = sorted(d for d in dirs if d not in _SKIP_DIRS and not d.startswith("."))
                 files.extend(Path(root) / n for n in sorted(names) if n.endswith(_EXTENSIONS))
-        elif os.path.lexists(path):
-            files.append(path)  # a device, FIFO or dangling link too: the reader says why it refuses it
+        elif os.path.lexists(path) or _unreachable(path):
+            files.append(path)  # a device, FIFO, dangling link or a path behind a closed folder too: the reader says why
         else:
             missing.append(str(raw))
     return files, missing
+
+
+def _unreachable(path: Path) -> bool:
+    """True when ``path`` cannot even be looked at (a folder on the way may not be entered)."""
+    try:
+        os.lstat(path)
+    except PermissionError:
+        return True
+    except OSError:
+        return False
+    return False
 
 
 def load(paths: Iterable[str | Path], limits: inputfiles.Limits = inputfiles.DEFAULT,
@@ -84,7 +95,7 @@ def load(paths: Iterable[str | Path], limits: inputfiles.Limits = inputfiles.DEF
     paths = list(paths)
     limits = limits.for_paths(paths)
     files, missing = collect(paths)
-    named = {Path(p) for p in paths if not Path(p).is_dir()}
+    named = {Path(p) for p in paths if not inputfiles.is_dir(Path(p))}
     inputs = Inputs()
     for name in missing:
         inputs.problems.append(_unreadable(name, 1, 1, "no such file or directory"))

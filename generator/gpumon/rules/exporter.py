@@ -11,12 +11,17 @@ from .promql import by, dur, job_sel, num
 
 def with_node(spec: Spec, expr: str) -> str:
     """``expr`` (per target: job, instance) with the node label of the target's GPU series seen
-    within the inventory lookback, so a down target's alert names its node (Alertmanager inhibits
-    that node's GPU alerts by it). A target never seen with GPU series keeps its alert without a
-    node label. ``topk`` keeps one node should a pod address move to another node's exporter."""
+    within the inventory lookback or held since (:data:`names.TARGETS_KNOWN`, while the target has
+    an ``up`` series), so a down target's alert names its node (Alertmanager inhibits that node's
+    GPU alerts by it) for as long as it is down: with the lookback alone, an outage longer than it
+    lost the name and the page started again without it. A target never seen with GPU series keeps
+    its alert without a node label. ``topk`` keeps one node should a pod address move to another
+    node's exporter; ``max by`` makes both reads one series per target and node."""
     lab = spec.exporter.labels
-    on = by(("job",) + ((lab.cluster,) if lab.cluster else ()) + ("instance",))
-    seen = f"max_over_time({job_sel(spec, names.TARGET_NODE)}[{dur(spec.alerts.inventory_lookback)}])"
+    ids = ("job",) + ((lab.cluster,) if lab.cluster else ()) + ("instance",)
+    on = by(ids)
+    seen = (f"max by ({by(ids + (lab.node,))}) (\n  max_over_time({job_sel(spec, names.TARGET_NODE)}"
+            f"[{dur(spec.alerts.inventory_lookback)}])\n  or\n  {job_sel(spec, names.TARGETS_KNOWN)}\n)")
     node = f"topk by ({on}) (1, {seen})"
     return (f"(\n  {expr}\n)\n* on ({on}) group_left ({lab.node})\n{node}\n"
             f"or\n(\n  {expr}\n)\nunless on ({on})\n{seen}")

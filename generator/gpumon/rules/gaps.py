@@ -37,7 +37,7 @@ def field_recent(spec: Spec) -> float:
 
     Why it never double-pages a drop: after a drop at T the ratio falls below ``gap_min_ratio``
     no earlier than ``T + (1 - gap_min_ratio) x gap_window`` (at least one scrape, see
-    ``specbounds.durations``), and the field stops counting as seen at ``T + for``, so this
+    ``spec.bounds.durations``), and the field stops counting as seen at ``T + for``, so this
     condition holds for less than ``for`` and the alert stays pending. Gaps shorter than ``for``
     keep it true throughout, so a field that comes and goes at any scrape granularity fires (a
     window of half ``(1 - gap_min_ratio) x gap_window`` was shorter than one missed minute with a

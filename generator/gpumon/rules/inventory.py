@@ -10,7 +10,7 @@ GPU and field held more series than the raw fields).
 from __future__ import annotations
 
 from ..promqltext import matcher
-from ..sourcepresets import PRIMARY
+from ..spec.presets import PRIMARY
 from ..spec import Spec
 from . import names
 from .common import record

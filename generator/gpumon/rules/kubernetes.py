@@ -1,6 +1,6 @@
 """The layer under the metrics: exporter pods, and how many GPUs each node should report.
 
-Rendered only when the spec has a ``kubernetes`` section (:mod:`gpumon.kube`). Series and label
+Rendered only when the spec has a ``kubernetes`` section (:mod:`gpumon.spec.kube`). Series and label
 names are kube-state-metrics' (docs/metrics/workload/pod-metrics.md, daemonset-metrics.md,
 cluster/node-metrics.md): ``kube_node_status_capacity{node,resource,unit}``,
 ``kube_pod_info{namespace,pod,node,created_by_kind,created_by_name,...}``,
@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from ..promqltext import literal_replacement, quote
 from ..durations import format_duration
-from ..kube import Kubernetes
+from ..spec.kube import Kubernetes
 from ..spec import Spec
 from . import names
 from .common import alert, record

@@ -10,7 +10,7 @@ without a window that runs out while the hardware is still gone.
 from __future__ import annotations
 
 from ..promqltext import matcher
-from ..sourcepresets import PRESETS
+from ..spec.presets import PRESETS
 from ..spec import Metric, Spec
 from . import names
 from .common import record
@@ -18,7 +18,7 @@ from .exporter import unserved_legacy_names
 from .model import Rule
 from .promql import by, dur, fleet_ids, gpu_ids, job_sel, node_ids
 
-#: the GPU label of dcgm-exporter's 1.x compatibility mode (``uuid``; sourcepresets.py)
+#: the GPU label of dcgm-exporter's 1.x compatibility mode (``uuid``; spec/presets.py)
 LEGACY_GPU_LABEL = PRESETS["dcgm-exporter-1.x"].gpu
 
 
@@ -96,14 +96,24 @@ def targets_known(spec: Spec) -> Rule:
     exporter is down or serves no labels stays."""
     lab = spec.exporter.labels
     ids = _target_ids(spec)
-    parts = [names.TARGET_NODE]
+    # `group by` as the other parts: a bare selector keeps its name where they drop theirs, and over
+    # a range VictoriaMetrics after 1.79 then answers two series for one target, which vmalert
+    # refuses to record ("result contains metrics with the same labelset")
+    parts = [f"group by ({by(ids + (lab.node,))}) ({names.TARGET_NODE})"]
     legacy_names = unserved_legacy_names(spec)
     if legacy_names:
         job = matcher("job", spec.exporter.job)
         sel = " or ".join(f"{n}{{{job},{matcher(lab.node, '', '!=')}}}" for n in legacy_names)
         parts.append(f"group by ({by(ids + (lab.node,))}) ({sel})")
-    parts.append(f"last_over_time({names.TARGETS_KNOWN}[{dur(spec.alerts.inventory_lookback)}])")
-    expr = "(\n  " + "\n  or\n  ".join(parts) + f"\n)\nand on ({by(ids)})\n{job_sel(spec, 'up')}"
+    # the targets' nodes seen within the lookback as well (as in :func:`known`): an engine that
+    # cannot read the rule's own earlier result still knows a down target's node for that long
+    lookback = dur(spec.alerts.inventory_lookback)
+    parts += [f"last_over_time({names.TARGET_NODE}[{lookback}])", f"last_over_time({names.TARGETS_KNOWN}[{lookback}])"]
+    # one group by around it all: the parts are one series per target and node whatever their
+    # names (VictoriaMetrics' `or` keeps series that differ only in name, and the record then had
+    # two of the same labels)
+    inner = "\n    or\n    ".join(parts)
+    expr = f"group by ({by(ids + (lab.node,))}) (\n  (\n    {inner}\n  )\n  and on ({by(ids)})\n  {job_sel(spec, 'up')}\n)"
     return record(names.TARGETS_KNOWN, expr)
 
 

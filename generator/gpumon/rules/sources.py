@@ -12,7 +12,7 @@ without sources renders none of it (byte-identical output).
 from __future__ import annotations
 
 from .. import promqltext, sidecar
-from ..sourcepresets import NODE_FROM_INSTANCE, PRIMARY, TEXTFILE_LAST_RUN
+from ..spec.presets import NODE_FROM_INSTANCE, PRIMARY, TEXTFILE_LAST_RUN
 from ..spec import Metric, Source, Spec
 from . import names
 from .common import alert, record
@@ -102,7 +102,7 @@ def _tagged(expr: str, label: str) -> str:
 def normalized(spec: Spec, m: Metric) -> Rule:
     """Recording rule :data:`names.NORMALIZED` for ``m`` (label ``dcgm_field``): primary first,
     then each source ``or on (device)``, each part tagged with its ``source`` label
-    (:data:`gpumon.sourcepresets.PRIMARY` for the primary)."""
+    (:data:`gpumon.spec.presets.PRIMARY` for the primary)."""
     on = by(device_ids(spec))
     primary = f"max by ({by(kept(spec, m))}) ({job_sel(spec, m.name)})"
     parts = [_tagged(primary, PRIMARY)] + [_tagged(mapped(spec, m, s), s.label) for s in m.sources]

@@ -140,14 +140,20 @@ def threshold(spec: Spec, m: Metric, t: Threshold) -> Rule:
 XID_ALERTS = {"critical": "GpuXidCritical", "warning": "GpuXidWarning", "info": "GpuXidInformational"}
 
 
-def _xid_selected(spec: Spec, m: Metric, codes: tuple[int, ...], others: tuple[int, ...] | None = None) -> str:
+def _xid_selected(spec: Spec, m: Metric, codes: tuple[int, ...], others: tuple[int, ...] | None = None,
+                  held: str | None = None) -> str:
     """Series of ``m`` whose code is one of ``codes``; with ``others``, any code > 0 but those.
-    By the ``err_code`` label when the spec keeps it (NVIDIA/dcgm-exporter#309 and #326), else by value."""
+    By the ``err_code`` label when the spec keeps it (NVIDIA/dcgm-exporter#309 and #326), else by value.
+    ``held`` (a duration): each series' last sample within it, so the series counts for that long
+    after it vanished."""
     s = job_sel(spec, m.name)
+    if held:
+        s = f"last_over_time({s}[{held}])"
     if "err_code" in m.alert_labels:
         listed = "|".join(str(c) for c in (others if others is not None else codes))
         op = "!~" if others is not None else "=~"
-        return f'{m.name}{{{matcher("job", spec.exporter.job)},{matcher("err_code", listed or "0", op)}}} > 0'
+        sel = f'{m.name}{{{matcher("job", spec.exporter.job)},{matcher("err_code", listed or "0", op)}}}'
+        return (f"last_over_time({sel}[{held}])" if held else sel) + " > 0"
     if others is not None:
         chain = " or ".join(f"{s} == {c}" for c in others)
         return f"{s} > 0" + (f" unless ({chain})" if chain else "")
@@ -164,20 +170,31 @@ def xid(spec: Spec, m: Metric, severity: str) -> Rule | None:
     one. Two identical XIDs in a row cannot be told apart (NVIDIA/dcgm-exporter#190)."""
     policy = m.xid
     codes = policy.codes(severity)
+    # the GPU gone after it (off the bus): the page passes to job_gpu:gpumon_xid_lost:max, which the
+    # inventory group records at its first evaluation after the GPU's series went stale. This alert
+    # is in another group, which may evaluate in between: the XID read over one scrape and one
+    # evaluation (two sample intervals) bridges that, or the page ended and started again (seen
+    # live on Prometheus; promtool evaluates every group at one instant)
+    bus_off = severity == "critical" and lost.xid_metric(spec) is m
+    held = dur(2 * spec.exporter.sample_interval) if bus_off else None
     if policy.other == severity:
         listed = tuple(c for level in ("critical", "warning", "info", "ignore") for c in policy.codes(level))
-        selected = _xid_selected(spec, m, (), others=(0,) + listed if "err_code" in m.alert_labels else listed)
+        selected = _xid_selected(spec, m, (), others=(0,) + listed if "err_code" in m.alert_labels else listed,
+                                 held=held)
         if codes:
-            selected = f"({selected})\nor\n({_xid_selected(spec, m, codes)})"
+            selected = f"({selected})\nor\n({_xid_selected(spec, m, codes, held=held)})"
     elif codes:
-        selected = _xid_selected(spec, m, codes)
+        selected = _xid_selected(spec, m, codes, held=held)
     else:
         return None
     s = job_sel(spec, m.name)
     w = dur(policy.window)
     keep = by(gpu_ids(spec, m) + m.alert_labels)
-    expr = f"max by ({keep}) (\n  {selected}\n  unless\n  ({s} offset {w} == {s})\n)"
-    if severity == "critical" and lost.xid_metric(spec) is m:
+    # "new": not the same value one window ago (read as held too: a held XID already seen then is not new)
+    same = (f"(last_over_time({s}[{held}] offset {w}) == last_over_time({s}[{held}]))" if held
+            else f"({s} offset {w} == {s})")
+    expr = f"max by ({keep}) (\n  {selected}\n  unless\n  {same}\n)"
+    if bus_off:
         # the GPU gone after it (off the bus) keeps this page until it reports again (rules/lost.py)
         expr += f"\nor\n{names.XID_LOST}"
     listed_text = ", ".join(str(c) for c in codes) or "none"

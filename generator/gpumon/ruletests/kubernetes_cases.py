@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 
 from .. import re2check
-from ..kube import Kubernetes
+from ..spec.kube import Kubernetes
 from ..rules import kubernetes as krules
 from ..rules.model import Rule
 from ..spec import Spec

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from ..rules import inventory, names, presence, sources
 from ..rules.model import Rule
-from ..sourcepresets import NODE_FROM_INSTANCE, PRIMARY, TEXTFILE_LAST_RUN
+from ..spec.presets import NODE_FROM_INSTANCE, PRIMARY, TEXTFILE_LAST_RUN
 from ..spec import Metric, Source, Spec, Threshold
 from . import fleet
 from .fleet import CLUSTER, Gpu, add_gpu, add_target, lost_from, node_ids, steps

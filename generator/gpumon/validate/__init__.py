@@ -42,7 +42,8 @@ def validate(spec: Spec, client: PromClient, *, lookback: float = 3600.0, concur
              checks: tuple[str, ...] = tuple(CHECKS), progress: bool = True,
              label_limit: int | None = None, dashboards: tuple[str, ...] = (),
              dashboard_max_queries: int | None = None, matrix: bool = True,
-             read_limits=None, groups: list[RuleGroup] | None = None) -> tuple[Report, int]:
+             read_limits=None, groups: list[RuleGroup] | None = None, preview: bool = False,
+             preview_range: float | None = None) -> tuple[Report, int]:
     """Run the checks against the server behind ``client``.
 
     Args:
@@ -62,6 +63,10 @@ def validate(spec: Spec, client: PromClient, *, lookback: float = 3600.0, concur
             None: the defaults).
         groups: the rule groups built from ``spec`` (:func:`gpumon.rules.build_groups`; built
             here when not given).
+        preview: with ``dashboards``, also fetch what every panel shows over the dashboard's
+            time range (``report.previews``, :mod:`gpumon.preview`; the HTML report draws it),
+            under its own cap of ``dashboard_max_queries``.
+        preview_range: seconds to draw instead of each dashboard's own time range.
     Returns:
         (report, exit code).
     """
@@ -93,6 +98,11 @@ def validate(spec: Spec, client: PromClient, *, lookback: float = 3600.0, concur
             report.checks += result.cases
             report.panels = [v.as_dict() for v in verdicts]
             report.summary["dashboards"] = dash_check.summary(verdicts)
+            if preview:
+                from ..preview import fetch
+                report.previews = fetch.run(ctx, list(dashboards), report.panels,
+                                            dashboard_max_queries or dash_check.MAX_QUERIES, preview_range,
+                                            limits=read_limits)
     finally:
         ctx.close()
     if ctx.partial_warnings:

@@ -16,6 +16,7 @@ from ..promapi import Answer, PromClient, PromError
 from ..rules import RuleGroup, build_groups
 from ..spec import Spec
 from . import facts
+from .facts import other_spelling  # noqa: F401  (checks import it from here)
 
 
 @dataclass(frozen=True)
@@ -56,12 +57,6 @@ class Gpu:
     def __str__(self) -> str:
         mig = f" MIG {self.mig}" if self.mig else ""
         return f"{self.where or '?'} gpu {self.index or '?'} ({self.uuid or 'no UUID'}{mig})"
-
-
-def other_spelling(label: str) -> str:
-    """The label name an exporter version may use instead (``Hostname`` <-> ``hostname``,
-    ``UUID`` <-> ``uuid``; NVIDIA/dcgm-exporter#655 and the 1.x ``use-old-namespace`` option)."""
-    return label.lower() if label != label.lower() else label.capitalize() if label == "hostname" else label.upper()
 
 
 class Context:

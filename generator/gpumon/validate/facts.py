@@ -51,6 +51,12 @@ class Inventory:
         return set().union(*self.now.values()) if self.now else set()
 
 
+def other_spelling(label: str) -> str:
+    """The label name an exporter version may use instead (``Hostname`` <-> ``hostname``,
+    ``UUID`` <-> ``uuid``; NVIDIA/dcgm-exporter#655 and the 1.x ``use-old-namespace`` option)."""
+    return label.lower() if label != label.lower() else label.capitalize() if label == "hostname" else label.upper()
+
+
 def _ids(ctx) -> str:
     """The identity labels the inventory groups by: the context's, without ``job``. Every
     selector here filters ``job="<job>"``, so the label is the same on every series (the GPU's
@@ -110,18 +116,13 @@ def inventory_queries(ctx) -> dict[str, str]:
     ids = _ids(ctx)
     out = {f"fleet|now|{i}": reporting_query(ctx, shard) for i, shard in enumerate(_shard_matchers(ctx))}
     legacy = []
-    # the 1.x series name the GPU in the other spelling of the GPU label (``uuid``), and carry the
-    # model and driver labels the version matrix reads: kept, so a 1.x node's GPUs count once each
-    from .base import other_spelling  # base imports this module
-    lab = ctx.labels
-    legacy_ids = ", ".join([_ids(ctx), other_spelling(lab.gpu), lab.model, lab.driver_version])
     for m in ctx.spec.tracked_metrics:
         out[f"state|{m.name}"] = (f'label_replace(count({present(ctx, m.name, recent)}), "{STATE}", "now", "", "")\n or '
                                   f'label_replace({present(ctx, m.name, window)} unless on ({ids}) '
                                   f'{present(ctx, m.name, recent)}, "{STATE}", "gone", "", "")')
         if m.required:
             for name in m.legacy_names:
-                legacy.append(f'label_replace(label_replace(group by ({legacy_ids}) ({ctx.sel(name)}), '
+                legacy.append(f'label_replace(label_replace(group by ({ids}) ({ctx.sel(name)}), '
                               f'"{LEGACY_FIELD}", {literal_replacement(m.name)}, "", ""), '
                               f'"{LEGACY_NAME}", {literal_replacement(name)}, "", "")')
     if legacy:

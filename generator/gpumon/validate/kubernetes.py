@@ -18,7 +18,7 @@ from collections import defaultdict
 
 from ..durations import format_duration
 from ..findings import Finding
-from ..kube import Kubernetes
+from ..spec.kube import Kubernetes
 from ..promapi import Answer, PromError
 from ..rules import kubernetes as krules
 from ..rules import names

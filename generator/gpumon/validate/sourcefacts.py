@@ -22,7 +22,7 @@ class Sources:
 
     def fallback(self, metric: str) -> set[tuple[str, str]]:
         """(cluster, UUID) of the GPUs a fallback (not the primary) serves for ``metric``."""
-        from ..sourcepresets import PRIMARY
+        from ..spec.presets import PRIMARY
         return {k for k, (_, src) in self.served.get(metric, {}).items() if src != PRIMARY}
 
 

@@ -17,7 +17,7 @@ from collections import defaultdict
 from ..findings import Finding
 from ..promapi import Answer, PromError
 from ..rules.names import FIELD_LABEL, SOURCE_LABEL
-from ..sourcepresets import PRIMARY
+from ..spec.presets import PRIMARY
 from .base import CheckResult, Context, partial, query_failed
 
 CHECK = "sources"

@@ -41,8 +41,10 @@ def check(inputs, ctx) -> Iterator[Finding]:
             seen.add(name)
             if name in {s.series for m in ctx.spec.metrics for s in m.sources}:
                 continue  # a fallback source the spec declares (issue 13): read on purpose
-            if name in ctx.legacy and (ctx.legacy[name] in selected or TARGET_NODE in selected):
-                continue  # compares the 1.x name with the current one on purpose (GpuExporterLegacyNames)
+            if name in ctx.legacy and (ctx.legacy[name] in selected or TARGET_NODE in selected
+                                       or ctx.rendered_by_gpumon(query)):
+                continue  # compares the 1.x name with the current one on purpose (GpuExporterLegacyNames),
+                # or is gpumon's own rule counting GPUs on 1.x names
             if name in ctx.legacy:
                 current = ctx.legacy[name]
                 hint = f"use {current}" if current else "use the DCGM_FI_* name of this field"

@@ -147,7 +147,7 @@ def run(ctx, paths: list[str], prior: list[Finding], max_queries: int = MAX_QUER
                 continue
             if panel.type in _NO_DATA_TYPES:
                 continue  # rows are containers: their panels come next in dash.panels
-            pr = _prepare(dash, panel, resolved, end, ctx.lookback, scrape)
+            pr = prepare(dash, panel, resolved, end, ctx.lookback, scrape)
             if pr is not None:
                 runs.append(pr)
     # first round: every target (range and/or instant), and the left side of `or vector(0)`
@@ -237,8 +237,10 @@ def _out_of_time(ctx) -> bool:
     return at is not None and time.monotonic() >= at
 
 
-def _prepare(dash, panel, resolved: dict, end: float, lookback: float, scrape: float) -> PanelRun | None:
-    """The panel's targets interpolated as Grafana sends them, or why gpumon cannot evaluate it."""
+def prepare(dash, panel, resolved: dict, end: float, lookback: float, scrape: float,
+             max_points: int | None = None) -> PanelRun | None:
+    """The panel's targets interpolated as Grafana sends them, or why gpumon cannot evaluate it
+    (``max_points``: see :func:`.timing.timing`; the preview draws at most that many per series)."""
     doc = panel.doc
     pr = PanelRun(dash, doc, panel.pointer, _row_title(dash.doc, panel.row))
     if doc.get("libraryPanel") and not doc.get("targets"):
@@ -256,7 +258,7 @@ def _prepare(dash, panel, resolved: dict, end: float, lookback: float, scrape: f
         expr = t.get("expr")
         if not isinstance(expr, str) or not expr.strip():
             continue
-        tm = timing.timing(doc, t, end, lookback, scrape)
+        tm = timing.timing(doc, t, end, lookback, scrape, max_points)
         text, used = variables.interpolate(expr, resolved, tm.macros())
         ref = t.get("refId", j)
         huge = sorted(n for n in used if resolved[n].truncated)

@@ -20,6 +20,12 @@ _CAUSES = ("series-missing", "optional-absent", "gpu-lost", "legacy-metric-names
            "rules-not-loaded", "rule-missing", "target-missing", "field-unsupported-on-mig")
 
 
+def _names_in(message: str) -> set[str]:
+    """The metric names a message lists: ``optional-absent`` names several fields in one finding
+    (every absent DCGM_FI_PROF_* field, say), whose subject is then the job."""
+    return set(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", message))
+
+
 class Judge:
     """Classifies panel runs (see the module docstring)."""
 
@@ -66,7 +72,8 @@ class Judge:
                 continue
             about = f.subject.split(" on ")[0]
             field_ = dict(f.labels).get("dcgm_field")
-            hit = metric in (about, field_) or (":" in metric and f.check in ("rules-not-loaded", "rule-missing"))
+            hit = (metric in (about, field_) or (":" in metric and f.check in ("rules-not-loaded", "rule-missing"))
+                   or (f.check == "optional-absent" and metric in _names_in(f.message)))
             if f.check == "gpu-lost" and nodes is not None:
                 hit = any(n in f.message for n in nodes)
             if hit and nodes is not None and " on " in f.subject and f.subject.split(" on ", 1)[1] not in nodes:

@@ -90,16 +90,22 @@ class Timing:
                 "__to": str(int(self.end * 1000))}
 
 
-def timing(panel: dict, target: dict, end: float, lookback: float, scrape_interval: float) -> Timing:
-    """The :class:`Timing` of ``target`` on ``panel`` over ``[end - lookback, end]``."""
+def timing(panel: dict, target: dict, end: float, lookback: float, scrape_interval: float,
+           max_points: int | None = None) -> Timing:
+    """The :class:`Timing` of ``target`` on ``panel`` over ``[end - lookback, end]``; with
+    ``max_points`` (the dashboard preview), no series gets more points than that: the panel's
+    max data points are capped at it, and the step widened when Grafana's rounding of the
+    interval would still give more."""
     width = (panel.get("gridPos") or {}).get("w") if isinstance(panel.get("gridPos"), dict) else None
     points = panel.get("maxDataPoints")
     if not isinstance(points, (int, float)) or points <= 0:
         points = max(100, round((width if isinstance(width, (int, float)) and width > 0 else 12) / 24 * 1800))
+    if max_points:
+        points = min(points, max_points)
     calculated = round_interval_ms(lookback * 1000 / points) / 1000
     floor = _seconds(target.get("interval")) or _seconds(panel.get("interval")) or scrape_interval
     interval = max(calculated, floor)
-    step = max(interval, math.ceil(lookback / MAX_POINTS))
+    step = max(interval, math.ceil(lookback / MAX_POINTS), math.ceil(lookback / max_points) if max_points else 0)
     rate = max(interval + scrape_interval, 4 * scrape_interval)
     start = math.floor((end - lookback) / step) * step  # Grafana aligns the range to the step
     return Timing(start, end, interval, rate, step, lookback)

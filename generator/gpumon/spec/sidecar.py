@@ -12,7 +12,7 @@ import posixpath
 from dataclasses import dataclass
 from typing import Callable
 
-from .durations import format_duration, parse_duration
+from ..durations import format_duration, parse_duration
 
 
 @dataclass(frozen=True)

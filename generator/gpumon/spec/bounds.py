@@ -26,7 +26,7 @@ import math
 import re
 from typing import Any, Callable
 
-from .durations import format_duration, parse_duration
+from ..durations import format_duration, parse_duration
 
 Add = Callable[[list, str], None]
 
@@ -263,7 +263,7 @@ IDENTITY_KEYS = ("cluster", "node", "gpu", "gpu_index", "mig_instance")
 #: the implausible/kubernetes ``reason``): an identity label of that name would be overwritten
 GPUMON_LABELS = ("dcgm_field", "source", "reason")
 #: ``sources[].labels.node`` value meaning the target's instance without its port
-#: (``sourcepresets.NODE_FROM_INSTANCE``)
+#: (``presets.NODE_FROM_INSTANCE``)
 NODE_FROM_INSTANCE = "instance"
 
 

@@ -23,8 +23,8 @@ import re
 from dataclasses import dataclass
 from typing import Callable
 
-from . import re2check
-from .durations import parse_duration
+from .. import re2check
+from ..durations import parse_duration
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,72 @@
+"""The spec's JSON Schema as shipped, and its errors explained at their positions in the file."""
+
+from __future__ import annotations
+
+import difflib
+import json
+from importlib import resources
+
+import jsonschema
+from ruamel.yaml.comments import CommentedMap
+
+from .positions import _format_path, _position
+from .problems import Problem
+
+
+def schema() -> dict:
+    """The spec's JSON Schema (draft-07) as a dict, read from the installed package."""
+    return json.loads(schema_text())
+
+
+def schema_text() -> str:
+    """The spec's JSON Schema as shipped (``generator/gpumon/schema/gpumon.schema.json``)."""
+    return resources.files("gpumon").joinpath("schema/gpumon.schema.json").read_text("utf-8")
+
+
+def _schema_problems(doc: CommentedMap, plain: dict, name: str) -> list[Problem]:
+    validator = jsonschema.Draft7Validator(schema())
+    problems = []
+    for err in validator.iter_errors(plain):
+        problems.extend(_explain(err, doc, name))
+    return problems
+
+
+def _explain(err: jsonschema.ValidationError, doc: CommentedMap, name: str) -> list[Problem]:
+    path = list(err.absolute_path)
+    if err.validator == "additionalProperties":
+        allowed = sorted(err.schema.get("properties", {}))
+        extra = sorted(set(err.instance) - set(allowed)) if isinstance(err.instance, dict) else []
+        out = []
+        for key in extra:
+            hint = difflib.get_close_matches(key, allowed, n=1, cutoff=0.6)
+            msg = f"unknown key {key!r}"
+            msg += f"; did you mean {hint[0]!r}?" if hint else f"; allowed keys: {', '.join(allowed)}"
+            line, col = _position(doc, path + [key], key_of_last=True)
+            out.append(Problem(name, line, col, _format_path(path + [key]), msg))
+        return out
+    if err.validator == "required":
+        line, col = _position(doc, path)
+        return [Problem(name, line, col, _format_path(path), err.message.replace("'", "", 0))]
+    if err.validator == "enum":
+        allowed = err.validator_value
+        hint = difflib.get_close_matches(str(err.instance), [str(a) for a in allowed], n=1, cutoff=0.5)
+        msg = f"{err.instance!r} is not one of {', '.join(map(str, allowed))}"
+        if hint:
+            msg += f"; did you mean {hint[0]!r}?"
+        line, col = _position(doc, path)
+        return [Problem(name, line, col, _format_path(path), msg)]
+    if err.validator == "pattern" and "duration" in json.dumps(err.schema.get("description", "")).lower():
+        msg = f"{err.instance!r} is not a Prometheus duration (use e.g. 30s, 5m, 1h)"
+    else:
+        msg = err.message
+    line, col = _position(doc, path)
+    return [Problem(name, line, col, _format_path(path), msg)]
+
+
+def _dedupe(problems: list[Problem]) -> list[Problem]:
+    seen, out = set(), []
+    for p in problems:
+        if (p.line, p.column, p.path, p.message) not in seen:
+            seen.add((p.line, p.column, p.path, p.message))
+            out.append(p)
+    return out

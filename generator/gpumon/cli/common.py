@@ -190,3 +190,27 @@ def load_built_or_exit(path: str | None):
     for warning in spec.warnings:
         click.echo(str(warning), err=True)
     return spec, groups
+
+
+#: the HTTP path a backend serves the Prometheus API under (Mimir's is /prometheus)
+BACKEND_PREFIX = {"prometheus": "", "thanos": "", "victoriametrics": "", "mimir": "/prometheus"}
+
+
+def connect_or_exit(command: str, url: str, *, backend: str, path_prefix: str | None, tenant: str | None,
+                    headers: dict[str, str], bearer_token_file, basic_auth_file, ca_file, insecure: bool,
+                    timeout: float, deadline: float, max_response_mib: int):
+    """The :class:`~gpumon.promapi.PromClient` that ``validate`` and ``preview`` (``command``)
+    talk to the server with, from their shared connection options (``headers`` already parsed by
+    :func:`parse_headers`; ``max_response_mib`` in MiB, times in seconds); a client that cannot be
+    built (an unreadable token file, a bad URL) says why on stderr and exits 2."""
+    from ..promapi import BACKEND_QUERY_PARAMS, PromClient, PromError
+
+    try:
+        return PromClient(url, path_prefix=BACKEND_PREFIX[backend] if path_prefix is None else path_prefix,
+                          tenant=tenant, headers=headers, bearer_token_file=bearer_token_file,
+                          basic_auth_file=basic_auth_file, ca_file=ca_file, insecure=insecure,
+                          timeout=timeout, deadline=deadline, max_bytes=max_response_mib << 20,
+                          query_params=BACKEND_QUERY_PARAMS.get(backend))
+    except PromError as exc:
+        click.echo(f"gpumon {command}: {exc}", err=True)
+        sys.exit(EXIT_ERROR)

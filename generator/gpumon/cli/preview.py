@@ -7,8 +7,7 @@ from pathlib import Path
 
 import click
 
-from .common import EXIT_ERROR, input_options, load_built_or_exit, parse_headers, read_limits
-from .validate import BACKEND_PREFIX
+from .common import BACKEND_PREFIX, EXIT_ERROR, connect_or_exit, input_options, load_built_or_exit, parse_headers, read_limits
 
 PREVIEW_EPILOG = """\b
 Exit codes:
@@ -61,7 +60,6 @@ def preview(dashboards, url, out_file, spec_option, time_range, backend, path_pr
     range. An empty panel says why, as `gpumon validate --dashboards` explains it."""
     from .. import writer
     from ..preview import fetch, page
-    from ..promapi import BACKEND_QUERY_PARAMS, PromClient, PromError
     from ..validate import validate as run_validate
 
     try:
@@ -70,15 +68,10 @@ def preview(dashboards, url, out_file, spec_option, time_range, backend, path_pr
         raise click.BadParameter(str(exc), param_hint="--time-range") from None
     extra = parse_headers(headers)
     model, groups = load_built_or_exit(spec_option)
-    try:
-        client = PromClient(url, path_prefix=BACKEND_PREFIX[backend] if path_prefix is None else path_prefix,
-                            tenant=tenant, headers=extra, bearer_token_file=bearer_token_file,
-                            basic_auth_file=basic_auth_file, ca_file=ca_file, insecure=insecure_skip_verify,
-                            timeout=timeout, deadline=deadline, max_bytes=max_response_mib << 20,
-                            query_params=BACKEND_QUERY_PARAMS.get(backend))
-    except PromError as exc:
-        click.echo(f"gpumon preview: {exc}", err=True)
-        sys.exit(EXIT_ERROR)
+    client = connect_or_exit("preview", url, backend=backend, path_prefix=path_prefix, tenant=tenant, headers=extra,
+                             bearer_token_file=bearer_token_file, basic_auth_file=basic_auth_file, ca_file=ca_file,
+                             insecure=insecure_skip_verify, timeout=timeout, deadline=deadline,
+                             max_response_mib=max_response_mib)
     with client:
         report, code = run_validate(model, client, checks=(), concurrency=concurrency, dashboards=tuple(dashboards),
                                     dashboard_max_queries=dashboard_max_queries, matrix=False, progress=False,

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import click
 
-from .common import DEFAULT_SPEC, EXIT_ERROR, input_options, load_built_or_exit, parse_headers, pick_spec, read_limits
+from .common import (BACKEND_PREFIX, DEFAULT_SPEC, EXIT_ERROR, connect_or_exit, input_options, load_built_or_exit,
+                     parse_headers, pick_spec, read_limits)
 
 VALIDATE_EPILOG = """\b
 Exit codes:
@@ -19,7 +20,6 @@ Exit codes:
   3  inconclusive: partial responses or failed queries, and nothing failed
   4  internal error: a bug in gpumon (please report it; GPUMON_DEBUG=1 shows the traceback)
 """
-BACKEND_PREFIX = {"prometheus": "", "thanos": "", "victoriametrics": "", "mimir": "/prometheus"}
 
 
 class _ChecksOption(click.Option):
@@ -88,7 +88,6 @@ def validate(args, url, backend, path_prefix, tenant, headers, bearer_token_file
     `--dashboards output/dashboards extra.json` works as written."""
     from .. import reporters, writer
     from ..durations import parse_duration
-    from ..promapi import BACKEND_QUERY_PARAMS, PromClient, PromError
     from ..validate import CHECKS
     from ..validate import validate as run_validate
 
@@ -114,15 +113,10 @@ def validate(args, url, backend, path_prefix, tenant, headers, bearer_token_file
                                  param_hint="--checks")
     extra = parse_headers(headers)
     model, groups = load_built_or_exit(spec)
-    try:
-        client = PromClient(url, path_prefix=BACKEND_PREFIX[backend] if path_prefix is None else path_prefix,
-                            tenant=tenant, headers=extra, bearer_token_file=bearer_token_file,
-                            basic_auth_file=basic_auth_file, ca_file=ca_file, insecure=insecure_skip_verify,
-                            timeout=timeout, deadline=deadline, max_bytes=max_response_mib << 20,
-                            query_params=BACKEND_QUERY_PARAMS.get(backend))
-    except PromError as exc:
-        click.echo(f"gpumon validate: {exc}", err=True)
-        sys.exit(EXIT_ERROR)
+    client = connect_or_exit("validate", url, backend=backend, path_prefix=path_prefix, tenant=tenant, headers=extra,
+                             bearer_token_file=bearer_token_file, basic_auth_file=basic_auth_file, ca_file=ca_file,
+                             insecure=insecure_skip_verify, timeout=timeout, deadline=deadline,
+                             max_response_mib=max_response_mib)
     with client:
         limit = label_limit or (30 if backend == "mimir" else None)
         report, code = run_validate(model, client, lookback=lookback_s, concurrency=concurrency, checks=chosen,

@@ -196,6 +196,26 @@ def load_built_or_exit(path: str | None):
 BACKEND_PREFIX = {"prometheus": "", "thanos": "", "victoriametrics": "", "mimir": "/prometheus"}
 
 
+
+def server_options(command):
+    """The options saying how to reach the server (``validate``, ``preview``): backend, path prefix,
+    tenant, headers, credentials files and TLS, in the order ``--help`` lists them."""
+    for decorator in reversed([
+        click.option("--backend", type=click.Choice(sorted(BACKEND_PREFIX)), default="prometheus", show_default=True,
+                     help="Server kind; mimir implies --path-prefix /prometheus."),
+        click.option("--path-prefix", default=None, help="Path before /api/v1 (Mimir: /prometheus)."),
+        click.option("--tenant", help="Tenant id, sent as X-Scope-OrgID on every request (Mimir, Cortex)."),
+        click.option("--header", "headers", multiple=True, metavar="K=V", help="Extra request header (repeatable)."),
+        click.option("--bearer-token-file", type=click.Path(dir_okay=False),
+                     help="File holding a bearer token ($GPUMON_BEARER_TOKEN when unset)."),
+        click.option("--basic-auth-file", type=click.Path(dir_okay=False), help="File holding user:password."),
+        click.option("--ca-file", type=click.Path(dir_okay=False), help="CA bundle (PEM) to verify HTTPS with."),
+        click.option("--insecure-skip-verify", is_flag=True, help="Do not verify the server's TLS certificate."),
+    ]):
+        command = decorator(command)
+    return command
+
+
 def connect_or_exit(command: str, url: str, *, backend: str, path_prefix: str | None, tenant: str | None,
                     headers: dict[str, str], bearer_token_file, basic_auth_file, ca_file, insecure: bool,
                     timeout: float, deadline: float, max_response_mib: int):

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from .common import BACKEND_PREFIX, EXIT_ERROR, connect_or_exit, input_options, load_built_or_exit, parse_headers, read_limits
+from .common import EXIT_ERROR, connect_or_exit, input_options, load_built_or_exit, parse_headers, read_limits, server_options
 
 PREVIEW_EPILOG = """\b
 Exit codes:
@@ -32,16 +32,7 @@ Exit codes:
                    "`default`: gpumon's bundled example spec).")
 @click.option("--time-range", "time_range", metavar="DURATION",
               help="Draw the last DURATION (15m, 6h) instead of each dashboard's own time range.")
-@click.option("--backend", type=click.Choice(sorted(BACKEND_PREFIX)), default="prometheus", show_default=True,
-              help="Server kind; mimir implies --path-prefix /prometheus.")
-@click.option("--path-prefix", default=None, help="Path before /api/v1 (Mimir: /prometheus).")
-@click.option("--tenant", help="Tenant id, sent as X-Scope-OrgID on every request (Mimir, Cortex).")
-@click.option("--header", "headers", multiple=True, metavar="K=V", help="Extra request header (repeatable).")
-@click.option("--bearer-token-file", type=click.Path(dir_okay=False),
-              help="File holding a bearer token ($GPUMON_BEARER_TOKEN when unset).")
-@click.option("--basic-auth-file", type=click.Path(dir_okay=False), help="File holding user:password.")
-@click.option("--ca-file", type=click.Path(dir_okay=False), help="CA bundle (PEM) to verify HTTPS with.")
-@click.option("--insecure-skip-verify", is_flag=True, help="Do not verify the server's TLS certificate.")
+@server_options
 @click.option("--timeout", default=30.0, show_default=True, type=click.FloatRange(0.1), help="Seconds per request.")
 @click.option("--deadline", default=300.0, show_default=True, type=click.FloatRange(1),
               help="Seconds for the whole run; panels after it are not drawn (exit 3).")

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import click
 
-from .common import (BACKEND_PREFIX, DEFAULT_SPEC, EXIT_ERROR, connect_or_exit, input_options, load_built_or_exit,
-                     parse_headers, pick_spec, read_limits)
+from .common import (DEFAULT_SPEC, EXIT_ERROR, connect_or_exit, input_options, load_built_or_exit, parse_headers,
+                     pick_spec, read_limits, server_options)
 
 VALIDATE_EPILOG = """\b
 Exit codes:
@@ -39,16 +39,7 @@ class _ChecksOption(click.Option):
 @click.option("--spec", "spec_option", type=click.Path(dir_okay=False), metavar="SPEC",
               help="The spec, as the SPEC argument (`default`: gpumon's bundled example spec).")
 @click.option("--prom", "url", required=True, metavar="URL", help="Prometheus-compatible API base URL.")
-@click.option("--backend", type=click.Choice(sorted(BACKEND_PREFIX)), default="prometheus", show_default=True,
-              help="Server kind; mimir implies --path-prefix /prometheus.")
-@click.option("--path-prefix", default=None, help="Path before /api/v1 (Mimir: /prometheus).")
-@click.option("--tenant", help="Tenant id, sent as X-Scope-OrgID on every request (Mimir, Cortex).")
-@click.option("--header", "headers", multiple=True, metavar="K=V", help="Extra request header (repeatable).")
-@click.option("--bearer-token-file", type=click.Path(dir_okay=False),
-              help="File holding a bearer token ($GPUMON_BEARER_TOKEN when unset).")
-@click.option("--basic-auth-file", type=click.Path(dir_okay=False), help="File holding user:password.")
-@click.option("--ca-file", type=click.Path(dir_okay=False), help="CA bundle (PEM) to verify HTTPS with.")
-@click.option("--insecure-skip-verify", is_flag=True, help="Do not verify the server's TLS certificate.")
+@server_options
 @click.option("--timeout", default=30.0, show_default=True, type=click.FloatRange(0.1),
               help="Seconds per request: connecting, redirects and reading the whole answer; after 3 timeouts "
                    "in a row, or 6 in all, nothing more is sent.")

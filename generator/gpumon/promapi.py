@@ -32,16 +32,17 @@ import os
 import threading
 import time
 import zlib
-from dataclasses import dataclass, field
 from pathlib import Path
-from urllib.parse import urljoin, urlsplit, urlunsplit
+from urllib.parse import urljoin, urlsplit
 
 import httpx
 
 from . import redact
+# the answer types and the credential helpers live in their own modules; read through this one
+from .promanswer import (ANNOTATION_PREFIXES, KINDS, Answer, PromError, _is_labels, _is_sample, _is_series,  # noqa: F401
+                         _is_target, _is_value, _known_codec, _strings, count)
+from .promauth import _bad_header_char, _read_secret, check_header, strip_userinfo  # noqa: F401
 
-#: Error kinds of :class:`PromError`.
-KINDS = ("config", "connection", "timeout", "auth", "not-found", "api", "http", "not-json", "too-large")
 MAX_REDIRECTS = 5
 #: timeouts in a row after which a client sends nothing more (see the module docstring)
 STALL_LIMIT = 3
@@ -54,104 +55,6 @@ MAX_BYTES = 64 << 20
 MAX_RULE_PAGES = 1000
 #: words that mark an HTML answer as a login page (oauth2-proxy, OpenShift oauth-proxy, SSO portals)
 _LOGIN_WORDS = ("sign in", "sign-in", "signin", "log in", "login", "password", "oauth", "sso", "authenticate")
-
-
-class PromError(Exception):
-    """A request that gave no usable API answer.
-
-    Attributes:
-        kind: one of :data:`KINDS` (``auth`` for 401/403 and HTML login pages, ``not-found`` for
-            404, ``api`` for a Prometheus error envelope, ``not-json`` for a 2xx that is not the API).
-        url: the URL asked (credentials removed; after redirects, the final one).
-        status: HTTP status, or None when no answer came.
-        message: what happened, with Prometheus' own ``errorType``/``error`` or a body excerpt.
-        hint: what to try.
-    """
-
-    def __init__(self, kind: str, url: str, message: str, status: int | None = None, hint: str = ""):
-        url, message, hint = redact.redact(url), redact.redact(message), redact.redact(hint)
-        self.kind, self.url, self.status, self.message, self.hint = kind, url, status, message, hint
-        where = f"{url}: HTTP {status}" if status else url
-        super().__init__(f"{where}: {message}")
-
-
-#: How Prometheus 3 starts PromQL annotations (promql/annotations: "PromQL info: ", "PromQL warning: ")
-ANNOTATION_PREFIXES = ("PromQL info:", "PromQL warning:")
-
-
-@dataclass
-class Answer:
-    """A successful API answer: ``data`` as decoded JSON, plus ``warnings``/``infos`` (a partial
-    response from Thanos or Mimir carries warnings and must not be read as complete)."""
-
-    data: object
-    warnings: list[str] = field(default_factory=list)
-    infos: list[str] = field(default_factory=list)
-
-    @property
-    def partial(self) -> bool:
-        """True when a warning says data may be missing. PromQL annotations (``PromQL info: metric
-        might not be a counter ...``, ``PromQL warning: ...``) are not: Prometheus 3 returns them
-        in ``infos``/``warnings`` and Thanos Query relays both as ``warnings`` (seen with Thanos
-        0.42.4 on ``rate()`` of ``DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION``, a counter without
-        ``_total``), while its partial responses read ``fetch series for {...}: rpc error``."""
-        return any(not str(w).startswith(ANNOTATION_PREFIXES) for w in self.warnings)
-
-
-def _read_secret(path: str, what: str, ascii_only: bool = True) -> str:
-    try:
-        raw = Path(path).read_bytes()[:65536]
-    except OSError as exc:
-        raise PromError("config", path, f"cannot read {what} file: {exc.strerror or exc}") from None
-    text = raw.decode("utf-8", "replace")
-    redact.add(text.strip())  # before any check can quote it
-    for line in text.splitlines():
-        redact.add(line.strip())
-    text = text.strip()
-    if not text:
-        raise PromError("config", path, f"{what} file is empty")
-    if "\n" in text or "\r" in text:
-        raise PromError("config", path, f"{what} file holds more than one line (the value is not shown): keep only "
-                        "the secret on its first line")
-    bad = _bad_header_char(text, ascii_only)
-    if bad:
-        raise PromError("config", path, f"{what} file holds {bad} (the value is not shown)")
-    return text
-
-
-def _bad_header_char(value: str, ascii_only: bool = True) -> str | None:
-    """What makes ``value`` unusable in an HTTP header (said without quoting it), or None. The
-    HTTP client (httpx) encodes header values as ASCII, so any other character is refused here
-    rather than failing inside a request; ``ascii_only=False`` for text that is base64-encoded
-    before it is sent (basic auth)."""
-    for ch in value:
-        if ch in "\r\n":
-            return "a line break (CR/LF)"
-        if ord(ch) < 0x20 and ch != "\t" or ord(ch) == 0x7F:
-            return "a control character"
-        if ascii_only and ord(ch) > 0x7E:
-            return "a non-ASCII character (HTTP header values are ASCII; percent-encode it or use the ASCII form)"
-    return None
-
-
-def check_header(name: str, value: str) -> None:
-    """Raise ``PromError(kind="config")`` for a header HTTP cannot carry; the value is never shown."""
-    redact.add(value)
-    if not name or any(c in name for c in ":\r\n ") or _bad_header_char(name):
-        raise PromError("config", "--header", f"{name[:40]!r} is not a header name")
-    bad = _bad_header_char(value)
-    if bad:
-        raise PromError("config", "--header", f"the value of {name} holds {bad} (the value is not shown)")
-
-
-def strip_userinfo(url: str) -> str:
-    """``url`` without ``user:password@`` (for messages)."""
-    parts = urlsplit(url)
-    if parts.username or parts.password:
-        host = parts.hostname or ""
-        netloc = host + (f":{parts.port}" if parts.port else "")
-        return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
-    return url
 
 
 #: Query parameters each backend needs on every query. Thanos Query: ``dedup`` merges the
@@ -490,56 +393,3 @@ class PromClient:
             raise self._shape("/api/v1/series", "series", ans.data)
         ans.data = data
         return ans
-
-
-def _strings(value: object) -> list[str]:
-    return [str(v)[:500] for v in value][:50] if isinstance(value, list) else []
-
-
-def _known_codec(name: str | None) -> bool:
-    import codecs
-
-    try:
-        return bool(name) and codecs.lookup(name) is not None
-    except LookupError:
-        return False
-
-
-def _is_labels(value: object) -> bool:
-    return isinstance(value, dict) and all(isinstance(k, str) and isinstance(v, str) for k, v in value.items())
-
-
-def _is_value(value: object) -> bool:
-    """``[unix time, "number as string"]`` (Prometheus sends values as strings; ``NaN``, ``+Inf``
-    included), the string a number Python reads."""
-    if not (isinstance(value, list) and len(value) == 2 and isinstance(value[0], (int, float))
-            and not isinstance(value[0], bool) and isinstance(value[1], str) and len(value[1]) <= 64):
-        return False
-    try:
-        float(value[1])
-    except ValueError:
-        return False
-    return True
-
-
-def count(value: str) -> int:
-    """A sample value read as a count (``count by``), 0 for NaN, infinities or negative values."""
-    number = float(value)
-    return int(number) if number == number and abs(number) != float("inf") and number >= 0 else 0
-
-
-def _is_sample(item: object) -> bool:
-    return isinstance(item, dict) and _is_labels(item.get("metric", {})) and _is_value(item.get("value"))
-
-
-def _is_series(item: object) -> bool:
-    return (isinstance(item, dict) and _is_labels(item.get("metric", {})) and isinstance(item.get("values"), list)
-            and all(map(_is_value, item["values"])))
-
-
-def _is_target(item: object) -> bool:
-    return (isinstance(item, dict) and _is_labels(item.get("labels", {}))
-            and all(isinstance(item.get(k, ""), str) for k in ("scrapeInterval", "health", "lastError", "scrapeUrl",
-                                                                 "scrapeTimeout"))
-            and isinstance(item.get("lastScrapeDuration", 0), (int, float))
-            and not isinstance(item.get("lastScrapeDuration", 0), bool))

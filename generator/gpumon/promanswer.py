@@ -1,0 +1,108 @@
+"""What a Prometheus API request gives back: an :class:`Answer` (the decoded ``data`` with its
+``warnings``/``infos``) or a :class:`PromError` (what came back instead), and the checks of the
+shapes the API documents (Prometheus ``docs/querying/api.md``) that :mod:`gpumon.promapi` applies
+before a check reads an answer."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from . import redact
+
+#: Error kinds of :class:`PromError`.
+KINDS = ("config", "connection", "timeout", "auth", "not-found", "api", "http", "not-json", "too-large")
+
+
+class PromError(Exception):
+    """A request that gave no usable API answer.
+
+    Attributes:
+        kind: one of :data:`KINDS` (``auth`` for 401/403 and HTML login pages, ``not-found`` for
+            404, ``api`` for a Prometheus error envelope, ``not-json`` for a 2xx that is not the API).
+        url: the URL asked (credentials removed; after redirects, the final one).
+        status: HTTP status, or None when no answer came.
+        message: what happened, with Prometheus' own ``errorType``/``error`` or a body excerpt.
+        hint: what to try.
+    """
+
+    def __init__(self, kind: str, url: str, message: str, status: int | None = None, hint: str = ""):
+        url, message, hint = redact.redact(url), redact.redact(message), redact.redact(hint)
+        self.kind, self.url, self.status, self.message, self.hint = kind, url, status, message, hint
+        where = f"{url}: HTTP {status}" if status else url
+        super().__init__(f"{where}: {message}")
+
+
+#: How Prometheus 3 starts PromQL annotations (promql/annotations: "PromQL info: ", "PromQL warning: ")
+ANNOTATION_PREFIXES = ("PromQL info:", "PromQL warning:")
+
+
+@dataclass
+class Answer:
+    """A successful API answer: ``data`` as decoded JSON, plus ``warnings``/``infos`` (a partial
+    response from Thanos or Mimir carries warnings and must not be read as complete)."""
+
+    data: object
+    warnings: list[str] = field(default_factory=list)
+    infos: list[str] = field(default_factory=list)
+
+    @property
+    def partial(self) -> bool:
+        """True when a warning says data may be missing. PromQL annotations (``PromQL info: metric
+        might not be a counter ...``, ``PromQL warning: ...``) are not: Prometheus 3 returns them
+        in ``infos``/``warnings`` and Thanos Query relays both as ``warnings`` (seen with Thanos
+        0.42.4 on ``rate()`` of ``DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION``, a counter without
+        ``_total``), while its partial responses read ``fetch series for {...}: rpc error``."""
+        return any(not str(w).startswith(ANNOTATION_PREFIXES) for w in self.warnings)
+
+
+def _strings(value: object) -> list[str]:
+    return [str(v)[:500] for v in value][:50] if isinstance(value, list) else []
+
+
+def _known_codec(name: str | None) -> bool:
+    import codecs
+
+    try:
+        return bool(name) and codecs.lookup(name) is not None
+    except LookupError:
+        return False
+
+
+def _is_labels(value: object) -> bool:
+    return isinstance(value, dict) and all(isinstance(k, str) and isinstance(v, str) for k, v in value.items())
+
+
+def _is_value(value: object) -> bool:
+    """``[unix time, "number as string"]`` (Prometheus sends values as strings; ``NaN``, ``+Inf``
+    included), the string a number Python reads."""
+    if not (isinstance(value, list) and len(value) == 2 and isinstance(value[0], (int, float))
+            and not isinstance(value[0], bool) and isinstance(value[1], str) and len(value[1]) <= 64):
+        return False
+    try:
+        float(value[1])
+    except ValueError:
+        return False
+    return True
+
+
+def count(value: str) -> int:
+    """A sample value read as a count (``count by``), 0 for NaN, infinities or negative values."""
+    number = float(value)
+    return int(number) if number == number and abs(number) != float("inf") and number >= 0 else 0
+
+
+def _is_sample(item: object) -> bool:
+    return isinstance(item, dict) and _is_labels(item.get("metric", {})) and _is_value(item.get("value"))
+
+
+def _is_series(item: object) -> bool:
+    return (isinstance(item, dict) and _is_labels(item.get("metric", {})) and isinstance(item.get("values"), list)
+            and all(map(_is_value, item["values"])))
+
+
+def _is_target(item: object) -> bool:
+    return (isinstance(item, dict) and _is_labels(item.get("labels", {}))
+            and all(isinstance(item.get(k, ""), str) for k in ("scrapeInterval", "health", "lastError", "scrapeUrl",
+                                                                 "scrapeTimeout"))
+            and isinstance(item.get("lastScrapeDuration", 0), (int, float))
+            and not isinstance(item.get("lastScrapeDuration", 0), bool))

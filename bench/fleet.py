@@ -59,7 +59,7 @@ from gpumon.simulate import gpu_uuid  # noqa: E402
 from gpumon.spec import load_spec  # noqa: E402
 
 import fleetlib as fl  # noqa: E402
-from fleetserve import CountingProxy, FleetPrometheus, FleetServer, promtool_for, run_backfill  # noqa: E402
+from fleetserve import CountingProxy, FleetPrometheus, FleetServer, backfill_streamed, promtool_for  # noqa: E402
 
 
 def log(msg: str) -> None:
@@ -164,14 +164,14 @@ def wait_groups_evaluated(prom_url: str, groups: list[str], timeout: float) -> N
     log(f"warning: not every group evaluated within {timeout:g}s")
 
 
-def run_validate(src: Source, spec_path: Path, proxy: CountingProxy, concurrency: int) -> dict:
-    """``gpumon validate --prom PROXY`` of the measured revision under ``/usr/bin/time``:
-    exit code, wall, peak RSS and the proxy's traffic."""
+def run_validate(src: Source, spec_path: Path, proxy: CountingProxy, concurrency: int, extra: list[str] = ()) -> dict:
+    """``gpumon validate --prom PROXY`` (and ``extra`` options) of the measured revision under
+    ``/usr/bin/time``: exit code, wall, peak RSS and the proxy's traffic."""
     proxy.reset()
     cmd = ["/usr/bin/time", "-f", "GPUMON_TIME %M %e", *src.gpumon("validate", str(spec_path), "--prom", proxy.url,
                                                                    "--concurrency", str(concurrency), "--timeout", "600",
                                                                    "--deadline", "3600", "--max-response-mib", "1024",
-                                                                   "--format", "json")]
+                                                                   "--format", "json", *extra)]
     start = time.perf_counter()
     proc = subprocess.run(cmd, cwd=src.path, env=src.env(), capture_output=True, text=True)
     wall = time.perf_counter() - start
@@ -191,11 +191,11 @@ def run_validate(src: Source, spec_path: Path, proxy: CountingProxy, concurrency
             "stderr": proc.stderr[-800:] if proc.returncode not in (0, 1) else ""}
 
 
-def run_naive(spec, uuids: list[str], proxy: CountingProxy, concurrency: int, sample: int) -> dict:
-    """The naive validator: one instant ``count(M{job, UUID})`` per spec'd metric x GPU with
-    ``concurrency`` in flight; at most ``sample`` of them (a seeded random sample), wall and
-    bytes scaled to the full set."""
-    queries = fl.naive_queries(spec, uuids)
+def run_naive(queries: list[str], proxy: CountingProxy, concurrency: int, sample: int) -> dict:
+    """A naive validator (``fl.naive_queries``: one instant ``count(M{job, UUID})`` per spec'd
+    metric x GPU; ``fl.naive_required_queries``: per required metric x GPU) with ``concurrency``
+    in flight; at most ``sample`` of them (a seeded random sample), wall and bytes scaled to the
+    full set."""
     total = len(queries)
     chosen = random.Random(16).sample(queries, sample) if sample < total else queries
     proxy.reset()
@@ -235,12 +235,15 @@ def run_size(gpus: int, args, src: Source, rules_file: Path, spec, work: Path) -
         if args.history <= 0:
             return
         end = time.time() - interval
-        path = folder / "history.om"
-        log(f"writing {args.history:g}s of history for {nodes} nodes")
-        with open(path, "w", encoding="utf-8") as out:
-            result["history_samples"] = fl.write_history(out, healthy, job, end - args.history, end, interval)
-        log(f"promtool create-blocks-from openmetrics: {result['history_samples']:,} samples")
-        run_backfill(promtool_for(args.prometheus), path, folder / "data")
+        log(f"streaming {args.history:g}s of history for {nodes} nodes through promtool in slices of "
+            f"<= {args.chunk_mib} MiB")
+        done = backfill_streamed(promtool_for(args.prometheus),
+                                 lambda out, first, last: fl.write_history(out, healthy, job, first, last, interval),
+                                 end - args.history, end, interval, folder / "data", folder, args.chunk_mib << 20)
+        result["history_samples"] = done["samples"]
+        result["history_files"], result["history_largest_file"] = done["files"], done["largest file bytes"]
+        log(f"backfilled {done['samples']:,} samples from {done['files']} files (largest "
+            f"{done['largest file bytes'] / 2**20:,.0f} MiB)")
 
     with ExitStack() as stack:
         gen = stack.enter_context(FleetServer(healthy))
@@ -266,7 +269,7 @@ def run_size(gpus: int, args, src: Source, rules_file: Path, spec, work: Path) -
             result["validate"] = run_validate(src, src.path / "gpumon.yaml", proxy, args.concurrency)
             log("naive validator")
             uuids = [gpu_uuid(f"gpu-node-{n + 1}", g) for n in range(nodes) for g in range(fl.GPUS_PER_NODE)]
-            result["naive"] = run_naive(spec, uuids, proxy, args.concurrency, args.naive_sample)
+            result["naive"] = run_naive(fl.naive_queries(spec, uuids), proxy, args.concurrency, args.naive_sample)
         result["prometheus_rss_end"] = prom.rss_bytes()
     return result
 
@@ -359,6 +362,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--window", type=float, default=180, help="seconds sampled per phase [180]")
     ap.add_argument("--warmup", type=float, default=60, help="seconds after the first evaluations before sampling [60]")
     ap.add_argument("--history", type=float, default=3600, help="seconds of raw history backfilled (0: none) [3600]")
+    ap.add_argument("--chunk-mib", type=int, default=1024,
+                    help="largest OpenMetrics slice the backfill writes, MiB (the history is streamed) [1024]")
     ap.add_argument("--eval-interval", type=float, default=30, help="global evaluation_interval, s [30]")
     code = ap.add_mutually_exclusive_group()
     code.add_argument("--rev", help="measure this git revision (rules rendered and validate run with its code)")

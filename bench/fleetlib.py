@@ -186,6 +186,16 @@ def write_history(out: IO[str], pages: dict[str, Page], job: str, start: float, 
     return count
 
 
+def history_chunks(start: float, end: float, step: float, step_bytes: int, max_bytes: int) -> list[tuple[float, float]]:
+    """Split the sample times ``start, start + step, ... <= end`` into consecutive (first, last)
+    time ranges whose OpenMetrics text (``step_bytes`` per sample time, all series) stays under
+    ``max_bytes``, so a backfill of any fleet size and history never writes a larger file. The
+    ranges keep the grid: every sample time falls in exactly one range."""
+    count = int((end - start) / step + 1e-9) + 1
+    per = max(1, max_bytes // max(1, step_bytes))
+    return [(start + i * step, start + (min(count, i + per) - 1) * step) for i in range(0, count, per)]
+
+
 def floor_record(metric: str) -> str:
     """The floor's recording rule name for ``metric`` (``level:metric:operations``)."""
     return f"job_gpu:{metric}:floor_group"
@@ -319,3 +329,13 @@ def naive_queries(spec: Spec, uuids: Iterable[str]) -> list[str]:
 
     gpu = spec.exporter.labels.gpu
     return [f"count({m.name}{{{matchers({'job': spec.exporter.job, gpu: u})}}})" for u in uuids for m in spec.metrics]
+
+
+def naive_required_queries(spec: Spec, uuids: Iterable[str]) -> list[str]:
+    """The naive validator users write first: one ``count(M{job=..., UUID="..."})`` per
+    *required* metric and GPU (:func:`naive_queries` asks every spec'd metric)."""
+    from gpumon.promqltext import matchers
+
+    gpu = spec.exporter.labels.gpu
+    return [f"count({m.name}{{{matchers({'job': spec.exporter.job, gpu: u})}}})" for u in uuids
+            for m in spec.required_metrics]

@@ -19,7 +19,7 @@ from . import facts
 from .facts import other_spelling  # noqa: F401  (checks import it from here)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Gpu:
     """One GPU (or MIG instance) as its series identify it.
 
@@ -172,34 +172,40 @@ class Context:
                 sys.stderr.write(f"\rgpumon validate: {self.done}/{self.queries} queries")
                 sys.stderr.flush()
 
-    def run(self, calls: dict[str, tuple]) -> dict[str, "Answer | PromError"]:
+    def run(self, calls: dict[str, tuple], fold=None) -> dict[str, "Answer | PromError"]:
         """Run ``{key: (method name, *args)}`` on the client concurrently (bounded).
 
+        ``fold(key, answer)``, when given, is called in the worker thread as each answer (or
+        PromError) arrives, and what it returns stands for the answer: a large answer is read
+        into what the caller keeps and released before the next arrives, instead of all of them
+        waiting decoded at once (the reporting parts of a 64,000-GPU fleet). It must be thread-safe.
+
         Returns:
-            {key: Answer, or the PromError it raised}.
+            {key: Answer, or the PromError it raised, or what ``fold`` made of it}.
         """
         with self._lock:
             self.queries += len(calls)
 
-        def one(call):
+        def one(key, call):
             name, *args = call
             try:
                 answer = getattr(self.client, name)(*args)
             except PromError as exc:
-                return exc
+                return fold(key, exc) if fold else exc
             finally:
                 self._tick()
             if answer.partial:
                 with self._lock:
                     self.partial_warnings += answer.warnings
-            return answer
+            return fold(key, answer) if fold else answer
 
-        futures = {key: self.pool.submit(one, call) for key, call in calls.items()}
+        futures = {key: self.pool.submit(one, key, call) for key, call in calls.items()}
         return {key: fut.result() for key, fut in futures.items()}
 
-    def queries_at_now(self, exprs: dict[str, str]) -> dict[str, "Answer | PromError"]:
-        """Instant queries ``{key: expr}`` at the run's evaluation time, concurrently."""
-        return self.run({k: ("query", e, self.now) for k, e in exprs.items()})
+    def queries_at_now(self, exprs: dict[str, str], fold=None) -> dict[str, "Answer | PromError"]:
+        """Instant queries ``{key: expr}`` at the run's evaluation time, concurrently (``fold``:
+        see :meth:`run`)."""
+        return self.run({k: ("query", e, self.now) for k, e in exprs.items()}, fold)
 
     def close(self) -> None:
         self.pool.shutdown(wait=True)

@@ -1,6 +1,6 @@
 """Check 4: the values now — outside the spec's plausible range, DCGM blank sentinels, NaN, and
 counters that stopped increasing (frozen telemetry). One query per metric, returning only the
-bad GPUs (each labelled with a ``reason``), so the answer is small and does not grow with the
+bad readings (the reason told from the value), so the answer is small and does not grow with the
 fleet."""
 
 from __future__ import annotations
@@ -64,23 +64,52 @@ def _num(value: float) -> str:
     return str(int(value)) if float(value).is_integer() else repr(float(value))
 
 
-def _reason(expr: str, reason: str) -> str:
-    return f'label_replace({expr}, "reason", "{reason}", "", "")'
-
-
 def query(ctx: Context, m: Metric) -> str:
-    """The bad readings of ``m`` now, one series per GPU and ``reason``."""
+    """The bad readings of ``m`` now: ``M unless (M >= lo <= hi < DCGM_BLANK_MIN)``, each series
+    as the server has it (two selections of ``M``, where asking per reason took four: on a big
+    fleet every selection reads every GPU's series, which validate's run time follows), and for
+    a ``frozen_check`` metric one series per GPU labelled ``reason="frozen"`` (aggregated, so
+    without ``__name__``). :func:`reason` tells the other readings' reason from their value."""
     s = ctx.sel(m.name)
-    parts = [_reason(f"{s} >= {DCGM_BLANK_MIN}", "dcgm_blank"), _reason(f"{s} != {s}", "nan")]
-    if m.range_max is not None:
-        parts.append(_reason(f"{s} > {_num(m.range_max)} < {DCGM_BLANK_MIN}", "above_range"))
-    if m.range_min is not None:
-        parts.append(_reason(f"{s} < {_num(m.range_min)}", "below_range"))
+    keep = "".join(f" {op} {_num(v)}" for op, v in ((">=", m.range_min), ("<=", m.range_max)) if v is not None)
+    parts = [f"{s} unless {s}{keep} < {DCGM_BLANK_MIN}"]
     if m.frozen_check:
         w = format_duration(max(ctx.spec.alerts.frozen_window, 10 * ctx.spec.exporter.collect_interval))
-        parts.append(_reason(f"(increase({s}[{w}]) == 0 and on (job, instance) {ctx.sel('up')} == 1)", "frozen"))
-    ids = ", ".join(ctx.id_labels)
-    return f"max by ({ids}, reason) (\n  " + "\n  or\n  ".join(parts) + "\n)"
+        ids = ", ".join(ctx.id_labels)
+        parts.append(f'label_replace(max by ({ids}) (increase({s}[{w}]) == 0 and on (job, instance) '
+                     f'{ctx.sel("up")} == 1), "reason", "frozen", "", "")')
+    return "\n  or\n  ".join(parts)
+
+
+def reason(m: Metric, value: float) -> str | None:
+    """Why a reading of ``m`` is bad (a key of :data:`_REASONS`), None when it is not: the
+    blank codes first, then NaN, then the range (exclusive, as the query's filter)."""
+    if value >= DCGM_BLANK_MIN:
+        return "dcgm_blank"
+    if value != value:
+        return "nan"
+    if m.range_max is not None and value > m.range_max:
+        return "above_range"
+    if m.range_min is not None and value < m.range_min:
+        return "below_range"
+    return None
+
+
+def _bad(ctx: Context, m: Metric, data: list[dict]) -> list[tuple[dict, str, str]]:
+    """(labels, reason, value) per GPU and reason: the series of one GPU (the context's identity
+    labels) with one reason merge into their largest value, as ``max by`` would (NaN only when
+    every value is NaN)."""
+    out: dict[tuple, tuple[dict, str, str]] = {}
+    for item in data:
+        labels, raw = item["metric"], item["value"][1]
+        why = labels.get("reason", "") if "__name__" not in labels else reason(m, float(raw))
+        if why is None:
+            continue
+        key = (tuple(labels.get(k, "") for k in ctx.id_labels), why)
+        old = out.get(key)
+        if old is None or float(old[2]) != float(old[2]) or float(raw) > float(old[2]):
+            out[key] = (labels, why, raw)
+    return list(out.values())
 
 
 def run(ctx: Context) -> CheckResult:
@@ -94,11 +123,11 @@ def run(ctx: Context) -> CheckResult:
     findings: list[Finding] = []
     for m, case, ans in answered(CHECK, metrics, answers, findings):
         groups: dict[tuple[str, str], list] = defaultdict(list)
-        for item in ans.data:
-            if ctx.target_down(item["metric"].get("instance", "")):
+        for labels, why, raw in _bad(ctx, m, ans.data):
+            if ctx.target_down(labels.get("instance", "")):
                 continue
-            gpu = ctx.gpu(item["metric"])
-            groups[(item["metric"].get("reason", ""), gpu.where)].append((gpu, item["value"][1]))
+            gpu = ctx.gpu(labels)
+            groups[(why, gpu.where)].append((gpu, raw))
         out = []
         for (reason, node), items in sorted(groups.items()):
             check, what, hint = _REASONS.get(reason, ("value-out-of-range", reason, ""))

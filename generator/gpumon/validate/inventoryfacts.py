@@ -1,0 +1,236 @@
+"""The GPU inventory fact (``ctx.inventory``, :mod:`.facts`): the GPUs reporting now, per tracked
+metric the GPUs carrying it now and within the lookback, when gone GPUs were last seen, and the
+GPUs on 1.x names; built from the answers of :mod:`.inventoryqueries`. ``ctx`` below is the run
+context."""
+
+from __future__ import annotations
+
+import threading
+from collections import defaultdict
+
+from ..promapi import Answer, PromError
+from .inventoryqueries import (LEGACY_FIELD, LEGACY_NAME, STATE, _detail_queries, _last_seen_queries, _LastSeen,
+                               inventory_queries, node_count_query)
+
+
+class Inventory:
+    """GPUs seen now and within the lookback, per metric, with their target, model and driver.
+
+    Built from set differences the server computes (issue 16): the GPUs reporting now (one query,
+    the union of every tracked metric), per metric a count and the GPUs that reported it earlier
+    in the lookback and no longer, and only for a metric fewer GPUs carry than report, the GPUs
+    that lack it. ``now[M]`` of a metric every reporting GPU carries *is* the
+    ``reporting`` set (one shared object, not a copy), so memory follows the fleet once, not
+    fleet x metrics. ``answers`` keeps an answer (or PromError) per key ``now|M``, ``seen|M``
+    (the first failed or partial answer the metric's facts came from), ``legacy|M|name`` and
+    ``last|M``, so checks can tell a failed or partial query from an absence."""
+
+    def __init__(self):
+        self.now: dict[str, set[tuple]] = defaultdict(set)          # metric -> GPU keys present now
+        self.seen: dict[str, set[tuple]] = defaultdict(set)          # metric -> GPU keys seen in the lookback
+        self.last_seen: dict[str, dict[tuple, float]] = defaultdict(dict)  # metric -> key -> unix time (gaps only)
+        self.gpus: dict[tuple, object] = {}                           # every GPU seen in the lookback
+        self.instance: dict[tuple, str] = {}                          # key -> target (instance label)
+        self.attrs: dict[tuple, dict[str, str]] = {}                  # key -> model/driver labels
+        self.legacy: dict[str, dict[tuple, str]] = defaultdict(dict)  # metric -> key -> legacy name
+        self.answers: dict[str, "Answer | PromError"] = {}
+        self._reporting: set[tuple] | None = None
+
+    @property
+    def reporting(self) -> set[tuple]:
+        """GPUs carrying at least one tracked metric now."""
+        if self._reporting is not None:
+            return self._reporting
+        return set().union(*self.now.values()) if self.now else set()
+
+
+def _status(*answers):
+    """The answer standing for several: the first that failed, else the first partial, else the first."""
+    answers = [a for a in answers if a is not None]
+    return next((a for a in answers if isinstance(a, PromError)), None) or \
+        next((a for a in answers if a.partial), None) or answers[0]
+
+
+def inventory(ctx) -> Inventory:
+    """Run :func:`inventory_queries`; then in one round :func:`node_count_query` for metrics fewer
+    GPUs carry now than report, and :func:`last_seen_query` for metrics with GPUs gone since; then,
+    only for nodes where some reporting GPUs carry such a metric and some do not,
+    :func:`_detail_queries`; build the :class:`Inventory`. What crosses the wire: the reporting
+    GPUs once, a count per metric, per faulty metric a count per node, and the GPUs that lost a
+    metric in the lookback (or lack it on a node where others carry it)."""
+    inv = Inventory()
+    fold = _Reporting(ctx, inv)
+    first = ctx.queries_at_now(inventory_queries(ctx), fold)
+    fleet = _status(*(first[k] for k in first if k.startswith("fleet|now|")))
+    sets = fold.sets if not isinstance(fleet, PromError) else {}
+    reporting = set(sets.values())
+    inv._reporting = reporting
+    counts, gone = _states(ctx, inv, first)
+    faulty = {name for name, n in counts.items() if 0 < n < len(sets)} if not isinstance(fleet, PromError) else set()
+    full = next((m.name for m in ctx.spec.tracked_metrics if sets and counts.get(m.name) == len(sets)), None)
+    need = {f"count|{name}": node_count_query(ctx, name, full) for name in sorted(faulty)}
+    # when each gone GPU was last seen, in the same round: a metric whose "now" set is yet to be
+    # told asks for the nodes of all its gone GPUs (the answer's extra GPUs are never read); the
+    # rest for those not reporting it now
+    last = _last_seen_queries(ctx, {name: [g for g in gpus if name in faulty or counts[name] == 0
+                                           or g.key not in reporting] for name, gpus in gone.items()})
+    need.update(last)
+    second = ctx.queries_at_now(need) if need else {}
+    lacking, status = _lacking(ctx, sets, faulty, second, short_only=full is not None)
+    for m in ctx.spec.tracked_metrics:
+        name, state = m.name, first[f"state|{m.name}"]
+        diff = status.get(name)
+        inv.answers[f"now|{name}"] = _status(fleet, state, diff)
+        inv.answers[f"seen|{name}"] = state
+        if isinstance(fleet, PromError) or isinstance(state, PromError) or isinstance(diff, PromError):
+            continue
+        if counts[name] == 0:
+            now: set[tuple] = set()
+        elif name not in faulty:
+            now = reporting  # every reporting GPU carries it: the shared set, not a copy
+        else:
+            now = {key for s, key in sets.items() if s not in lacking[name]}
+        if now:
+            inv.now[name] = now
+        seen = (now | {g.key for g in gone[name]}) if gone[name] else now
+        if seen:
+            inv.seen[name] = seen
+    _legacy(ctx, inv, first.get("fleet|legacy"))
+    _last_seen(ctx, inv, last, second)
+    return inv
+
+
+class _Reporting:
+    """Reads the reporting parts' answers as they arrive (``fold`` of :meth:`Context.run`), so
+    each is released before the next is decoded: ``sets`` ({GPU label values, in
+    :func:`_id_names` order: its key}; the parts are disjoint, a label set all the same) and the
+    inventory's GPUs, targets and model/driver labels. Label values are interned (one string per
+    node, target, model and driver, not one per GPU), and GPUs of one model and driver share one
+    ``attrs`` mapping: memory follows the GPUs' UUIDs, not their label text."""
+
+    def __init__(self, ctx, inv: Inventory):
+        self.ctx, self.inv, self.names = ctx, inv, _id_names(ctx)
+        self.sets: dict[tuple, tuple] = {}
+        self.lock = threading.Lock()
+        self.strings: dict[str, str] = {}
+        self.attrs: dict[tuple, dict[str, str]] = {}
+
+    def __call__(self, key: str, answer):
+        if not key.startswith("fleet|now|") or isinstance(answer, PromError):
+            return answer
+        with self.lock:
+            for item in answer.data:
+                self.add(item["metric"])
+        return Answer([], answer.warnings, answer.infos)
+
+    def add(self, metric: dict) -> None:
+        lab, inv, intern = self.ctx.labels, self.inv, self.strings.setdefault
+        metric = {k: intern(v, v) for k, v in metric.items()}
+        gpu = self.ctx.gpu(metric)
+        key = gpu.key
+        self.sets[_values(self.names, metric)] = key
+        inv.gpus.setdefault(key, gpu)
+        inv.instance[key] = metric.get("instance", "")
+        model, driver = metric.get(lab.model, ""), metric.get(lab.driver_version, "")
+        inv.attrs[key] = self.attrs.setdefault((model, driver), {lab.model: model, lab.driver_version: driver})
+
+
+def _id_names(ctx) -> list[str]:
+    """The labels the inventory's ``group by`` keeps, in order (:func:`.inventoryqueries._ids`)."""
+    return [label for label in ctx.id_labels if label != "job"]
+
+
+def _values(names: list[str], metric: dict) -> tuple:
+    """A result's label set as its values of ``names`` ("" for a label it lacks: Prometheus does
+    not tell an empty label from a missing one): for answers grouped by those labels, the same
+    key as the whole label set, in a fraction of the memory."""
+    return tuple(metric.get(name, "") for name in names)
+
+
+def _states(ctx, inv: Inventory, first: dict) -> tuple[dict[str, int], dict[str, list]]:
+    """From the ``state|M`` answers: ({metric: GPU label sets carrying it now}, {metric: Gpu of
+    each label set seen in the lookback, not now}); metrics whose query failed are in neither."""
+    counts: dict[str, int] = {}
+    gone: dict[str, list] = {}
+    for m in ctx.spec.tracked_metrics:
+        ans = first[f"state|{m.name}"]
+        if isinstance(ans, PromError):
+            continue
+        counts[m.name] = next((int(float(i["value"][1])) for i in ans.data if i["metric"].get(STATE) == "now"), 0)
+        gone[m.name] = []
+        for item in ans.data:
+            if item["metric"].get(STATE) == "gone":
+                labels = {k: v for k, v in item["metric"].items() if k != STATE}
+                gpu = ctx.gpu(labels)
+                gone[m.name].append(gpu)
+                inv.gpus.setdefault(gpu.key, gpu)
+                inv.instance.setdefault(gpu.key, labels.get("instance", ""))
+    return counts, gone
+
+
+def _lacking(ctx, sets: dict[tuple, tuple], faulty: set[str], second: dict,
+             short_only: bool = False) -> tuple[dict[str, set], dict]:
+    """The reporting label sets lacking each faulty metric now, from its per-node counts (a node
+    reporting more GPUs than carry the metric there lacks it on some; on a node that does not
+    carry it at all, on every one) and, for nodes where only some GPUs lack it, from a third round
+    of :func:`_detail_queries`. ``short_only``: the counts list only the nodes where the metric is
+    short (:func:`node_count_query` with ``full``), a node not listed carries it on every GPU.
+    Returns ({metric: label sets}, {metric: the answer standing for its counts and details})."""
+    names = _id_names(ctx)
+    at = names.index("instance")
+    by_node: dict[str, list[tuple]] = defaultdict(list)
+    for s in sets:
+        by_node[s[at]].append(s)
+    lacking: dict[str, set] = {}
+    partial: dict[str, set[str]] = {}
+    status: dict = {}
+    for name in faulty:
+        ans = status[name] = second[f"count|{name}"]
+        if isinstance(ans, PromError):
+            continue
+        carried = {i["metric"].get("instance", ""): int(float(i["value"][1])) for i in ans.data}
+        nodes = [n for n in carried if n in by_node] if short_only else by_node
+        short = [node for node in nodes if carried.get(node, 0) < len(by_node[node])]
+        lacking[name] = {s for node in short if not carried.get(node) for s in by_node[node]}
+        partial[name] = {node for node in short if carried.get(node)}
+    detail = _detail_queries(ctx, {k: v for k, v in partial.items() if v})
+    third = ctx.queries_at_now(detail) if detail else {}
+    for key, metrics in detail.metrics.items():
+        ans = third[key]
+        has: dict[str, set] = defaultdict(set)
+        if not isinstance(ans, PromError):
+            for item in ans.data:
+                has[item["metric"].get(LEGACY_FIELD, "")].add(_values(names, item["metric"]))
+        for name in metrics:
+            status[name] = _status(status[name], ans)
+            lacking[name] |= {s for node in partial[name] for s in by_node[node] if s not in has[name]}
+    return lacking, status
+
+
+def _legacy(ctx, inv: Inventory, legacy) -> None:
+    """The GPUs carrying a 1.x name of a required metric, from the ``fleet|legacy`` answer."""
+    for m in ctx.spec.required_metrics:
+        for name in m.legacy_names:
+            inv.answers[f"legacy|{m.name}|{name}"] = legacy
+    if legacy is not None and not isinstance(legacy, PromError):
+        for item in legacy.data:
+            labels = {k: v for k, v in item["metric"].items() if k not in (LEGACY_FIELD, LEGACY_NAME)}
+            gpu = ctx.gpu(labels)
+            inv.legacy[item["metric"].get(LEGACY_FIELD, "")][gpu.key] = item["metric"].get(LEGACY_NAME, "")
+            inv.instance.setdefault(gpu.key, labels.get("instance", ""))
+            # a GPU of a node on 1.x names is in the fleet (the inventory's count, the coverage rows)
+            inv.gpus.setdefault(gpu.key, gpu)
+            inv.attrs.setdefault(gpu.key, {k: labels.get(k, "") for k in (ctx.labels.model, ctx.labels.driver_version)})
+
+
+def _last_seen(ctx, inv: Inventory, last: "_LastSeen", second: dict) -> None:
+    """When each gone GPU last had each metric, from the last-seen answers."""
+    for key, metrics in last.metrics.items():
+        ans = second[key]
+        for metric in metrics:
+            inv.answers[f"last|{metric}"] = ans
+        if isinstance(ans, PromError):
+            continue
+        for item in ans.data:
+            labels = {k: v for k, v in item["metric"].items() if k != LEGACY_FIELD}
+            inv.last_seen[item["metric"].get(LEGACY_FIELD, "")][ctx.gpu(labels).key] = float(item["value"][1])

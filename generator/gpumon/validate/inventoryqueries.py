@@ -1,0 +1,190 @@
+"""The text of the GPU inventory's queries (:mod:`.inventoryfacts` runs them and builds the
+:class:`~.inventoryfacts.Inventory`): the reporting union and its parts, the per-metric states,
+the per-node counts and details of faulty metrics, and when gone GPUs were last seen. Every
+query answers O(metrics) or O(what is wrong), except the reporting parts, which carry each
+reporting GPU once. ``ctx`` below is the run context."""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+
+from ..durations import format_duration
+from ..promqltext import literal_replacement, matcher
+
+
+def _ids(ctx) -> str:
+    """The identity labels the inventory groups by: the context's, without ``job``. Every
+    selector here filters ``job="<job>"``, so the label is the same on every series (the GPU's
+    key takes it from the context); leaving it out saves its ~22 bytes on every GPU of the
+    reporting answer (0.35 MB at 16,000 GPUs, issue 16)."""
+    return ", ".join(label for label in ctx.id_labels if label != "job")
+
+
+def _windows(ctx) -> tuple[str, str]:
+    """(recent, lookback) as PromQL durations. "now" = a sample within the last 3 scrape
+    intervals: one scrape that missed the field is an intermittent gap (the continuity check's
+    job), not a missing series."""
+    return format_duration(3 * max(1.0, ctx.scrape_interval)), format_duration(ctx.lookback)
+
+
+def present(ctx, metric: str, window: str) -> str:
+    """``group by (<identity>) (last_over_time(M{job}[window]))``: one series per GPU label set."""
+    return f"group by ({_ids(ctx)}) (last_over_time({ctx.sel(metric)}[{window}]))"
+
+
+def _shard_matchers(ctx) -> list[str]:
+    """Matchers that split the GPUs into ``min(--concurrency, 16)`` disjoint parts by the last
+    character of the GPU label (``UUID=~".*[048c]"``, ...), so the reporting query runs as that
+    many requests side by side (Prometheus evaluates one query on one core). The last part is the
+    complement of the others (``!~``): a series without the label, or with the other spelling or
+    upper-case hex, still lands in exactly one part. Hex digits go round robin, so UUIDs that
+    differ only in their last digits (a node's GPUs 0-7) spread evenly too. One part: no matcher."""
+    parts = max(1, min(ctx.concurrency, 16))
+    if parts == 1:
+        return [""]
+    classes = ["0123456789abcdef"[i::parts] for i in range(parts - 1)]
+    return [matcher(ctx.labels.gpu, f".*[{c}]", "=~") for c in classes] + \
+        [matcher(ctx.labels.gpu, f".*[{''.join(sorted(''.join(classes)))}]", "!~")]
+
+
+def reporting_query(ctx, shard: str = "") -> str:
+    """The GPUs carrying at least one tracked metric now: ``group by (<identity>)`` of the union
+    (``or``) of ``last_over_time(M{job}[3 scrapes])`` over the tracked metrics, one series per GPU
+    label set (never a regex over metric names; one ``group by`` around the union keeps the URL
+    short: about 2 KB for the bundled spec, below proxies' 8 KB request-line limits). ``shard``
+    (one of :func:`_shard_matchers`) restricts every selector to one part of the GPUs."""
+    recent, _ = _windows(ctx)
+    more = (shard,) if shard else ()
+    union = "\n or ".join(f"last_over_time({ctx.sel(m.name, *more)}[{recent}])" for m in ctx.spec.tracked_metrics)
+    return f"group by ({_ids(ctx)}) (\n{union}\n)"
+
+
+def inventory_queries(ctx) -> dict[str, str]:
+    """First round, O(metrics) requests, answers O(fleet) once: ``fleet|now|i`` (the
+    :func:`reporting_query` of each part of :func:`_shard_matchers`: disjoint, their union is the
+    fleet), per tracked metric ``state|M`` (how many GPU label sets carry it now, one sample
+    labelled ``gpumon_state="now"``, and the label sets that carried it within the lookback but
+    not now, labelled ``gpumon_state="gone"``: what is wrong, not the fleet), and ``fleet|legacy``
+    (the GPUs carrying a 1.x name of a required metric, labelled with :data:`LEGACY_FIELD` and
+    :data:`LEGACY_NAME`)."""
+    recent, window = _windows(ctx)
+    ids = _ids(ctx)
+    out = {f"fleet|now|{i}": reporting_query(ctx, shard) for i, shard in enumerate(_shard_matchers(ctx))}
+    legacy = []
+    for m in ctx.spec.tracked_metrics:
+        out[f"state|{m.name}"] = (f'label_replace(count({present(ctx, m.name, recent)}), "{STATE}", "now", "", "")\n or '
+                                  f'label_replace({present(ctx, m.name, window)} unless on ({ids}) '
+                                  f'{present(ctx, m.name, recent)}, "{STATE}", "gone", "", "")')
+        if m.required:
+            for name in m.legacy_names:
+                legacy.append(f'label_replace(label_replace(group by ({ids}) ({ctx.sel(name)}), '
+                              f'"{LEGACY_FIELD}", {literal_replacement(m.name)}, "", ""), '
+                              f'"{LEGACY_NAME}", {literal_replacement(name)}, "", "")')
+    if legacy:
+        out["fleet|legacy"] = "\n or ".join(legacy)
+    return out
+
+
+#: labels the inventory queries add (never dcgm-exporter labels): which spec'd metric, under which
+#: 1.x name, and whether a ``state|M`` sample is the count now or a GPU gone since
+LEGACY_FIELD, LEGACY_NAME, STATE = "gpumon_field", "gpumon_legacy", "gpumon_state"
+
+
+def node_count_query(ctx, metric: str, full: str | None = None) -> str:
+    """Second round, only for a metric fewer GPUs carry now than report at all: how many GPU
+    label sets carry it now per target (``count by (instance)``), compared with the reporting
+    GPUs per target (known here), tells which nodes lack it on some GPUs without evaluating the
+    reporting union again. With ``full``, a metric every reporting GPU carries (its GPUs *are*
+    the reporting ones, per node too), the server compares: only the nodes where ``metric`` is
+    short come back (0 where no GPU carries it), not a number for every node (0.14 MB at 16,000
+    GPUs per faulty metric)."""
+    recent, _ = _windows(ctx)
+    mine = f"count by (instance) ({present(ctx, metric, recent)})"
+    if full is None:
+        return mine
+    ref = f"count by (instance) ({present(ctx, full, recent)})"
+    return f"({mine} < on (instance) {ref})\n or (({ref} unless on (instance) {mine}) * 0)"
+
+
+def _detail_queries(ctx, partial: dict[str, set[str]]) -> "_LastSeen":
+    """Third round, only for nodes where some but not all reporting GPUs carry a metric
+    (``partial``: {metric: {instance}}): the label sets carrying it there, labelled with
+    ``gpumon_field``, joined with ``or`` into requests of at most :data:`DETAIL_CHARS` characters
+    of instance names (``detail|0`` ...; usually one: a node missing a field on every GPU needs no
+    detail)."""
+    recent, _ = _windows(ctx)
+    parts = []
+    for metric, nodes in sorted(partial.items()):
+        names = sorted(nodes)
+        while names:
+            chunk, size = [], 0
+            while names and (not chunk or size + len(names[0]) < DETAIL_CHARS):
+                size += len(names[0]) + 1
+                chunk.append(names.pop(0))
+            # a regex over a few label *values* (instance names), never over metric names
+            sel = ctx.sel(metric, matcher("instance", "|".join(re.escape(n) for n in chunk), "=~"))
+            parts.append((metric, size, f'label_replace(group by ({_ids(ctx)}) (last_over_time({sel}[{recent}])), '
+                                        f'"{LEGACY_FIELD}", {literal_replacement(metric)}, "", "")'))
+    groups: list[list[tuple[str, str]]] = []
+    size = DETAIL_CHARS
+    for metric, chars, expr in parts:
+        if size + chars >= DETAIL_CHARS:
+            groups.append([])
+            size = 0
+        size += chars
+        groups[-1].append((metric, expr))
+    out = _LastSeen()
+    out.metrics = {}
+    for i, group in enumerate(groups):
+        out[f"detail|{i}"] = "\n or ".join(expr for _, expr in group)
+        out.metrics[f"detail|{i}"] = [metric for metric, _ in group]
+    return out
+
+
+#: instance-name characters per detail request (URLs stay below proxies' 8 KB request lines)
+DETAIL_CHARS = 3000
+
+
+def last_seen_query(ctx, metric: str, nodes: dict[str, set[str]]) -> str:
+    """When each GPU of ``nodes`` ({node label: {node names}}) last had a sample of ``metric``
+    within the lookback; steps of max(scrape interval, lookback / 360) bound the cost."""
+    step = format_duration(max(1.0, ctx.scrape_interval, ctx.lookback / 360))
+    window = format_duration(ctx.lookback)
+    parts = []
+    for label, names in sorted(nodes.items()):
+        # a regex over a few label *values* (node names), never over metric names
+        values = "|".join(sorted(re.escape(n) for n in names))  # quoted for PromQL by matcher()
+        parts.append(f'{metric}{{{matcher("job", ctx.job)},{matcher(label, values, "=~")}}}')
+    sel = " or ".join(parts)
+    return f"max by ({_ids(ctx)}) (max_over_time(timestamp({sel})[{window}:{step}]))"
+
+
+class _LastSeen(dict):
+    """``{request key: expr}`` of the last-seen round, and ``metrics``: {request key: [metric]}."""
+
+    metrics: dict[str, list[str]]
+
+
+def _last_seen_queries(ctx, gone: dict[str, list]) -> _LastSeen:
+    """The :func:`last_seen_query` of each metric with ``gone`` GPUs ({metric: Gpu list}), each
+    labelled with ``gpumon_field`` and joined with ``or`` into at most ``ctx.concurrency``
+    requests (``last|0`` ...), so they still run side by side."""
+    parts = []
+    for metric, gpus in gone.items():
+        nodes: dict[str, set[str]] = defaultdict(set)
+        for gpu in gpus:
+            if gpu.node_label:
+                nodes[gpu.node_label].add(gpu.node)
+        if nodes:
+            parts.append((metric, f'label_replace({last_seen_query(ctx, metric, nodes)}, "{LEGACY_FIELD}", '
+                                  f'{literal_replacement(metric)}, "", "")'))
+    out = _LastSeen()
+    out.metrics = {}
+    chunks = max(1, min(len(parts), getattr(ctx, "concurrency", 4)))
+    for i in range(chunks):
+        mine = parts[i::chunks]
+        if mine:
+            out[f"last|{i}"] = "\n or ".join(expr for _, expr in mine)
+            out.metrics[f"last|{i}"] = [metric for metric, _ in mine]
+    return out

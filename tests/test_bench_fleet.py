@@ -16,6 +16,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "bench"))
 
 import fleetlib as fl  # noqa: E402
+from gpumon.spec import load_spec  # noqa: E402
 
 LABELS = ["gpu", "UUID", "pci_bus_id", "device", "modelName", "Hostname", "DCGM_FI_DRIVER_VERSION"]
 LABEL = re.compile(r'(\w+)="([^"]*)"')
@@ -188,3 +189,25 @@ def test_energy_counter_rises_with_the_clock_everything_else_is_fixed():
     key = next(k for k in moved)
     mine = [int(v) for lb, v, _ in hist if lb.startswith(key[0] + key[1][:-1])]
     assert mine == sorted(mine) and len(set(mine)) == 3 and mine[-1] == int(a[key])
+
+
+def test_history_slices_keep_the_grid_and_the_size():
+    """The streamed backfill: every sample time in exactly one slice, no slice over the size asked."""
+    start, step = 1_700_000_000.0, 15.0
+    slices = fl.history_chunks(start, start + 3600, step, step_bytes=100, max_bytes=1000)
+    times = [t for first, last in slices for t in fl_times(first, last, step)]
+    assert times == fl_times(start, start + 3600, step)
+    assert all(len(fl_times(a, b, step)) * 100 <= 1000 for a, b in slices)
+    assert fl.history_chunks(start, start + 60, step, step_bytes=10**9, max_bytes=1) == \
+        [(start + i * step, start + i * step) for i in range(5)]
+
+
+def fl_times(first: float, last: float, step: float) -> list[float]:
+    return [first + i * step for i in range(int((last - first) / step + 1e-9) + 1)]
+
+
+def test_naive_required_asks_each_required_metric_per_gpu():
+    spec = load_spec(ROOT / "gpumon.yaml")
+    queries = fl.naive_required_queries(spec, ["GPU-a", "GPU-b"])
+    assert len(queries) == 2 * len(spec.required_metrics)
+    assert queries[0] == f'count({spec.required_metrics[0].name}{{job="{spec.exporter.job}",UUID="GPU-a"}})'

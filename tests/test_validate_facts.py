@@ -86,3 +86,23 @@ def test_values_are_shown_as_the_server_wrote_them_with_the_dcgm_code_named():
     assert shown_value("140737488355330") == "140737488355330 (DCGM_FP64_NOT_SUPPORTED)"
     assert shown_value("2147483632") == "2147483632 (DCGM_INT32_BLANK)"
     assert shown_value("183.5") == "183.5" and shown_value("NaN") == "NaN" and shown_value("1e+21") == "1e+21"
+
+
+def test_values_reason_is_the_per_reason_filters():
+    """The values check asks ``M unless (M >= lo <= hi < blank)`` and tells the reason from the
+    value: the same verdict as the per-reason filters it replaces (``>= blank``, ``!= itself``,
+    ``> hi < blank``, ``< lo``), for every kind of reading."""
+    from gpumon.spec import DCGM_BLANK_MIN
+    from gpumon.validate.values import reason
+
+    spec = load_spec(ROOT / "gpumon.yaml")
+    for m in spec.metrics:
+        lo, hi = m.range_min, m.range_max
+        for v in (float("nan"), float("inf"), float("-inf"), DCGM_BLANK_MIN, DCGM_BLANK_MIN + 2, -1.0, 0.0, 50.0,
+                  1e6, (lo if lo is not None else 0) - 1, (hi if hi is not None else 0) + 1, lo or 0.0, hi or 0.0):
+            old = "dcgm_blank" if v >= DCGM_BLANK_MIN else "nan" if v != v else \
+                "above_range" if hi is not None and hi < v < DCGM_BLANK_MIN else \
+                "below_range" if lo is not None and v < lo else None
+            kept = v == v and (lo is None or v >= lo) and (hi is None or v <= hi) and v < DCGM_BLANK_MIN
+            assert reason(m, v) == old, (m.name, v)
+            assert (old is None) == kept, (m.name, v)  # the query returns exactly the bad readings

@@ -8,7 +8,8 @@ For each size (``--gpus 1000,8000``):
    (``gpumon.simulate.Fleet``: the exporter's default fields and label set) and serves them on
    one port, one scrape target per node (``/metrics/<node>``, explicit ``instance`` label);
 2. ``--history`` seconds of those series (every scrape interval) are backfilled with
-   ``promtool tsdb create-blocks-from openmetrics`` into the TSDB before Prometheus starts;
+   ``promtool tsdb create-blocks-from openmetrics`` into the TSDB before Prometheus starts, streamed
+   in time slices of at most ``--chunk-mib`` (``fleetserve.backfill_streamed``);
    recorded series are not backfilled (they build up during the warm-up and the windows, see
    docs/performance.md);
 3. Prometheus scrapes every target every 15 s (the spec's interval) and evaluates, side by side,

@@ -9,7 +9,6 @@ the inventory lookback, from the engine's own earlier result."""
 from __future__ import annotations
 
 import subprocess
-from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
@@ -31,42 +30,16 @@ def _live_params():
     return out
 
 
-@pytest.fixture(scope="module")
-def live_runs(request) -> dict[str, "live_alerting.LiveRun | BaseException"]:
-    """Every collected live engine's run, all at once: a run mostly waits for the rules' windows to
-    pass (about two minutes of wall time, little CPU), so the engines wait together rather than one
-    after another. Engine id -> its :class:`live_alerting.LiveRun`, or what its run raised."""
-    engines = {}
-    for item in request.session.items:
-        engine = getattr(getattr(item, "callspec", None), "params", {}).get("live")
-        if item.module is request.module and engine is not None and not isinstance(engine, Exception):
-            engines[engine.id] = engine
+@pytest.fixture(scope="module", params=_live_params())
+def live(request) -> live_alerting.LiveRun:
+    if isinstance(request.param, Exception):
+        pytest.fail(str(request.param))
     try:
         ams = alertmanager_engines()
     except FileNotFoundError as exc:
         pytest.fail(str(exc))
-
-    def one(engine):
-        try:
-            return live_alerting.run(engine, ams)
-        except BaseException as exc:  # noqa: BLE001 - reported by that engine's tests, not the others'
-            return exc
-
-    with ThreadPoolExecutor(max_workers=max(1, len(engines))) as pool:
-        runs = dict(zip(engines, pool.map(one, engines.values())))
-    for result in runs.values():
-        if isinstance(result, live_alerting.LiveRun):
-            print(f"\n{result.engine}: " + ", ".join(f"{k} {v:.1f}s" for k, v in result.seconds.items()))
-    return runs
-
-
-@pytest.fixture(scope="module", params=_live_params())
-def live(request, live_runs) -> live_alerting.LiveRun:
-    if isinstance(request.param, Exception):
-        pytest.fail(str(request.param))
-    result = live_runs[request.param.id]
-    if isinstance(result, BaseException):
-        raise result
+    result = live_alerting.run(request.param, ams)
+    print(f"\n{result.engine}: " + ", ".join(f"{k} {v:.1f}s" for k, v in result.seconds.items()))
     return result
 
 

@@ -28,7 +28,7 @@ def test_a_module_on_one_engine_is_one_unit():
 def test_spread_and_whole_modules():
     spread = "tests/test_ruletests.py::test_promtool_passes_on_rendered_tests[prom2.42]"
     assert group_of(spread) == spread
-    assert group_of("tests/test_live_alertmanager.py::test_one[vm1.79]") == "test_live_alertmanager"
+    assert group_of("tests/test_live_alertmanager.py::test_one[vm1.79]") == "test_live_alertmanager[vm1.79]"
     assert module_of("test_matrix[prom2.42]") == module_of("tests/test_matrix.py::t[prom2.42]") == "test_matrix"
 
 

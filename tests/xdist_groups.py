@@ -21,9 +21,6 @@ from xdist.scheduler import LoadScopeScheduling
 #: slow modules whose tests share nothing costly (each test runs its own promtool files; the
 #: module fixtures only render): their tests spread over the workers one by one
 SPREAD_MODULES = {"test_ruletests", "test_fuzz_spec"}
-#: modules that run every engine in one module fixture (tests/test_live_alertmanager.py runs the
-#: engines' live stacks at once): one work unit, whatever the engines
-WHOLE_MODULES = {"test_live_alertmanager"}
 #: modules whose slow tests spend most of their wall time waiting on real time with idle CPUs
 WAITING_MODULES = {"test_live_alertmanager", "test_bench_fleet"}
 #: an engine's test id (tests/engines.py): ``prom2.42``, ``vm1.151``, ``am0.25``
@@ -43,8 +40,6 @@ def group_of(nodeid: str) -> str:
     module = module_of(nodeid)
     if module in SPREAD_MODULES:
         return nodeid
-    if module in WHOLE_MODULES:
-        return module
     params = nodeid[nodeid.index("[") + 1:nodeid.rindex("]")] if nodeid.endswith("]") and "[" in nodeid else ""
     engines = [p for p in params.split("-") if _ENGINE_ID.fullmatch(p)]
     return f"{module}[{','.join(engines)}]" if engines else module

@@ -25,32 +25,31 @@ _SLOW_MODULES = {"test_rules_e2e", "test_live_alertmanager", "test_thanos", "tes
 _SLOW_FIXTURES = {"promtool", "engine", "vm_engine", "am_engine", "prom", "env", "cluster", "installed", "delivered"}
 #: what a test body calls when it runs a real binary or server itself
 _SLOW_CALLS = ("promtool", "amtool", "LocalAlertmanager", "LocalPrometheus", "Simulator(", "ExpositionServer", "serve_forever")
-#: slow modules whose tests share nothing costly (each test runs its own promtool files; the
-#: module fixtures only render): under ``--dist loadgroup`` their tests spread over the workers one
-#: by one. Every other module is one xdist group on one worker, so its servers start once.
-_SPREAD_MODULES = {"test_ruletests", "test_fuzz_spec"}
-#: the module-scoped engine parameters: a module's servers start once per engine anyway
-_ENGINE_PARAMS = ("engine", "vm_engine", "am_engine")
-
-
-def _group(module: str, item) -> str:
-    """The xdist group of ``item``: its module and its engines (``test_matrix[prom2.42]``). Module
-    fixtures are set up again for each engine, so one worker per engine costs no extra server
-    start, and a module that runs on two engines takes both workers."""
-    params = getattr(getattr(item, "callspec", None), "params", {})
-    engines = [str(getattr(params[name], "id", params[name])) for name in _ENGINE_PARAMS if name in params]
-    return f"{module}[{','.join(engines)}]" if engines else module
-
-
 #: the longest modules (last full runs), handed out first so no worker is left with one at the end
-_LONGEST_FIRST = ("test_ruletests", "test_matrix", "test_bench_fleet", "test_fuzz_spec", "test_validate_hostile",
-                  "test_matrix_vm")
+_LONGEST_FIRST = ("test_live_alertmanager", "test_ruletests", "test_matrix", "test_bench_fleet", "test_fuzz_spec",
+                  "test_validate_hostile", "test_matrix_vm")
+
+
+def pytest_addoption(parser):
+    parser.addoption("--wait-workers", type=int, default=0, metavar="N",
+                     help="with --dist loadgroup: the last N xdist workers take the tests that mostly wait on real "
+                          "time first (tests/xdist_groups.py)")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_xdist_make_scheduler(config, log):
+    """``--dist loadgroup`` by :class:`tests.xdist_groups.GroupScheduling`: a module's tests on one
+    engine on one worker, waiting tests on the ``--wait-workers``."""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from .xdist_groups import GroupScheduling
+    return GroupScheduling(config, log, wait_workers=config.getoption("wait_workers"))
 
 
 def pytest_collection_modifyitems(config, items):
     """Mark tests that start servers, run promtool or build the package as ``slow``: the fast tier
-    (``pytest -m "not slow"``) is everything else. Group each module for ``--dist loadgroup``
-    (:data:`_SPREAD_MODULES` aside) and put the longest modules first. Slow tests fail loudly (not skip) when the
+    (``pytest -m "not slow"``) is everything else. Put the longest modules first (the slow tier's
+    scheduler, tests/xdist_groups.py, keeps this order). Slow tests fail loudly (not skip) when the
     binaries are missing: `make test` installs them, so a missing binary is a broken setup, not an
     optional feature."""
     for item in items:
@@ -62,8 +61,6 @@ def pytest_collection_modifyitems(config, items):
         if (module in _SLOW_MODULES or _SLOW_FIXTURES & set(getattr(item, "fixturenames", ()))
                 or any(call in source for call in _SLOW_CALLS)):
             item.add_marker(pytest.mark.slow)
-        if module not in _SPREAD_MODULES:
-            item.add_marker(pytest.mark.xdist_group(_group(module, item)))
     # a stable sort keeps each module's own order (and so its module-scoped fixtures' reuse)
     rank = {name: i for i, name in enumerate(_LONGEST_FIRST)}
     items.sort(key=lambda item: rank.get(item.module.__name__.rsplit(".", 1)[-1] if item.module else "", len(rank)))

@@ -201,7 +201,12 @@ def kubernetes(draw, pools: Pools):
 
 
 #: alert names every spec with a required gauge renders, and ones it may not (an error naming the valid ones)
-OVERRIDE_ALERTS = ("GpuExporterDown", "GpuLost", "GpuMetricAbsent", "GpuTelemetryImplausible", "GpuExporterFlapping")
+OVERRIDE_ALERTS = ("GpuExporterDown", "GpuLost", "GpuMetricAbsent", "GpuTelemetryImplausible", "GpuExporterFlapping",
+                   "GpuNodeTelemetryImplausible", "GpuFleetTelemetryImplausible", "GpuMetricMissing",
+                   "GpuNodeMetricMissing")
+#: the per-field alerts among them (``fields:`` overrides one field's rule)
+FIELD_OVERRIDE_ALERTS = ("GpuMetricAbsent", "GpuTelemetryImplausible", "GpuNodeTelemetryImplausible",
+                         "GpuFleetTelemetryImplausible", "GpuMetricMissing", "GpuNodeMetricMissing")
 OVERRIDE_BAD_ALERTS = ("GpuNope", "GpuMetricFallbackServing", "gpuLost", "Gpu Lost", "A" * 201)
 
 
@@ -227,9 +232,7 @@ def overrides(draw, pools: Pools, metric_names: list):
     for name in draw(st.lists(_bad(pools, OVERRIDE_BAD_ALERTS, OVERRIDE_ALERTS), min_size=1, max_size=2,
                               unique=True)):
         o = draw(override_settings(pools))
-        # open bug: GpuTelemetryImplausible disabled for one field makes that field's generated
-        # fleet-wide blank test (GpuFleetTelemetryImplausible) fail on promtool; not drawn until fixed
-        if name == "GpuMetricAbsent" and draw(st.booleans()):
+        if name in FIELD_OVERRIDE_ALERTS and draw(st.booleans()):
             field = draw(_bad(pools, ("DCGM_FI_NOPE", "a b"), tuple(metric_names)))
             o["fields"] = {field: draw(override_settings(pools))}
         out[name] = o

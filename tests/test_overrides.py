@@ -167,6 +167,34 @@ def test_promtool_passes_the_overridden_tests(over_out, promtool):
     assert not failed, "\n".join(failed)
 
 
+#: BASE plus a counter without a range (only blanks and NaN are implausible) and a longer implausible ``for``
+EVERY_FOR_BASE = BASE.replace("alerts:\n", "alerts:\n  implausible_for: 5m\n") + """\
+  - name: DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION
+    kind: counter
+    unit: millijoules
+    presence: required
+"""
+
+
+@pytest.mark.parametrize("parity", [0, 1], ids=["even-short", "even-long"])
+def test_promtool_passes_when_every_alerts_for_differs(parity, tmp_path, promtool):
+    """Each alert's ``for`` moved away from its neighbours' (1m / 10m alternating by name, then the
+    other way round), so a scenario that expects two alerts at a step computed from one alert's
+    ``for`` fails here: the whole class of the per-field GpuTelemetryImplausible override that made
+    the fleet-wide blank test fail."""
+    names = sorted({r.alert for g in build_groups(parse_spec(EVERY_FOR_BASE, "s.yaml")) for r in g.rules if r.alert})
+    assert len(names) > 15, names
+    lines = [f"  {n}: {{for: {'1m' if (i + parity) % 2 == 0 else '10m'}}}" for i, n in enumerate(names)]
+    out = _render(tmp_path, EVERY_FOR_BASE + "overrides:\n" + "\n".join(lines) + "\n")
+    files = sorted((out / "tests").glob("*.test.yaml"))
+    if parity:  # the healthy-fleet file depends only on the longest ``for``: the same in both variants
+        files = [f for f in files if not f.name.endswith(".healthy.test.yaml")]
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        results = list(pool.map(lambda f: _promtool(promtool, f), files))
+    failed = [f"{f.name}: {r.stdout[-3000:]}{r.stderr[-3000:]}" for f, r in zip(files, results) if r.returncode]
+    assert not failed, "\n".join(failed)
+
+
 # --------------------------------------------------------------------------- spec errors
 
 

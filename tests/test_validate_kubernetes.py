@@ -95,7 +95,8 @@ def test_healthy_cluster_passes(env):
                        and len(prom.query('count_over_time(up{job="dcgm-exporter"}[1m]) >= 5')) == 2, 60)
     assert ok, prom.logs()
     report, code = run(env, env["k8s"])
-    assert code == 0, report.findings
+    assert code == 0, [f"{f.severity} {f.check} {f.subject}: {f.message}" for f in report.findings
+                       if f.severity != "info"]
     assert not [f for f in report.findings if f.case and f.case.startswith("kubernetes/")]
     assert {"kubernetes/expected-gpus", "kubernetes/exporter-pods", "kubernetes/daemonset"} <= set(report.checks)
     env["queries"] = run(env, env["k8s"], checks=("kubernetes",))[0].summary["queries"]
@@ -108,18 +109,22 @@ def test_faults(env):
     ksm.pods.append(Pod("nvidia-dcgm-exporter-m3n8v", "gpu-node-d",  # d: a pod nobody scrapes
                         "6f1c0c2e-0a1b-4c3d-8e9f-000000000004"))
     ksm.desired, ksm.ready = 4, 3
-    ksm.pods[0].restarts = 3                                       # pod a restarted three times
-    ksm.pods[1].restarts, ksm.pods[1].oom = 1, True                # pod b was OOM-killed once
     state["b_drop"] = {(m, g) for m in DCGM_METRICS for g in (6, 7)}   # node b: 6 of 8 GPUs
     state["dgx2_drop"] = {(m, 3) for m in DCGM_METRICS}            # dgx-2: 3 of 4 (pattern)
 
     def settled():
-        # == 3, not >= 3: increase() over-reads a young series until it settles
-        restarts = prom.query('round(increase(kube_pod_container_status_restarts_total[1m])) == 3')
         inv = prom.query(f'{names.INVENTORY}{{Hostname="gpu-node-b",gpu="7"}}')
         return (_missing(prom, "dcgm-exporter") == {"gpu-node-a": 0, "gpu-node-b": 2, "gpu-node-c": 8, "gpu-node-d": 4}
-                and _missing(prom, "dcgm-bare").get("dgx-2") == 1 and restarts and not inv)
+                and _missing(prom, "dcgm-bare").get("dgx-2") == 1 and not inv)
     assert prom.wait_for(settled, 60), (_missing(prom, "dcgm-exporter"), prom.logs())
+    # the restarts last: their increase() shows in a 1 m window only, which the GPU faults above may outlast
+    ksm.pods[0].restarts = 3                                       # pod a restarted three times
+    ksm.pods[1].restarts, ksm.pods[1].oom = 1, True                # pod b was OOM-killed once
+
+    def restarted():
+        # == 3, not >= 3: increase() over-reads a young series until it settles
+        return prom.query('round(increase(kube_pod_container_status_restarts_total[1m])) == 3')
+    assert prom.wait_for(restarted, 30), prom.logs()
 
     report, code = run(env, env["k8s"])
     assert code == 1

@@ -91,7 +91,8 @@ def implausible_tiers(spec: Spec, m: Metric, step: float) -> list[Scenario]:
     item 2: 12 GpuTelemetryImplausible for one sentinel on DCGM_FI_DEV_MEMORY_TEMP)."""
     impl, node_rule, fleet_rule = values.implausible(spec, m), values.node_implausible(spec, m), \
         values.fleet_implausible(spec, m)
-    hold = steps(impl.for_, step) + 2
+    # the three tiers' ``for`` differ when the spec's overrides change one of them (per alert or per field)
+    hold = max(steps(r.for_, step) for r in (impl, node_rule, fleet_rule)) + 2
     gpus = fleet.gpus(2, 2)
     ok = _alert_label_values(m, 0, healthy=True)
     everywhere = Scenario(f"{m.name}: a DCGM blank on every GPU of the fleet pages once for the fleet",

@@ -1,0 +1,79 @@
+"""How the slow tier spreads over pytest-xdist workers (``--dist loadgroup``, tests/conftest.py).
+
+A module's tests on one engine are one work unit, so its module-scoped servers start once per engine;
+the modules in :data:`SPREAD_MODULES` share nothing costly and spread test by test. The groups are
+computed here from the node id alone, on the controller: pytest-xdist 3.8 marks a test's group by
+appending ``@group`` to a private node-id field that pytest 9.2 no longer reads
+(pytest-dev/pytest-xdist#1386), and then ``loadgroup`` silently degrades to ``load``: a module's tests
+land on both workers and its servers start on each.
+
+Tests that mostly wait on real time (:data:`WAITING_MODULES`: live Alertmanager runs, the fleet
+benchmark's sampling windows) go to their own worker(s) (``--wait-workers``), so their idle minutes
+overlap the CPU-bound promtool and server work of the others instead of taking a CPU worker's turn.
+"""
+
+from __future__ import annotations
+
+import re
+
+from xdist.scheduler import LoadScopeScheduling
+
+#: slow modules whose tests share nothing costly (each test runs its own promtool files; the
+#: module fixtures only render): their tests spread over the workers one by one
+SPREAD_MODULES = {"test_ruletests", "test_fuzz_spec"}
+#: modules whose slow tests spend most of their wall time waiting on real time with idle CPUs
+WAITING_MODULES = {"test_live_alertmanager", "test_bench_fleet"}
+#: an engine's test id (tests/engines.py): ``prom2.42``, ``vm1.151``, ``am0.25``
+_ENGINE_ID = re.compile(r"(?:prom|vm|am)\d+\.\d+")
+
+
+def module_of(nodeid: str) -> str:
+    """The module of a node id or a work unit: ``tests/test_x.py::test_y[a-b]`` and ``test_x[prom2.42]``
+    -> ``test_x``."""
+    return nodeid.split("::", 1)[0].split("[", 1)[0].rsplit("/", 1)[-1].removesuffix(".py")
+
+
+def group_of(nodeid: str) -> str:
+    """The work unit of a test: its module and the engines among its parameters
+    (``test_matrix[prom2.42]``), or the test itself in a :data:`SPREAD_MODULES` module. Module
+    fixtures are set up again for each engine, so one unit per engine costs no extra server start."""
+    module = module_of(nodeid)
+    if module in SPREAD_MODULES:
+        return nodeid
+    params = nodeid[nodeid.index("[") + 1:nodeid.rindex("]")] if nodeid.endswith("]") and "[" in nodeid else ""
+    engines = [p for p in params.split("-") if _ENGINE_ID.fullmatch(p)]
+    return f"{module}[{','.join(engines)}]" if engines else module
+
+
+class GroupScheduling(LoadScopeScheduling):
+    """``loadscope`` with :func:`group_of` as the scope, the collection order kept (tests/conftest.py
+    puts the longest modules first), and the last ``wait_workers`` workers given the waiting units
+    (:data:`WAITING_MODULES`) and nothing else: they stop when those have run out, while the other
+workers take any unit once the CPU-bound ones have run out."""
+
+    def __init__(self, config, log=None, wait_workers: int = 0):
+        super().__init__(config, log)
+        self.wait_workers = wait_workers
+
+    def _split_scope(self, nodeid: str) -> str:
+        return group_of(nodeid)
+
+    def _waits(self, node) -> bool:
+        ids = sorted((n.gateway.id for n in self.nodes), key=lambda i: int(re.sub(r"\D", "", i) or 0))
+        return node.gateway.id in ids[len(ids) - self.wait_workers:] if self.wait_workers else False
+
+    def _assign_work_unit(self, node) -> None:
+        waits = self._waits(node)
+        scope = next((s for s in self.workqueue if (module_of(s) in WAITING_MODULES) == waits), None)
+        if scope is None and waits:
+            # a waiting worker takes no CPU-bound unit: that would put one more busy process on the cores
+            node.shutdown()
+            return
+        if scope is not None:
+            self.workqueue.move_to_end(scope, last=False)
+        super()._assign_work_unit(node)
+
+    def schedule(self) -> None:
+        # keep the collection order (longest modules first), not xdist's most-tests-first
+        self.config.option.loadscopereorder = False
+        super().schedule()

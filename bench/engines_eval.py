@@ -25,7 +25,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from gpumon.localprom import ExpositionServer, LocalPrometheus  # noqa: E402
+from gpumon.localprom import LocalPrometheus  # noqa: E402
+from gpumon.loopback import ExpositionServer  # noqa: E402
 from gpumon.render import render  # noqa: E402
 from gpumon.spec import load_spec  # noqa: E402
 from tests.engines import prometheus_engines  # noqa: E402

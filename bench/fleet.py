@@ -43,7 +43,6 @@ import signal
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
@@ -56,7 +55,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from gpumon.simulate import gpu_uuid  # noqa: E402
+from gpumon.simpages import gpu_uuid  # noqa: E402
 from gpumon.spec import load_spec  # noqa: E402
 
 import fleetlib as fl  # noqa: E402

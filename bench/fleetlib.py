@@ -24,7 +24,8 @@ import statistics
 from dataclasses import dataclass, field
 from typing import IO, Iterable
 
-from gpumon.simulate import Fault, Fleet
+from gpumon.simfaults import Fault
+from gpumon.simulate import Fleet
 from gpumon.spec import Spec
 
 #: GPUs per node: a DGX/HGX H100 board

@@ -15,12 +15,13 @@ from pathlib import Path
 import httpx
 import yaml
 
-from gpumon.localprom import TEXT_FORMAT, LocalPrometheus, _ServedInThread, free_port
+from gpumon.localprom import LocalPrometheus
+from gpumon.loopback import TEXT_FORMAT, ServedInThread, free_port
 
 from fleetlib import PAGE_PATH, Page
 
 
-class FleetServer(_ServedInThread):
+class FleetServer(ServedInThread):
     """One port serving every node's pre-rendered page at ``/metrics/<node>``; ``pages`` may be
     swapped whole (``server.pages = other``) to inject or clear faults between scrapes."""
 
@@ -71,7 +72,7 @@ class Traffic:
     largest: int = 0
 
 
-class CountingProxy(_ServedInThread):
+class CountingProxy(ServedInThread):
     """A loopback HTTP proxy to ``upstream`` that counts requests, bytes and upstream time in
     ``traffic`` (reset with :meth:`reset`). GET and POST; headers passed through except the
     hop-by-hop ones and ``Accept-Encoding``."""

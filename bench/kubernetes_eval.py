@@ -24,7 +24,8 @@ import httpx
 import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from gpumon.localprom import TEXT_FORMAT, ExpositionServer, LocalPrometheus, free_port  # noqa: E402
+from gpumon.localprom import LocalPrometheus  # noqa: E402
+from gpumon.loopback import TEXT_FORMAT, ExpositionServer, free_port  # noqa: E402
 from gpumon.rules import inventory, kubernetes, names  # noqa: E402
 from gpumon.rules.model import RuleGroup  # noqa: E402
 from gpumon.rules.output import group_dict  # noqa: E402

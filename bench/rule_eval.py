@@ -34,7 +34,8 @@ import httpx
 import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from gpumon.localprom import ExpositionServer, LocalPrometheus  # noqa: E402
+from gpumon.localprom import LocalPrometheus  # noqa: E402
+from gpumon.loopback import ExpositionServer  # noqa: E402
 from gpumon.rules import inventory, names, presence  # noqa: E402
 from gpumon.rules.model import RuleGroup  # noqa: E402
 from gpumon.rules.output import group_dict  # noqa: E402

@@ -55,8 +55,8 @@ import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from gpumon.durations import parse_duration  # noqa: E402
-from gpumon.localprom import ExpositionServer, LocalPrometheus, free_port  # noqa: E402
+from gpumon.localprom import LocalPrometheus  # noqa: E402
+from gpumon.loopback import ExpositionServer, free_port  # noqa: E402
 from gpumon.spec import load_spec  # noqa: E402
 
 SPEC = ROOT / "gpumon.yaml"

@@ -24,7 +24,9 @@ from pathlib import Path
 
 from gpumon import render
 from gpumon.localprom import LocalPrometheus
-from gpumon.simulate import Fault, Fleet, Simulator
+from gpumon.simfaults import Fault
+from gpumon.simserve import Simulator
+from gpumon.simulate import Fleet
 from gpumon.spec import default_spec_path, load_spec
 
 ROOT = Path(__file__).resolve().parent.parent

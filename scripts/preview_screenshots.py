@@ -24,7 +24,9 @@ import demo  # noqa: E402 - the demo's spec timing and faults
 
 from gpumon import render  # noqa: E402
 from gpumon.localprom import LocalPrometheus  # noqa: E402
-from gpumon.simulate import Fault, Fleet, Simulator  # noqa: E402
+from gpumon.simfaults import Fault  # noqa: E402
+from gpumon.simserve import Simulator  # noqa: E402
+from gpumon.simulate import Fleet  # noqa: E402
 from gpumon.spec import load_spec  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -51,32 +51,30 @@ def _version(binary: str) -> str:
     return found.group(1) if found else "?"
 
 
+class _Build:
+    """What every server build has: a ``version`` and a test id, ``PREFIX`` plus its major and
+    minor version (``prom2.42``, ``vm1.79``, ``am0.25``: they are what differ in behaviour)."""
+
+    PREFIX = ""
+    version: str
+
+    @property
+    def id(self) -> str:
+        return self.PREFIX + ".".join(self.version.split(".")[:2])
+
+
 @dataclass(frozen=True)
-class Engine:
+class Engine(_Build):
     """One Prometheus build: its ``prometheus`` and ``promtool`` binaries and their version."""
 
+    PREFIX = "prom"
     prometheus: str
     promtool: str
     version: str
 
     @property
-    def id(self) -> str:
-        """Test id, e.g. ``prom2.42`` (the major and minor are what differ in behaviour)."""
-        return "prom" + ".".join(self.version.split(".")[:2])
-
-    @property
     def major(self) -> int:
         return int(self.version.split(".")[0]) if self.version[:1].isdigit() else 0
-
-
-def _engine(folder: Path) -> Engine:
-    prom, tool = folder / "prometheus", folder / "promtool"
-    for path in (prom, tool):
-        if not os.access(path, os.X_OK):
-            raise FileNotFoundError(f"{path} not found: run `make tools` (builds Prometheus "
-                                    f"{pinned()['PROMETHEUS_VERSION']} into {tools_cache()})"
-                                    " or `make prometheus-installed` (Debian's 2.42)")
-    return Engine(str(prom), str(tool), _version(str(prom)))
 
 
 @lru_cache(maxsize=None)
@@ -87,14 +85,9 @@ def prometheus_engines() -> tuple[Engine, ...]:
     raises FileNotFoundError naming the make target that installs it: a missing server is a broken
     setup, never a reason to test less.
     """
-    dirs = os.environ.get("GPUMON_PROMETHEUS_DIRS")
-    if dirs:
-        folders = [Path(d) for d in dirs.split(os.pathsep) if d]
-    else:
-        debian = shutil.which("prometheus")
-        folders = [Path(debian).parent if debian else Path("/usr/bin"),
-                   tools_cache() / f"prometheus-{pinned()['PROMETHEUS_VERSION']}" / "bin"]
-    return tuple(sorted((_engine(f) for f in folders), key=lambda e: [int(p) for p in re.findall(r"\d+", e.version)]))
+    return _sorted(Engine(prom, tool, _version(prom)) for prom, tool in _builds(
+        "GPUMON_PROMETHEUS_DIRS", "prometheus", "PROMETHEUS_VERSION", "prometheus", "Prometheus",
+        ("prometheus",), ("promtool",)))
 
 
 def thanos_binary() -> str:
@@ -109,34 +102,45 @@ def _sorted(engines) -> tuple:
     return tuple(sorted(engines, key=lambda e: [int(p) for p in re.findall(r"\d+", e.version)]))
 
 
-def _folders(env: str, debian_binary: str, built: str) -> list[Path]:
-    """``$env`` (os.pathsep-separated folders), or Debian's folder of ``debian_binary`` and the tool
-    cache's ``built`` folder (``<name>-<version>/bin``)."""
-    dirs = os.environ.get(env)
-    if dirs:
-        return [Path(d) for d in dirs.split(os.pathsep) if d]
-    debian = shutil.which(debian_binary)
-    return [Path(debian).parent if debian else Path("/usr/bin"), tools_cache() / built / "bin"]
-
-
 def _missing(path: Path, what: str) -> FileNotFoundError:
     hint = (f"run `make tools` (builds {what} into {tools_cache()})" if str(path).startswith(str(tools_cache()))
             else "run `make prometheus-installed` (Debian's packages)")
     return FileNotFoundError(f"{path} not found: {hint}")
 
 
+def _builds(env: str, debian_binary: str, pin: str, built: str, what: str, *binaries: tuple[str, ...]) \
+        -> list[list[str]]:
+    """The paths of ``binaries`` in each folder the suite runs a tool from, in folder order:
+    ``$env`` (os.pathsep-separated folders), or Debian's folder of ``debian_binary`` and the tool
+    cache's ``<built>-<version pinned as pin>/bin``. Each binary is a tuple of the names it goes by
+    (Debian renames some); FileNotFoundError naming the make target when one is missing."""
+    dirs = os.environ.get(env)
+    if dirs:
+        folders = [Path(d) for d in dirs.split(os.pathsep) if d]
+    else:
+        debian = shutil.which(debian_binary)
+        folders = [Path(debian).parent if debian else Path("/usr/bin"),
+                   tools_cache() / f"{built}-{pinned()[pin]}" / "bin"]
+    out = []
+    for folder in folders:
+        paths = []
+        for names in binaries:
+            path = next((folder / n for n in names if os.access(folder / n, os.X_OK)), folder / names[0])
+            if not os.access(path, os.X_OK):
+                raise _missing(path, f"{what} {pinned()[pin]}")
+            paths.append(str(path))
+        out.append(paths)
+    return out
+
+
 @dataclass(frozen=True)
-class VmEngine:
+class VmEngine(_Build):
     """One VictoriaMetrics single-node + vmalert build (the two always come from one release)."""
 
+    PREFIX = "vm"
     victoria_metrics: str
     vmalert: str
     version: str
-
-    @property
-    def id(self) -> str:
-        """Test id, e.g. ``vm1.79``."""
-        return "vm" + ".".join(self.version.split(".")[:2])
 
     @property
     def current(self) -> bool:
@@ -161,45 +165,28 @@ def vm_engines() -> tuple[VmEngine, ...]:
     """Every VictoriaMetrics + vmalert build the suite runs against, oldest first: Debian's (on
     PATH) and the pinned one in the tool cache, or ``$GPUMON_VM_DIRS``. FileNotFoundError with the
     make target when one is missing."""
-    out = []
-    for folder in _folders("GPUMON_VM_DIRS", "vmalert", f"victoriametrics-{pinned()['VICTORIAMETRICS_VERSION']}"):
-        vm, va = folder / "victoria-metrics", folder / "vmalert"
-        for path in (vm, va):
-            if not os.access(path, os.X_OK):
-                raise _missing(path, f"VictoriaMetrics {pinned()['VICTORIAMETRICS_VERSION']}")
-        out.append(VmEngine(str(vm), str(va), _vm_version(str(va))))
-    return _sorted(out)
+    return _sorted(VmEngine(vm, va, _vm_version(va)) for vm, va in _builds(
+        "GPUMON_VM_DIRS", "vmalert", "VICTORIAMETRICS_VERSION", "victoriametrics", "VictoriaMetrics",
+        ("victoria-metrics",), ("vmalert",)))
 
 
 @dataclass(frozen=True)
-class AlertmanagerEngine:
+class AlertmanagerEngine(_Build):
     """One Alertmanager build: ``alertmanager`` (Debian names it ``prometheus-alertmanager``) and ``amtool``."""
 
+    PREFIX = "am"
     alertmanager: str
     amtool: str
     version: str
-
-    @property
-    def id(self) -> str:
-        """Test id, e.g. ``am0.25``."""
-        return "am" + ".".join(self.version.split(".")[:2])
 
 
 @lru_cache(maxsize=None)
 def alertmanager_engines() -> tuple[AlertmanagerEngine, ...]:
     """Every Alertmanager build the suite runs against, oldest first: Debian's and the pinned one
     in the tool cache, or ``$GPUMON_ALERTMANAGER_DIRS``. FileNotFoundError when one is missing."""
-    out = []
-    built = f"alertmanager-{pinned()['ALERTMANAGER_VERSION']}"
-    for folder in _folders("GPUMON_ALERTMANAGER_DIRS", "amtool", built):
-        am = next((folder / n for n in ("alertmanager", "prometheus-alertmanager") if os.access(folder / n, os.X_OK)),
-                  folder / "alertmanager")
-        tool = folder / "amtool"
-        for path in (am, tool):
-            if not os.access(path, os.X_OK):
-                raise _missing(path, f"Alertmanager {pinned()['ALERTMANAGER_VERSION']}")
-        out.append(AlertmanagerEngine(str(am), str(tool), _version(str(am))))
-    return _sorted(out)
+    return _sorted(AlertmanagerEngine(am, tool, _version(am)) for am, tool in _builds(
+        "GPUMON_ALERTMANAGER_DIRS", "amtool", "ALERTMANAGER_VERSION", "alertmanager", "Alertmanager",
+        ("alertmanager", "prometheus-alertmanager"), ("amtool",)))
 
 
 def describe() -> list[str]:

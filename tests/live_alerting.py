@@ -30,10 +30,12 @@ from pathlib import Path
 import httpx
 import yaml
 
-from gpumon.localprom import (LocalAlertmanager, LocalPrometheus, LocalVictoriaMetrics, LocalVmalert,
-                              WebhookReceiver, wait_for)
+from gpumon.localprom import LocalAlertmanager, LocalPrometheus, LocalVictoriaMetrics, LocalVmalert, wait_for
+from gpumon.loopback import WebhookReceiver
 from gpumon.render import render
-from gpumon.simulate import Fault, Fleet, Simulator, dumps_faults
+from gpumon.simfaults import Fault, dumps_faults
+from gpumon.simserve import Simulator
+from gpumon.simulate import Fleet
 from gpumon.spec import Spec, parse_spec
 from tests.engines import AlertmanagerEngine, Engine, VmEngine
 

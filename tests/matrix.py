@@ -30,7 +30,8 @@ import yaml
 
 from gpumon.render import render
 from gpumon.ruletests.series import MISSING, STALE, compress
-from gpumon.simulate import Fault, Fleet
+from gpumon.simfaults import Fault
+from gpumon.simulate import Fleet
 from gpumon.spec import Spec, parse_spec
 
 ROOT = Path(__file__).resolve().parent.parent

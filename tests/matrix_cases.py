@@ -4,7 +4,7 @@ time; faults start at step 12 unless said otherwise; ``bound`` is in steps after
 
 from __future__ import annotations
 
-from gpumon.simulate import Fault
+from gpumon.simfaults import Fault
 from tests.matrix import AT, RETIRED, Case, Page
 
 N2 = "gpu-node-2"

@@ -67,7 +67,8 @@ from pathlib import Path
 
 import httpx
 
-from gpumon.localprom import LocalVictoriaMetrics, _ServedInThread, free_port
+from gpumon.localprom import LocalVictoriaMetrics
+from gpumon.loopback import ServedInThread, free_port
 from gpumon.ruletests.series import MISSING, STALE
 from gpumon.spec import Spec
 from tests import matrix_layers
@@ -279,7 +280,7 @@ UNMARKED = ("ALERTS", "ALERTS_FOR_STATE")
 FORWARDED_HEADERS = ("Content-Encoding", "Content-Type", "X-Prometheus-Remote-Write-Version")
 
 
-class FlushingWriteProxy(_ServedInThread):
+class FlushingWriteProxy(ServedInThread):
     """vmalert's ``-remoteWrite.url`` during a replay, in front of VictoriaMetrics ``vm_url``.
 
     For every ``POST /api/v1/write`` it

@@ -12,10 +12,13 @@ import pytest
 import yaml
 
 from gpumon import alertmanager
-from gpumon.localprom import LocalAlertmanager, LocalPrometheus, WebhookReceiver
+from gpumon.localprom import LocalAlertmanager, LocalPrometheus
+from gpumon.loopback import WebhookReceiver
 from gpumon.render import render
 from gpumon.rules import build_groups
-from gpumon.simulate import Fault, Fleet, Simulator, dumps_faults
+from gpumon.simfaults import Fault, dumps_faults
+from gpumon.simserve import Simulator
+from gpumon.simulate import Fleet
 from gpumon.spec import parse_spec
 
 #: a minimal alertmanager.yml the fragment is merged into (a catch-all root route)
@@ -153,7 +156,7 @@ def _firing_alerts(case, index: int, severities: dict[str, str], namespace: str)
     """The alerts the rules fire for ``case``'s expected pages, with the labels the rules give them
     (job, node, GPU UUID and index, field, severity, namespace), plus ``matrix_case`` to keep the
     cases' notification groups apart in one Alertmanager."""
-    from gpumon.simulate import gpu_uuid
+    from gpumon.simpages import gpu_uuid
     out = []
     for p in case.pages:
         labels = {"alertname": p.alert, "job": "dcgm-exporter", "severity": severities[p.alert],

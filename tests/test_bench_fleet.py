@@ -148,7 +148,7 @@ def test_naive_queries_one_per_metric_and_gpu_escaped(default_spec):
     qs = fl.naive_queries(default_spec, ["GPU-a", 'GPU-"b'])
     assert len(qs) == 2 * len(default_spec.metrics)
     assert qs[0] == 'count(DCGM_FI_DEV_GPU_TEMP{job="dcgm-exporter",UUID="GPU-a"})'
-    assert f'UUID="GPU-\\"b"' in qs[-1]
+    assert 'UUID="GPU-\\"b"' in qs[-1]
 
 
 @pytest.mark.slow

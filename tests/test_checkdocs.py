@@ -8,6 +8,7 @@ from pathlib import Path
 from click.testing import CliRunner
 
 from gpumon import checkdocs, lint
+from gpumon.checkfind import sections
 from gpumon.cli import cli
 from gpumon.validate import CHECKS as VALIDATE_CHECKS
 
@@ -23,7 +24,7 @@ def test_every_check_has_a_page_with_every_part():
     pages = checkdocs.pages(ROOT)
     for cid in lint.check_ids():
         page = pages[f"lint/{cid}.md"]
-        for part in ("## What it checks", "## Why", "## Example", "## How to silence", f"`gpumon lint tests/lint_corpus/"):
+        for part in ("## What it checks", "## Why", "## Example", "## How to silence", "`gpumon lint tests/lint_corpus/"):
             assert part in page, (cid, part)
     for cid, module in VALIDATE_CHECKS.items():
         page = pages[f"validate/{cid}.md"]
@@ -34,7 +35,7 @@ def test_every_check_has_a_page_with_every_part():
 def test_list_checks_prints_whole_summaries():
     out = CliRunner().invoke(cli, ["lint", "--list-checks"]).output
     for cid, _, doc in lint.describe():
-        summary = lint.sections(doc)["summary"].replace("``", "`")
+        summary = sections(doc)["summary"].replace("``", "`")
         assert f"{cid} (" in out and summary in out.replace("\n", " "), cid
     # a summary longer than one docstring line used to lose its first line
     assert "a GPU metric name that neither the spec" in out

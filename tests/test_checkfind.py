@@ -43,7 +43,11 @@ def check(inputs, ctx):
 '''
 
 SAMPLE_VALIDATE = '''\
-"""Check: a sample validate check, added by a test to prove a check is one module."""
+"""Check: a sample validate check, added by a test to prove a check is one module.
+
+Why: A sample.
+Silence: Leave it out with --checks.
+"""
 
 from .base import CheckResult
 
@@ -51,8 +55,6 @@ CHECK = "sample"
 ORDER = 135
 APPLIES = "a sample"
 FINDINGS = ("sample-finding", CHECK)
-WHY = "A sample."
-SILENCE = "Leave it out with --checks."
 LOOKS_AT = "nothing: it is a sample"
 
 
@@ -151,6 +153,9 @@ def test_a_new_check_is_one_module_its_test_and_its_example(tmp_path):
     assert "# `sample-alert-name` (lint, info)" in page and "gpumon lint tests/lint_corpus/sample_alert_name.yaml" in page
     assert "| [`sample-alert-name`](checks/lint/sample-alert-name.md) | info | an alert called `SampleAlert` |" \
         in (root / "docs/lint.md").read_text()
+    sample = (root / "docs/checks/validate/sample.md").read_text()
+    assert "## Why\n\nA sample.\n" in sample and "## How to silence\n\nLeave it out with --checks.\n" in sample
+    assert "A sample validate check, added by a test" in sample and "Silence:" not in sample
     assert "| [sample](checks/validate/sample.md) (a sample) | `sample-finding` | nothing: it is a sample |" \
         in (root / "docs/validate.md").read_text()
     assert f"{len(check_ids()) + 1} checks (those that apply" in (root / "README.md").read_text()

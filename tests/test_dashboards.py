@@ -491,7 +491,8 @@ def _exposition(spec, missing: str) -> str:
 def prom(spec, tmp_path_factory, engine):
     """A real Prometheus scraping the exposition above every second, with gpumon's rules loaded;
     yields once the inventory recording rule has all four GPU entities."""
-    from gpumon.localprom import ExpositionServer, LocalPrometheus
+    from gpumon.localprom import LocalPrometheus
+    from gpumon.loopback import ExpositionServer
 
     rules = tmp_path_factory.mktemp("rules") / "gpumon.rules.yaml"
     # the coverage and gaps groups evaluate every minute; every second here, so the test is quick

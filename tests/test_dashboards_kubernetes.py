@@ -19,9 +19,12 @@ from gpumon.spec import load_spec, parse_spec
 
 from .ksm_text import Node, Pod
 from .test_dashboards import SCHEMA, _allowed, assert_layout, _grafana_to_promql, _metric_names, _models, _panels, _targets
-from .test_kubernetes import DCGM_METRICS, EXAMPLE, FAST, _section, cluster  # noqa: F401 (cluster: fixture)
+from . import test_kubernetes
+from .test_kubernetes import DCGM_METRICS, EXAMPLE, FAST, _section
 
 ROW = kube_panels.ROW
+#: tests/test_kubernetes.py's module-scoped cluster fixture, shared by name
+cluster = test_kubernetes.cluster
 POD_PANELS = {"Exporter pods ready / desired", "Exporter pods not ready", "Exporter restarts in 1h",
               "Exporter OOM kills in 1h", "Exporter restarts per node"}
 NODE_PANELS = {"GPUs expected", "GPUs missing", "Physical GPUs reporting", "Nodes without an exporter target",
@@ -226,7 +229,7 @@ def _scalar(prom, panel: dict, i: int = 0) -> float | None:
     return rows[0][1] if rows else None
 
 
-def test_new_panels_on_a_real_prometheus(cluster):  # noqa: F811 (the imported fixture)
+def test_new_panels_on_a_real_prometheus(cluster):
     """Healthy cluster: 16 of 16 GPUs, nothing missing, no restarts. Then the faults of
     tests/test_kubernetes.py: node b reports 6 of 8 GPUs, GPU node c has no exporter pod, node d a
     pod nobody scrapes, pod a restarted three times (OOM-killed); one exporter pod not ready."""

@@ -15,20 +15,14 @@ from gpumon import fields
 from gpumon.render import render as render_files
 from gpumon.spec import parse_spec
 
+from .small_spec import BASE
+
 ROOT = Path(__file__).resolve().parent.parent
 #: local copies of the upstream sources the catalogue is generated from (absent on most machines)
 DCGM_GIT = os.environ.get("GPUMON_DCGM_GIT", "/work/.mirror/NVIDIA+DCGM/repo")
 EXPORTER_REF = os.environ.get("GPUMON_EXPORTER_REF", "/work/shared/reference/dcgm-exporter")
 
-SPEC = """\
-version: 1
-exporter:
-  job: dcgm-exporter
-metrics:
-  - name: DCGM_FI_DEV_GPU_TEMP
-    kind: gauge
-    unit: celsius
-    presence: required
+SPEC = BASE + """\
   - name: DCGM_FI_PROF_NVLINK_TX_BYTES
     kind: gauge
     unit: bytes_per_second

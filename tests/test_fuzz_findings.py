@@ -14,19 +14,10 @@ from gpumon import writer
 from gpumon.render import render
 from gpumon.spec import SpecError, load_spec
 
+from . import small_spec
 from .engines import prometheus_engines
 
-BASE = """\
-version: 1
-name: t
-exporter:
-  job: dcgm-exporter
-metrics:
-  - name: DCGM_FI_DEV_GPU_TEMP
-    kind: gauge
-    unit: celsius
-    presence: required
-"""
+BASE = small_spec.BASE.replace("version: 1\n", "version: 1\nname: t\n", 1)
 ENERGY = """\
   - name: DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION
     kind: counter

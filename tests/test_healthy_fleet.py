@@ -11,7 +11,8 @@ import time
 
 from gpumon.localprom import LocalPrometheus
 from gpumon.render import render
-from gpumon.simulate import Fleet, Simulator
+from gpumon.simserve import Simulator
+from gpumon.simulate import Fleet
 from gpumon.spec import load_spec
 from gpumon.writer import write
 

@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from gpumon.localprom import LocalPrometheus, free_port
+from gpumon.localprom import LocalPrometheus
+from gpumon.loopback import free_port
 
 from .conftest import ROOT
 from .hostile_prom import HostileProm, after_probe, stall

@@ -12,7 +12,8 @@ import promql_parser
 import pytest
 import yaml
 
-from gpumon.localprom import ExpositionServer, LocalPrometheus
+from gpumon.localprom import LocalPrometheus
+from gpumon.loopback import ExpositionServer
 from gpumon.render import render
 from gpumon.rules import build_groups, names
 from gpumon.spec import SpecError, load_spec, parse_spec

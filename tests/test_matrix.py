@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from gpumon.simulate import FAULT_KINDS
+from gpumon.simfaults import FAULT_KINDS
 from tests import matrix, matrix_timeline
 from tests.matrix_cases import CASES, OPEN
 
@@ -38,7 +38,7 @@ def test_the_open_scenarios_still_fail(promtool):
 
 def test_a_wrong_expectation_fails(promtool):
     """The matrix can fail: a down node where nothing is expected, and GpuLost for the wrong GPU."""
-    from gpumon.simulate import Fault
+    from gpumon.simfaults import Fault
     cases = [matrix.Case("expects nothing, a node is down", (), (Fault("http500", node="gpu-node-2"),), bound=6),
              matrix.Case("expects the wrong GPU", (matrix.Page("GpuLost", "gpu-node-2", 0),),
                          (Fault("drop", node="gpu-node-2", gpu=1),), bound=10)]

@@ -11,7 +11,7 @@ import struct
 
 import pytest
 
-from gpumon.simulate import Fault
+from gpumon.simfaults import Fault
 from tests import matrix, matrix_vm
 from tests.matrix_cases import CASES as ALL_CASES
 

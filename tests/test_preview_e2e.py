@@ -19,7 +19,9 @@ from gpumon import render
 from gpumon.cli import cli
 from gpumon.localprom import LocalPrometheus
 from gpumon.preview import colours
-from gpumon.simulate import Fault, Fleet, Simulator
+from gpumon.simfaults import Fault
+from gpumon.simserve import Simulator
+from gpumon.simulate import Fleet
 from gpumon.spec import parse_spec
 
 from . import browser

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import pytest
 
-from gpumon.localprom import ExpositionServer, LocalPrometheus
+from gpumon.localprom import LocalPrometheus
+from gpumon.loopback import ExpositionServer
 from gpumon.render import render
 from gpumon.spec import load_spec
 from gpumon.writer import write

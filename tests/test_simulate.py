@@ -12,8 +12,10 @@ import pytest
 from click.testing import CliRunner
 
 from gpumon.cli import cli
-from gpumon.simulate import (FAULT_KINDS, SENTINEL_INT, Fault, FaultError, Fleet, Simulator, counters,
-                                gpu_uuid, load_faults)
+from gpumon.simfaults import FAULT_KINDS, Fault, FaultError, load_faults
+from gpumon.simpages import SENTINEL_INT, counters, gpu_uuid
+from gpumon.simserve import Simulator
+from gpumon.simulate import Fleet
 
 DATA = Path(__file__).parent / "data"
 SERIES = re.compile(r'^(?P<name>[A-Za-z_:][A-Za-z0-9_:]*)(?:\{(?P<labels>.*)\})? (?P<value>\S+)$')
@@ -311,7 +313,7 @@ def test_legacy_source_is_the_legacy_names_page():
 
 
 def test_source_errors_are_clear():
-    from gpumon.simulate import SourceError, parse_sources
+    from gpumon.simfaults import SourceError, parse_sources
     with pytest.raises(SourceError, match="no node 'gpu-node-9'"):
         Fleet(2, 1, sources={"gpu-node-9": ["dcgm-exporter"]})
     with pytest.raises(SourceError, match="not both"):
@@ -348,7 +350,7 @@ def test_cli_serves_sources_in_dump():
 
 
 def test_go_float_matches_client_golang():
-    from gpumon.simulate import go_float
+    from gpumon.ruletests.gotemplate import go_float
     # values as nvidia_gpu_exporter's internal/integration/testdata pages print them
     assert [go_float(v) for v in (2619000000, 20780679168, 631.95, 59, 0.11, 1, 100000, 1e6, 1.5e-5, 0)] == \
         ["2.619e+09", "2.0780679168e+10", "631.95", "59", "0.11", "1", "100000", "1e+06", "1.5e-05", "0"]

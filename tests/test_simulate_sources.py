@@ -23,7 +23,10 @@ import pytest
 from gpumon.localprom import LocalPrometheus
 from gpumon.rules import build_groups
 from gpumon.rules.output import files as rule_files
-from gpumon.simulate import Fault, Fleet, Simulator, gpu_uuid
+from gpumon.simfaults import Fault
+from gpumon.simpages import gpu_uuid
+from gpumon.simserve import Simulator
+from gpumon.simulate import Fleet
 from gpumon.spec import parse_spec
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(not shutil.which("prometheus"), reason="prometheus not installed")]

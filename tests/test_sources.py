@@ -2,35 +2,12 @@
 
 from __future__ import annotations
 
-import textwrap
-
 import pytest
 
 from gpumon.spec.presets import conversion
-from gpumon.spec import SpecError, load_spec
+from gpumon.spec import load_spec
 
-BASE = """\
-version: 1
-exporter:
-  job: dcgm-exporter
-metrics:
-  - name: DCGM_FI_DEV_GPU_TEMP
-    kind: gauge
-    unit: celsius
-    presence: required
-"""
-
-
-def load(tmp_path, text: str):
-    path = tmp_path / "spec.yaml"
-    path.write_text(textwrap.dedent(text))
-    return load_spec(path)
-
-
-def errors_of(tmp_path, text: str) -> list[str]:
-    with pytest.raises(SpecError) as info:
-        load(tmp_path, text)
-    return [str(p).replace(str(tmp_path / "spec.yaml"), "spec.yaml") for p in info.value.problems]
+from .small_spec import BASE, errors_of, load
 
 
 def test_presets_resolve_to_series_labels_and_units(tmp_path):

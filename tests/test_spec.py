@@ -5,32 +5,13 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import textwrap
 
 import jsonschema
-import pytest
 import yaml
 
-from gpumon.spec import SpecError, load_spec, parse_spec, schema
+from gpumon.spec import load_spec, parse_spec, schema
 
-BASE = """\
-version: 1
-exporter:
-  job: dcgm-exporter
-metrics:
-  - name: DCGM_FI_DEV_GPU_TEMP
-    kind: gauge
-    unit: celsius
-    presence: required
-"""
-
-
-def errors_of(tmp_path, text: str) -> list[str]:
-    path = tmp_path / "spec.yaml"
-    path.write_text(textwrap.dedent(text))
-    with pytest.raises(SpecError) as info:
-        load_spec(path)
-    return [str(p).replace(str(path), "spec.yaml") for p in info.value.problems]
+from .small_spec import BASE, errors_of
 
 
 def test_bundled_spec_loads_with_dcgm_defaults(default_spec):

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from gpumon.localprom import ExpositionServer
+from gpumon.loopback import ExpositionServer
 from gpumon.render import render
 from gpumon.rules import names
 from gpumon.spec import parse_spec

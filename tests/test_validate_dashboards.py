@@ -25,7 +25,9 @@ from gpumon.findings import Finding
 from gpumon.localprom import LocalPrometheus
 from gpumon.promapi import PromClient
 from gpumon.reporters import render as render_report
-from gpumon.simulate import Fault, Fleet, Simulator
+from gpumon.simfaults import Fault
+from gpumon.simserve import Simulator
+from gpumon.simulate import Fleet
 from gpumon.spec import parse_spec
 from gpumon.validate import validate
 from gpumon.validate.dashboards.judge import Judge

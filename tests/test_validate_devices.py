@@ -18,9 +18,12 @@ from pathlib import Path
 
 import pytest
 
-from gpumon.localprom import ExpositionServer, LocalPrometheus
+from gpumon.localprom import LocalPrometheus
+from gpumon.loopback import ExpositionServer
 from gpumon.promapi import PromClient
-from gpumon.simulate import Fault, Fleet, Simulator
+from gpumon.simfaults import Fault
+from gpumon.simserve import Simulator
+from gpumon.simulate import Fleet
 from gpumon.spec import parse_spec
 from gpumon.validate import validate
 

@@ -21,7 +21,10 @@ from gpumon.cli import cli
 from gpumon.rules import names
 from gpumon.localprom import LocalPrometheus
 from gpumon.promapi import PromClient
-from gpumon.simulate import Fault, Fleet, Simulator, gpu_uuid
+from gpumon.simfaults import Fault
+from gpumon.simpages import gpu_uuid
+from gpumon.simserve import Simulator
+from gpumon.simulate import Fleet
 from gpumon.spec import parse_spec
 from gpumon.validate import CHECKS, reachability, validate
 

@@ -15,7 +15,7 @@ import shutil
 
 import pytest
 
-from gpumon.localprom import ExpositionServer
+from gpumon.loopback import ExpositionServer
 from gpumon.promapi import PromClient
 from gpumon.render import render
 from gpumon.rules import names

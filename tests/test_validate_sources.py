@@ -14,7 +14,8 @@ import shutil
 
 import pytest
 
-from gpumon.localprom import ExpositionServer, LocalPrometheus
+from gpumon.localprom import LocalPrometheus
+from gpumon.loopback import ExpositionServer
 from gpumon.promapi import PromClient
 from gpumon.rules import build_groups
 from gpumon.rules.output import files as rule_files

@@ -7,9 +7,12 @@ from __future__ import annotations
 
 import time
 
-from gpumon.localprom import LocalVictoriaMetrics, LocalVmalert, WebhookReceiver, wait_for
+from gpumon.localprom import LocalVictoriaMetrics, LocalVmalert, wait_for
+from gpumon.loopback import WebhookReceiver
 from gpumon.render import render
-from gpumon.simulate import Fleet, Simulator, dumps_faults
+from gpumon.simfaults import dumps_faults
+from gpumon.simserve import Simulator
+from gpumon.simulate import Fleet
 from gpumon.spec import parse_spec
 from tests.test_alertmanager import CAUSES, FAST
 

@@ -42,12 +42,15 @@ def server(request):
         f.write(f"{request.module.__name__} {os.environ['PYTEST_XDIST_WORKER']}\\n")
 '''
 _MODULE = '''
-import pytest
+import time, pytest
 
 @pytest.mark.parametrize("i", range(6))
 def test_it(server, i):
-    pass
+    time.sleep(SLEEP)
 '''
+#: CPU-bound modules: more than the CPU workers can take at once, so units are still queued when the
+#: waiting worker has run out of its own and stops
+_CPU_MODULES = tuple(f"test_{c}" for c in "abcdefgh")
 
 
 @pytest.mark.slow
@@ -55,10 +58,12 @@ def test_a_module_starts_its_server_once_and_waiting_tests_take_their_own_worker
     """A real pytest-xdist run: with ``--dist loadgroup`` each module's module fixture is set up once
     (pytest-xdist's own groups are lost with pytest 9.2, pytest-dev/pytest-xdist#1386, and then a
     module's tests spread over both workers and set it up on each), and the waiting module runs
-    alone on the last worker."""
+    alone on the last worker, which stops when it has run out of waiting units while the CPU
+    workers go on with theirs."""
     (tmp_path / "conftest.py").write_text(_CONFTEST)
-    for name in ("test_a", "test_b", "test_c", "test_bench_fleet"):
-        (tmp_path / f"{name}.py").write_text(_MODULE)
+    for name in _CPU_MODULES:
+        (tmp_path / f"{name}.py").write_text(_MODULE.replace("SLEEP", "0.1"))
+    (tmp_path / "test_bench_fleet.py").write_text(_MODULE.replace("SLEEP", "0"))
     setups = tmp_path / "setups.txt"
     env = {**os.environ, "SETUPS": str(setups), "PYTHONPATH": str(ROOT)}
     proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "3",
@@ -67,6 +72,6 @@ def test_a_module_starts_its_server_once_and_waiting_tests_take_their_own_worker
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     rows = [line.split() for line in setups.read_text().splitlines()]
     modules = [m for m, _ in rows]
-    assert sorted(modules) == ["test_a", "test_b", "test_bench_fleet", "test_c"], json.dumps(rows)
+    assert sorted(modules) == sorted([*_CPU_MODULES, "test_bench_fleet"]), json.dumps(rows)
     workers = dict(rows)
-    assert workers["test_bench_fleet"] == "gw2" and "gw2" not in {workers[m] for m in ("test_a", "test_b", "test_c")}
+    assert workers["test_bench_fleet"] == "gw2" and "gw2" not in {workers[m] for m in _CPU_MODULES}

@@ -19,7 +19,8 @@ from pathlib import Path
 
 import httpx
 
-from gpumon.localprom import LocalPrometheus, free_port, stop_process, wait_for, wait_ready
+from gpumon.localprom import LocalPrometheus, stop_process, wait_for, wait_ready
+from gpumon.loopback import free_port
 
 
 class Process:

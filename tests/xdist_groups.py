@@ -59,8 +59,13 @@ workers take any unit once the CPU-bound ones have run out."""
         return group_of(nodeid)
 
     def _waits(self, node) -> bool:
-        ids = sorted((n.gateway.id for n in self.nodes), key=lambda i: int(re.sub(r"\D", "", i) or 0))
-        return node.gateway.id in ids[len(ids) - self.wait_workers:] if self.wait_workers else False
+        """Whether ``node`` is a waiting worker: one of the last ``wait_workers`` of the workers started
+        with the run (``gw0`` .. ``gwN-1``, N = ``-n``). Fixed for the whole run: counting the workers
+        still up instead made the next worker a waiting one each time a waiting worker stopped, until
+        every worker had stopped with CPU-bound units still queued (xdist: "Unexpectedly no active
+        workers available"). A worker started in place of a crashed one (``gwN`` and up) is CPU-bound."""
+        index = int(re.sub(r"\D", "", node.gateway.id) or 0)
+        return self.numnodes - self.wait_workers <= index < self.numnodes
 
     def _assign_work_unit(self, node) -> None:
         waits = self._waits(node)

@@ -9,9 +9,14 @@ module level, as literals:
 * optionally ``SEVERITY`` (lint: the default severity of its findings), ``APPLIES`` (when it runs,
   for help text: ``"only with the spec's kubernetes section"``) and ``SELECTABLE = False``
   (validate: runs by itself, not through ``--checks``: reachability, dashboards);
+* validate only: ``FINDINGS``, the finding ids it reports (its own id among them when a failed or
+  partial query leaves it inconclusive); ``LOOKS_AT``, what it looks at, for the checks table of
+  docs/validate.md; optionally ``FINDING_NOTES``, {finding id: severity other than error} for
+  that table;
 
-and has a docstring (what it checks, why, how to silence: the docs pages are generated from it)
-and the tool's entry point (``check(inputs, ctx)`` for lint, ``run(ctx)`` for validate). Helpers
+and has a docstring the docs pages are generated from (:func:`sections`): what it checks (lint:
+a summary, then ``What:``; validate: the text), ``Why:`` and ``Silence:`` paragraphs; and the
+tool's entry point (``check(inputs, ctx)`` for lint, ``run(ctx)`` for validate). Helpers
 in the same folder (``_base.py``, ``facts.py``, ``hints.py`` ...) declare no id and are skipped.
 
 Finding reads the sources with :mod:`ast` and imports nothing, so ``--help`` text and the docs
@@ -23,6 +28,7 @@ from __future__ import annotations
 
 import ast
 import importlib
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -66,6 +72,24 @@ class CheckInfo:
     def source(self) -> str:
         """The source path relative to the repository (``generator/gpumon/...``), for docs."""
         return "generator/" + self.path.relative_to(_HERE.parent).as_posix()
+
+
+def sections(doc: str) -> dict[str, str]:
+    """A check docstring split into ``summary`` (the text before ``What:``, without the leading
+    id prefix), ``what``, ``why`` and ``silence`` (``What:`` / ``Why:`` / ``Silence:``
+    paragraphs), each joined into one line. Missing sections are empty strings (a validate
+    check's docstring has no ``What:``: its text before ``Why:`` is the summary)."""
+    out = {"summary": [], "what": [], "why": [], "silence": []}
+    current = "summary"
+    for line in doc.strip().splitlines():
+        marker = re.match(r"^(What|Why|Silence):\s*", line)
+        if marker:
+            current = marker.group(1).lower()
+            line = line[marker.end():]
+        out[current].append(line.strip())
+    joined = {k: " ".join(v for v in lines if v) for k, lines in out.items()}
+    joined["summary"] = re.sub(r"^``[\w-]+``:\s*", "", joined["summary"])
+    return joined
 
 
 class CheckError(ValueError):

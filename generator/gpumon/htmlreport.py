@@ -232,14 +232,14 @@ def _panels(panels: list[dict], ids: dict[str, str]) -> list[str]:
 def _preview_css(report: Report) -> str:
     if not report.previews:
         return ""
-    from .preview import CSS
+    from .preview.layout import CSS
 
     return CSS
 
 
 def _previews(previews: list) -> list[str]:
     """Every dashboard drawn from the live data, on its own grid (:mod:`gpumon.preview`)."""
-    from .preview import section
+    from .preview.layout import section
 
     return ['<h2 id="preview">Dashboards on live data</h2>',
             '<p class="hint">Drawn by gpumon from the server\'s answers, as Grafana would show them; an empty '

@@ -47,10 +47,6 @@ class IdentityLabels(Protocol):
     def node_identity(self) -> tuple[str, ...]: ...
 
 
-#: labels an override cannot set: Prometheus sets ``alertname``; ``severity`` has its own key;
-#: ``dcgm_field`` names the field the alert is about (routing and the dashboards read it)
-RESERVED_LABELS = frozenset({"alertname", "severity", "dcgm_field"})
-
 @dataclass(frozen=True)
 class Settings:
     """What an override changes; None/empty = unchanged. ``for_`` in seconds."""

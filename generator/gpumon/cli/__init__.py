@@ -12,9 +12,8 @@ from __future__ import annotations
 
 import click
 
-from ..exitcodes import EXIT_SIGPIPE
-from .common import EPILOG, EXIT_ERROR, EXIT_FINDINGS, EXIT_INCONCLUSIVE, EXIT_INTERNAL, EXIT_OK, internal_error, \
-    load_or_exit
+from ..exitcodes import EXIT_ERROR, EXIT_FINDINGS, EXIT_INCONCLUSIVE, EXIT_INTERNAL, EXIT_OK, EXIT_SIGPIPE
+from .common import EPILOG, internal_error, load_or_exit
 from .diff import diff_command
 from .init import init
 from .lint import lint_command

@@ -7,15 +7,17 @@ so ``gpumon --help`` stays fast; the library is imported inside the functions th
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
+from dataclasses import dataclass, fields
 from pathlib import Path
 
 import click
 
 # the exit codes of every command (documented in ``EPILOG`` and README "Exit codes"), re-exported
 # for the commands from the one module that defines them
-from ..exitcodes import EXIT_ERROR, EXIT_FINDINGS, EXIT_INCONCLUSIVE, EXIT_INTERNAL, EXIT_OK  # noqa: F401
+from ..exitcodes import EXIT_ERROR, EXIT_INTERNAL
 
 EPILOG = """\b
 Exit codes:
@@ -197,40 +199,62 @@ BACKEND_PREFIX = {"prometheus": "", "thanos": "", "victoriametrics": "", "mimir"
 
 
 
+@dataclass(frozen=True)
+class ServerOptions:
+    """How to reach the server: the options :func:`server_options` adds, ``--header`` parsed by
+    :func:`parse_headers`."""
+
+    backend: str
+    path_prefix: str | None
+    tenant: str | None
+    headers: dict[str, str]
+    bearer_token_file: str | None
+    basic_auth_file: str | None
+    ca_file: str | None
+    insecure_skip_verify: bool
+
+
 def server_options(command):
     """The options saying how to reach the server (``validate``, ``preview``): backend, path prefix,
-    tenant, headers, credentials files and TLS, in the order ``--help`` lists them."""
+    tenant, headers, credentials files and TLS, in the order ``--help`` lists them. The command
+    receives them as one ``server`` argument (a :class:`ServerOptions`)."""
+    names = [f.name for f in fields(ServerOptions)]
+
+    @functools.wraps(command)
+    def with_server(**kwargs):
+        return command(server=ServerOptions(**{n: kwargs.pop(n) for n in names}), **kwargs)
+
     for decorator in reversed([
         click.option("--backend", type=click.Choice(sorted(BACKEND_PREFIX)), default="prometheus", show_default=True,
                      help="Server kind; mimir implies --path-prefix /prometheus."),
         click.option("--path-prefix", default=None, help="Path before /api/v1 (Mimir: /prometheus)."),
         click.option("--tenant", help="Tenant id, sent as X-Scope-OrgID on every request (Mimir, Cortex)."),
-        click.option("--header", "headers", multiple=True, metavar="K=V", help="Extra request header (repeatable)."),
+        click.option("--header", "headers", multiple=True, metavar="K=V", help="Extra request header (repeatable).",
+                     callback=lambda _ctx, _param, value: parse_headers(value) if value else {}),
         click.option("--bearer-token-file", type=click.Path(dir_okay=False),
                      help="File holding a bearer token ($GPUMON_BEARER_TOKEN when unset)."),
         click.option("--basic-auth-file", type=click.Path(dir_okay=False), help="File holding user:password."),
         click.option("--ca-file", type=click.Path(dir_okay=False), help="CA bundle (PEM) to verify HTTPS with."),
         click.option("--insecure-skip-verify", is_flag=True, help="Do not verify the server's TLS certificate."),
     ]):
-        command = decorator(command)
-    return command
+        with_server = decorator(with_server)
+    return with_server
 
 
-def connect_or_exit(command: str, url: str, *, backend: str, path_prefix: str | None, tenant: str | None,
-                    headers: dict[str, str], bearer_token_file, basic_auth_file, ca_file, insecure: bool,
-                    timeout: float, deadline: float, max_response_mib: int):
+def connect_or_exit(command: str, url: str, server: ServerOptions, *, timeout: float, deadline: float,
+                    max_response_mib: int):
     """The :class:`~gpumon.promapi.PromClient` that ``validate`` and ``preview`` (``command``)
-    talk to the server with, from their shared connection options (``headers`` already parsed by
-    :func:`parse_headers`; ``max_response_mib`` in MiB, times in seconds); a client that cannot be
-    built (an unreadable token file, a bad URL) says why on stderr and exits 2."""
+    talk to the server with (``max_response_mib`` in MiB, times in seconds); a client that cannot
+    be built (an unreadable token file, a bad URL) says why on stderr and exits 2."""
     from ..promapi import BACKEND_QUERY_PARAMS, PromClient, PromError
 
+    s = server
     try:
-        return PromClient(url, path_prefix=BACKEND_PREFIX[backend] if path_prefix is None else path_prefix,
-                          tenant=tenant, headers=headers, bearer_token_file=bearer_token_file,
-                          basic_auth_file=basic_auth_file, ca_file=ca_file, insecure=insecure,
+        return PromClient(url, path_prefix=BACKEND_PREFIX[s.backend] if s.path_prefix is None else s.path_prefix,
+                          tenant=s.tenant, headers=s.headers, bearer_token_file=s.bearer_token_file,
+                          basic_auth_file=s.basic_auth_file, ca_file=s.ca_file, insecure=s.insecure_skip_verify,
                           timeout=timeout, deadline=deadline, max_bytes=max_response_mib << 20,
-                          query_params=BACKEND_QUERY_PARAMS.get(backend))
+                          query_params=BACKEND_QUERY_PARAMS.get(s.backend))
     except PromError as exc:
         click.echo(f"gpumon {command}: {exc}", err=True)
         sys.exit(EXIT_ERROR)

@@ -6,7 +6,8 @@ import sys
 
 import click
 
-from .common import EXIT_ERROR, EXIT_FINDINGS, input_options, read_limits
+from ..exitcodes import EXIT_ERROR, EXIT_FINDINGS
+from .common import input_options, read_limits
 
 
 @click.command("diff")

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from .common import EXIT_ERROR
+from ..exitcodes import EXIT_ERROR
 
 
 @click.command("init")

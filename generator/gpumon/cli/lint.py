@@ -7,7 +7,8 @@ import sys
 
 import click
 
-from .common import EXIT_ERROR, EXIT_FINDINGS, input_options, load_built_or_exit, read_limits, specs_for
+from ..exitcodes import EXIT_ERROR, EXIT_FINDINGS
+from .common import input_options, load_built_or_exit, read_limits, specs_for
 
 #: report formats (``gpumon.reporters.FORMATS``; kept here so ``--help`` does not import it)
 FORMATS = ("text", "json", "sarif", "junit", "github")
@@ -64,8 +65,9 @@ def lint_command(paths, spec_path, fmt, fail_on, disable, max_object_bytes, list
                 4 internal error (a bug: please report it).
     """
     from .. import reporters
-    from ..lint import check_ids, describe, failing, lint, sections
-    from ..readers import loader
+    from ..checkfind import sections
+    from ..lint import check_ids, describe, failing, lint
+    from ..readers.model import UNREADABLE
 
     if list_checks:
         import textwrap
@@ -80,7 +82,7 @@ def lint_command(paths, spec_path, fmt, fail_on, disable, max_object_bytes, list
             click.echo(f"    Docs: docs/checks/lint/{cid}.md\n")
         return
     disabled = _split(disable)
-    unknown = sorted(set(disabled) - set(check_ids()) - {loader.UNREADABLE})
+    unknown = sorted(set(disabled) - set(check_ids()) - {UNREADABLE})
     if unknown:
         click.echo(f"gpumon: unknown check id(s) for --disable: {', '.join(unknown)}; "
                    f"known: {', '.join(check_ids())}", err=True)
@@ -97,7 +99,7 @@ def lint_command(paths, spec_path, fmt, fail_on, disable, max_object_bytes, list
                             skip_other=skip_other_files, groups=rule_groups, **sizes))  # a bug: exit 4
     report = reports[0] if len(reports) == 1 else _merged(reports)
     click.echo(reporters.render(report, fmt), nl=False)
-    if any(f.check == loader.UNREADABLE for f in report.findings):
+    if any(f.check == UNREADABLE for f in report.findings):
         click.echo("gpumon: some input could not be read (see input-unreadable findings)", err=True)
         sys.exit(EXIT_ERROR)
     if failing(report, fail_on):

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import click
 
-from .common import EXIT_ERROR, connect_or_exit, input_options, load_built_or_exit, parse_headers, read_limits, server_options
+from ..exitcodes import EXIT_ERROR
+from .common import connect_or_exit, input_options, load_built_or_exit, read_limits, server_options
 
 PREVIEW_EPILOG = """\b
 Exit codes:
@@ -42,26 +43,23 @@ Exit codes:
               help="Cap on the queries sent for the panels' verdicts, and again for drawing them.")
 @click.option("--concurrency", default=4, show_default=True, type=click.IntRange(1, 32), help="Queries in flight.")
 @input_options
-def preview(dashboards, url, out_file, spec_option, time_range, backend, path_prefix, tenant, headers, bearer_token_file,
-            basic_auth_file, ca_file, insecure_skip_verify, timeout, deadline, max_response_mib,
+def preview(dashboards, url, out_file, spec_option, time_range, server, timeout, deadline, max_response_mib,
             dashboard_max_queries, concurrency, follow_symlinks, max_input_mib) -> None:
     """Draw every panel of DASHBOARD... (JSON files, ConfigMaps, folders) from the live server at
     --prom into one self-contained HTML page, in each dashboard's own grid layout: time series,
     stat, gauge, bar gauge, table, heatmap and state timeline panels, over the dashboard's time
     range. An empty panel says why, as `gpumon validate --dashboards` explains it."""
     from .. import writer
-    from ..preview import fetch, page
+    from ..preview import fetch
+    from ..preview.layout import page
     from ..validate import validate as run_validate
 
     try:
         override = fetch.parse_range(time_range)
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--time-range") from None
-    extra = parse_headers(headers)
     model, groups = load_built_or_exit(spec_option)
-    client = connect_or_exit("preview", url, backend=backend, path_prefix=path_prefix, tenant=tenant, headers=extra,
-                             bearer_token_file=bearer_token_file, basic_auth_file=basic_auth_file, ca_file=ca_file,
-                             insecure=insecure_skip_verify, timeout=timeout, deadline=deadline,
+    client = connect_or_exit("preview", url, server, timeout=timeout, deadline=deadline,
                              max_response_mib=max_response_mib)
     with client:
         report, code = run_validate(model, client, checks=(), concurrency=concurrency, dashboards=tuple(dashboards),

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import click
 
-from .common import DEFAULT_SPEC, EPILOG, EXIT_ERROR, EXIT_FINDINGS, load_built_or_exit, pick_spec
+from ..exitcodes import EXIT_ERROR, EXIT_FINDINGS
+from .common import DEFAULT_SPEC, EPILOG, load_built_or_exit, pick_spec
 
 
 @click.command(epilog=EPILOG)

@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from .common import EXIT_ERROR
+from ..exitcodes import EXIT_ERROR
 
 
 class _FaultKindsEpilog(click.Command):
@@ -14,7 +14,7 @@ class _FaultKindsEpilog(click.Command):
     imports the HTTP server and client, which plain ``gpumon --help`` should not load."""
 
     def format_epilog(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
-        from ..simulate import describe_kinds, describe_sources
+        from ..simfaults import describe_kinds, describe_sources
 
         self.epilog = ("\b\nFault kinds (key=value pairs: kind, metric, node, gpu, every, seconds, value, "
                        "instances, source):\n" + describe_kinds()
@@ -43,14 +43,16 @@ def simulate(nodes: int, gpus: int, host: str, port: int, fault_args: tuple[str,
 
     Test alerting and `gpumon validate` without GPUs. Runs until Ctrl-C.
     """
-    from .. import simulate as sim
+    from ..simfaults import Fault, FaultError, SourceError, load_faults, parse_sources
+    from ..simserve import serve_forever
+    from ..simulate import Fleet
 
     try:
-        faults = [sim.Fault.parse(a) for a in fault_args]
+        faults = [Fault.parse(a) for a in fault_args]
         if faults_file:
-            sim.load_faults(faults_file)  # fail fast on a broken file; it is re-read on every scrape
-        fleet = sim.Fleet(nodes, gpus, faults, faults_file, sources=sim.parse_sources(source_args, nodes))
-    except (sim.FaultError, sim.SourceError) as exc:
+            load_faults(faults_file)  # fail fast on a broken file; it is re-read on every scrape
+        fleet = Fleet(nodes, gpus, faults, faults_file, sources=parse_sources(source_args, nodes))
+    except (FaultError, SourceError) as exc:
         raise click.UsageError(str(exc)) from None
     if dump:
         node = fleet.nodes[0]
@@ -62,7 +64,7 @@ def simulate(nodes: int, gpus: int, host: str, port: int, fault_args: tuple[str,
         click.echo(body if status == 200 else f"HTTP {status}: {body}", nl=False)
         return
     try:
-        sim.serve_forever(fleet, host=host, base_port=port)
+        serve_forever(fleet, host=host, base_port=port)
     except OSError as exc:
         ports = f"{port}..{port + nodes - 1}" if nodes > 1 and port else str(port)
         click.echo(f"gpumon simulate: cannot listen on {host}:{ports}: {exc.strerror or exc}", err=True)

@@ -7,8 +7,9 @@ from pathlib import Path
 
 import click
 
-from .common import (DEFAULT_SPEC, EXIT_ERROR, connect_or_exit, input_options, load_built_or_exit, parse_headers,
-                     pick_spec, read_limits, server_options)
+from ..exitcodes import EXIT_ERROR
+from .common import (DEFAULT_SPEC, connect_or_exit, input_options, load_built_or_exit, pick_spec, read_limits,
+                     server_options)
 
 VALIDATE_EPILOG = """\b
 Exit codes:
@@ -68,8 +69,7 @@ class _ChecksOption(click.Option):
               help="html: one self-contained file (with -o the terminal gets the text report).")
 @click.option("-o", "--output", "out_file", type=click.Path(dir_okay=False), help="Write the report here too.")
 @input_options
-def validate(args, url, backend, path_prefix, tenant, headers, bearer_token_file, basic_auth_file, ca_file,
-             insecure_skip_verify, timeout, deadline, max_response_mib, lookback, concurrency, checks, label_limit, dashboards,
+def validate(args, url, server, timeout, deadline, max_response_mib, lookback, concurrency, checks, label_limit, dashboards,
              dashboard_max_queries, preview_range, fmt, out_file, follow_symlinks, max_input_mib, spec_option) -> None:
     """Check a live Prometheus against SPEC: targets, every spec'd series on every GPU, values,
     gaps, loaded rules, driver versions. Says what is missing, where, since when and why.
@@ -102,14 +102,11 @@ def validate(args, url, backend, path_prefix, tenant, headers, bearer_token_file
     if unknown:
         raise click.BadParameter(f"unknown check(s) {', '.join(unknown)}; choose from {', '.join(CHECKS)}",
                                  param_hint="--checks")
-    extra = parse_headers(headers)
     model, groups = load_built_or_exit(spec)
-    client = connect_or_exit("validate", url, backend=backend, path_prefix=path_prefix, tenant=tenant, headers=extra,
-                             bearer_token_file=bearer_token_file, basic_auth_file=basic_auth_file, ca_file=ca_file,
-                             insecure=insecure_skip_verify, timeout=timeout, deadline=deadline,
+    client = connect_or_exit("validate", url, server, timeout=timeout, deadline=deadline,
                              max_response_mib=max_response_mib)
     with client:
-        limit = label_limit or (30 if backend == "mimir" else None)
+        limit = label_limit or (30 if server.backend == "mimir" else None)
         report, code = run_validate(model, client, lookback=lookback_s, concurrency=concurrency, checks=chosen,
                                     label_limit=limit, dashboards=tuple(dashboards),
                                     dashboard_max_queries=dashboard_max_queries,
@@ -147,7 +144,7 @@ def _dashboards_only(summary: dict, named: str | None) -> dict:
 def _say_unreadable(report) -> None:
     """On stderr, as lint and diff say it: which dashboard files could not be read (the run exits
     2 for them, whatever the server's checks found)."""
-    from ..readers.loader import UNREADABLE
+    from ..readers.model import UNREADABLE
 
     files = sorted({(f.location.file if f.location else f.subject) for f in report.findings
                     if f.check == UNREADABLE})

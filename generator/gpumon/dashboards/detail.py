@@ -60,6 +60,39 @@ def dashboard(spec: Spec, groups: list[RuleGroup]) -> db.Dashboard:
     """The node / GPU detail dashboard builder; ``groups`` are the rendered rule groups."""
     lab = spec.exporter.labels
     b = Board()
+    missing, alerts = _overview(spec, groups, b)
+    b.row("Required fields")
+    recorded = q.recorded(groups)
+    power = [Query(f"sum by ({by(lab.node_identity)}) ({q.sel(spec, names.node_sum(m.name), NODE)})",
+                   f"{{{{{lab.node}}}}} {m.title}")
+             for m in spec.metrics if names.node_sum(m.name) in recorded]
+    if power:
+        b.add(timeseries_panel("Node power draw", power, "watt",
+                               description="Per-node sum of gpumon's recording rule: MIG instances "
+                                           "de-duplicated by UUID, implausible readings left out.",
+                               no_value=base.no_value(spec, "No power readings on these nodes.", "GpuMetricMissing")))
+    for m in spec.required_metrics:
+        b.add(reading_panel(spec, m), key=f"reading:{m.name}")
+    sparse = [m for m in spec.metrics if m.presence == "sparse"]
+    if sparse:
+        b.row("Event fields (XID errors)")
+        for m in sparse:
+            for role, panel in zip(("last", "series"), _sparse_panels(spec, m)):
+                b.add(panel, key=f"sparse-{role}:{m.name}")
+    _health(spec, b, missing)
+    optional = [m for m in spec.metrics if m.presence == "optional"]
+    if optional:
+        b.row("Optional fields", collapsed=True)
+        for m in optional:
+            b.add(reading_panel(spec, m), key=f"reading:{m.name}")
+    desc = ("Per-GPU readings of every spec'd field on the chosen nodes and GPUs. Node and GPU "
+            "pickers come from gpumon's inventory, so GPUs missing any single field still appear.")
+    return base.build(spec, KEY, TITLE, desc, b, node_and_gpu=True, annotation_expr=alerts)
+
+
+def _overview(spec: Spec, groups: list[RuleGroup], b: Board) -> tuple[str, str]:
+    """The top stats and the GPUs table; returns (the missing-fields query, the firing-alerts query)."""
+    lab = spec.exporter.labels
     gpus = f"sum({q.sel(spec, names.NODE_GPU_DEVICES_REPORTING, NODE)})"
     b.add(stat_panel("GPUs reporting", [Query(gpus, "GPUs")], COUNT,
                      description="Physical GPUs (distinct UUIDs; MIG instances count once) on the selected "
@@ -93,24 +126,11 @@ def dashboard(spec: Spec, groups: list[RuleGroup]) -> db.Dashboard:
                                   "as a label).",
                       no_value=base.no_value(spec, "No selected GPU reports a required field now.", "GpuLost")),
           24, 6)
-    b.row("Required fields")
-    recorded = q.recorded(groups)
-    power = [Query(f"sum by ({by(lab.node_identity)}) ({q.sel(spec, names.node_sum(m.name), NODE)})",
-                   f"{{{{{lab.node}}}}} {m.title}")
-             for m in spec.metrics if names.node_sum(m.name) in recorded]
-    if power:
-        b.add(timeseries_panel("Node power draw", power, "watt",
-                               description="Per-node sum of gpumon's recording rule: MIG instances "
-                                           "de-duplicated by UUID, implausible readings left out.",
-                               no_value=base.no_value(spec, "No power readings on these nodes.", "GpuMetricMissing")))
-    for m in spec.required_metrics:
-        b.add(reading_panel(spec, m), key=f"reading:{m.name}")
-    sparse = [m for m in spec.metrics if m.presence == "sparse"]
-    if sparse:
-        b.row("Event fields (XID errors)")
-        for m in sparse:
-            for role, panel in zip(("last", "series"), _sparse_panels(spec, m)):
-                b.add(panel, key=f"sparse-{role}:{m.name}")
+    return missing, alerts
+
+
+def _health(spec: Spec, b: Board, missing: str) -> None:
+    """The telemetry-health row: fields missing now and intermittent gaps."""
     b.row("Telemetry health of these GPUs")
     b.add(table_panel("Required fields missing now", [Query(missing, instant=True, table=True)], "none",
                       description="One row per selected GPU and required field it does not report now.",
@@ -130,11 +150,3 @@ def dashboard(spec: Spec, groups: list[RuleGroup]) -> db.Dashboard:
                                                   "successful scrape of the window.",
                                                   "GpuMetricIntermittent"),
                            min_val=0, max_val=1))
-    optional = [m for m in spec.metrics if m.presence == "optional"]
-    if optional:
-        b.row("Optional fields", collapsed=True)
-        for m in optional:
-            b.add(reading_panel(spec, m), key=f"reading:{m.name}")
-    desc = ("Per-GPU readings of every spec'd field on the chosen nodes and GPUs. Node and GPU "
-            "pickers come from gpumon's inventory, so GPUs missing any single field still appear.")
-    return base.build(spec, KEY, TITLE, desc, b, node_and_gpu=True, annotation_expr=alerts)

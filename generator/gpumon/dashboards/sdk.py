@@ -9,10 +9,12 @@ import warnings
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", DeprecationWarning)
-    from grafana_foundation_sdk.builders import common as cb  # noqa: F401
-    from grafana_foundation_sdk.builders import dashboard as db  # noqa: F401
-    from grafana_foundation_sdk.builders import prometheus, stat, statetimeline, table, timeseries  # noqa: F401
-    from grafana_foundation_sdk.cog.encoder import JSONEncoder  # noqa: F401
-    from grafana_foundation_sdk.models import common as cm  # noqa: F401
-    from grafana_foundation_sdk.models import dashboard as dm  # noqa: F401
-    from grafana_foundation_sdk.models import prometheus as pm  # noqa: F401
+    from grafana_foundation_sdk.builders import common as cb
+    from grafana_foundation_sdk.builders import dashboard as db
+    from grafana_foundation_sdk.builders import prometheus, stat, statetimeline, table, timeseries
+    from grafana_foundation_sdk.cog.encoder import JSONEncoder
+    from grafana_foundation_sdk.models import common as cm
+    from grafana_foundation_sdk.models import dashboard as dm
+    from grafana_foundation_sdk.models import prometheus as pm
+
+__all__ = ["cb", "db", "prometheus", "stat", "statetimeline", "table", "timeseries", "JSONEncoder", "cm", "dm", "pm"]

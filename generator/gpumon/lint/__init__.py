@@ -11,15 +11,16 @@ One module per check in ``generator/gpumon/lint/checks/``; :func:`describe` list
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import Iterable
 
 from ..applysize import BUDGET
+from ..checkfind import sections
 from ..findings import SEVERITIES, Report
 from ..rules import RuleGroup, build_groups
 from ..spec import Spec
 from ..readers import loader
+from ..readers.model import UNREADABLE
 from ..docpages import LINT_DIR, page_uri
 from . import context
 from .checks import ALL as CHECKS
@@ -35,23 +36,6 @@ def check_ids() -> list[str]:
 def describe() -> list[tuple[str, str, str]]:
     """``(id, default severity, docstring)`` of every check."""
     return [(m.ID, m.SEVERITY, (m.__doc__ or "").strip()) for m in CHECKS]
-
-
-def sections(doc: str) -> dict[str, str]:
-    """A check docstring split into ``summary`` (the text before ``What:``, without the leading
-    id prefix), ``what``, ``why`` and ``silence`` (``What:`` / ``Why:`` / ``Silence:``
-    paragraphs), each joined into one line. Missing sections are empty strings."""
-    out = {"summary": [], "what": [], "why": [], "silence": []}
-    current = "summary"
-    for line in doc.strip().splitlines():
-        marker = re.match(r"^(What|Why|Silence):\s*", line)
-        if marker:
-            current = marker.group(1).lower()
-            line = line[marker.end():]
-        out[current].append(line.strip())
-    joined = {k: " ".join(v for v in lines if v) for k, lines in out.items()}
-    joined["summary"] = re.sub(r"^``[\w-]+``:\s*", "", joined["summary"])
-    return joined
 
 
 def lint(paths: Iterable[str | Path], spec: Spec, disable: Iterable[str] = (),
@@ -75,14 +59,14 @@ def lint(paths: Iterable[str | Path], spec: Spec, disable: Iterable[str] = (),
         ValueError: an unknown id in ``disable``.
     """
     disabled = set(disable)
-    unknown = disabled - set(check_ids()) - {loader.UNREADABLE}
+    unknown = disabled - set(check_ids()) - {UNREADABLE}
     if unknown:
         raise ValueError(f"unknown check id(s): {', '.join(sorted(unknown))}; see `gpumon lint --list-checks`")
     inputs = loader.load(paths, limits, skip_other)
     ctx = context.build(spec, inputs, build_groups(spec) if groups is None else groups)
     ctx.max_object_bytes = max_object_bytes
     report = Report(tool="gpumon lint")
-    report.findings.extend(p for p in inputs.problems if loader.UNREADABLE not in disabled)
+    report.findings.extend(p for p in inputs.problems if UNREADABLE not in disabled)
     for module in CHECKS:
         if module.ID in disabled:
             continue

@@ -15,8 +15,3 @@ Steps, one module each:
 Drawn with gpumon's own code: no Grafana, no script, nothing fetched by the page; every text
 from a dashboard or a series is escaped.
 """
-
-from __future__ import annotations
-
-from .layout import CSS, page, section  # noqa: F401 - the package's interface
-from .model import DashboardPreview, PanelPreview, Series  # noqa: F401

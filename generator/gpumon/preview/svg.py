@@ -14,8 +14,6 @@ from html import escape
 
 from . import units
 
-#: average glyph width as a share of the font size (system-ui sans at 11-12 px)
-GLYPH = 0.58
 TEXT = "#CCCCDC"
 MUTED = "#8E8E9A"
 GRID = "#2C3235"
@@ -26,12 +24,6 @@ _TIME_STEPS = (1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 10
 def esc(text) -> str:
     """``text`` safe in element content and in double- or single-quoted attributes."""
     return escape(str(text), quote=True)
-
-
-def clip(text: str, width: float, size: float = 11) -> str:
-    """``text`` cut (with an ellipsis) to about ``width`` pixels at ``size`` px; not escaped."""
-    room = max(1, int(width / (size * GLYPH)))
-    return text if len(text) <= room else text[:max(0, room - 1)] + "…"
 
 
 def fmt(x: float) -> str:

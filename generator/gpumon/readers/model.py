@@ -8,13 +8,15 @@ import json
 from dataclasses import dataclass, field
 from typing import Callable
 
-from ..findings import Location
+from ..findings import Finding, Location
 from . import promql
 
 #: Window (seconds) that Grafana's interval macros ($__rate_interval, $__interval, interval-type
 #: template variables) are replaced with before parsing. Grafana picks the real window at query
 #: time, so window checks skip ranges of exactly this length.
 MACRO_WINDOW = 7777
+#: check id of a file that could not be read (the CLI exits 2 for it)
+UNREADABLE = "input-unreadable"
 
 
 @dataclass
@@ -241,3 +243,10 @@ class Inputs:
             if first <= location.line <= last and (check in ids or "all" in ids):
                 return True
         return False
+
+
+def unreadable(file: str, line: int, col: int, message: str) -> Finding:
+    """An ``input-unreadable`` error finding at ``file:line:col``: nothing in the file was checked."""
+    return Finding(check=UNREADABLE, severity="error", subject=file, message=message,
+                   hint="fix the file; nothing in it was checked", location=Location(file, line, col))
+

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from ..spec import Spec
 from ..yamlout import dump, dump_all, generated_header
-from .model import RuleGroup, group_dict, rule_dict  # noqa: F401 (rule_dict: part of this module's API)
+from .model import RuleGroup, group_dict
 
 PLAIN_PATH = "rules/{name}.rules.yaml"
 CRD_PATH = "kubernetes/{name}-prometheusrule.yaml"

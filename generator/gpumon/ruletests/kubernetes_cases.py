@@ -108,11 +108,21 @@ def _firing(sc: Scenario, at: int, rule, firing: list[Firing], others: list[str]
     sc.quiet(at, *[a for a in others if a != rule.alert])
 
 
-def _capacity_scenarios(spec: Spec, k: Kubernetes, step: float) -> list[Scenario]:
-    names = _alerts(spec, k)
-    hold = steps(spec.alerts.for_, step)
-    out = []
+def _one_alert(spec: Spec, k: Kubernetes, step: float, names: list[str], rule: Rule, title: str, setup,
+               labels: dict[str, str], value, nodes: int = 2) -> Scenario:
+    """A cluster of ``nodes`` that ``setup(cluster)`` writes, broken in one place: ``rule`` alone fires
+    with ``labels`` and ``value`` (a number, or a function of the cluster) three steps after its
+    ``for``. ``setup`` calls the :class:`Cluster` methods in the order the series are written."""
+    hold = steps(rule.for_, step)
+    sc = Scenario(title, hold + 5, step)
+    c = Cluster(sc, spec, k, nodes=nodes)
+    setup(c)
+    _firing(sc, hold + 3, rule, [Firing(rule, labels, value(c) if callable(value) else value)], names)
+    return sc
 
+
+def _healthy_scenario(spec: Spec, k: Kubernetes, step: float, names: list[str]) -> Scenario:
+    hold = steps(spec.alerts.for_, step)
     sc = Scenario("kubernetes: a healthy cluster (pods running and scraped, capacity = GPUs reporting, "
                   "DaemonSet ready) fires no kubernetes alert", steps(k.daemonset_for, step) + hold + 4, step)
     c = Cluster(sc, spec, k)
@@ -121,61 +131,36 @@ def _capacity_scenarios(spec: Spec, k: Kubernetes, step: float) -> list[Scenario
     c.daemonset()
     for at in (hold + 2, sc.length - 2):
         sc.quiet(at, *names)
-    out.append(sc)
+    return sc
 
-    rule = krules.node_exporter_missing(spec, k)
-    hold = steps(rule.for_, step)
-    sc = Scenario("kubernetes: a GPU node without an exporter pod -> GpuNodeExporterMissing (no_exporter_pod)",
-                  hold + 5, step)
-    c = Cluster(sc, spec, k, nodes=3)
-    c.ksm()
-    c.healthy(skip=(3,))
-    c.capacity(3)
-    c.daemonset(desired=2, ready=2)
-    labels = {**node_ids(spec, fleet.node_name(3)), "reason": "no_exporter_pod"}
-    _firing(sc, hold + 3, rule, [Firing(rule, labels, c.gpus)], names)
-    out.append(sc)
 
-    rule = krules.node_gpus_missing(spec, k)
-    hold = steps(rule.for_, step)
-    sc = Scenario("kubernetes: a node reports 1 of its 2 GPUs -> GpuNodeGpusMissing", hold + 5, step)
-    c = Cluster(sc, spec, k)
-    c.ksm()
-    c.healthy(skip=(2,))
-    c.capacity(2)
-    c.pod(2)
-    c.exporter(2, gpus=1)
-    c.daemonset()
-    _firing(sc, hold + 3, rule, [Firing(rule, node_ids(spec, fleet.node_name(2)), 1)], names)
-    out.append(sc)
-
-    rule = krules.capacity_missing(spec, k)
-    hold = steps(rule.for_, step)
-    sc = Scenario("kubernetes: a node reports GPUs but advertises no GPU capacity -> GpuNodeCapacityMissing",
-                  hold + 5, step)
-    c = Cluster(sc, spec, k)
-    c.ksm()
-    c.healthy(skip=(2,))
-    c.pod(2)
-    c.exporter(2)
-    c.daemonset()
-    _firing(sc, hold + 3, rule, [Firing(rule, node_ids(spec, fleet.node_name(2)), c.gpus)], names)
-    out.append(sc)
-
-    rule = krules.device_plugin_unhealthy(spec, k)
-    hold = steps(rule.for_, step)
-    sc = Scenario("kubernetes: allocatable GPUs below capacity -> GpuDevicePluginUnhealthy", hold + 5, step)
-    c = Cluster(sc, spec, k)
-    c.ksm()
-    c.healthy(skip=(2,))
-    c.capacity(2, allocatable=c.gpus * k.units_per_gpu - 1)
-    c.pod(2)
-    c.exporter(2)
-    c.daemonset()
+def _node_scenarios(spec: Spec, k: Kubernetes, step: float, names: list[str]) -> list[Scenario]:
+    """One node without its exporter pod, GPUs, capacity or allocatable GPUs."""
+    node2 = node_ids(spec, fleet.node_name(2))
     res = {"node": fleet.node_name(2), "resource": k.resource, "unit": "integer"}
-    _firing(sc, hold + 3, rule, [Firing(rule, _ksm_labels(spec, k, **res), c.gpus * k.units_per_gpu - 1)], names)
-    out.append(sc)
+    return [
+        _one_alert(spec, k, step, names, krules.node_exporter_missing(spec, k),
+                   "kubernetes: a GPU node without an exporter pod -> GpuNodeExporterMissing (no_exporter_pod)",
+                   lambda c: (c.ksm(), c.healthy(skip=(3,)), c.capacity(3), c.daemonset(desired=2, ready=2)),
+                   {**node_ids(spec, fleet.node_name(3)), "reason": "no_exporter_pod"}, lambda c: c.gpus, nodes=3),
+        _one_alert(spec, k, step, names, krules.node_gpus_missing(spec, k),
+                   "kubernetes: a node reports 1 of its 2 GPUs -> GpuNodeGpusMissing",
+                   lambda c: (c.ksm(), c.healthy(skip=(2,)), c.capacity(2), c.pod(2), c.exporter(2, gpus=1),
+                              c.daemonset()), node2, 1),
+        _one_alert(spec, k, step, names, krules.capacity_missing(spec, k),
+                   "kubernetes: a node reports GPUs but advertises no GPU capacity -> GpuNodeCapacityMissing",
+                   lambda c: (c.ksm(), c.healthy(skip=(2,)), c.pod(2), c.exporter(2), c.daemonset()),
+                   node2, lambda c: c.gpus),
+        _one_alert(spec, k, step, names, krules.device_plugin_unhealthy(spec, k),
+                   "kubernetes: allocatable GPUs below capacity -> GpuDevicePluginUnhealthy",
+                   lambda c: (c.ksm(), c.healthy(skip=(2,)), c.capacity(2, allocatable=c.gpus * k.units_per_gpu - 1),
+                              c.pod(2), c.exporter(2), c.daemonset()),
+                   _ksm_labels(spec, k, **res), lambda c: c.gpus * k.units_per_gpu - 1),
+    ]
 
+
+def _restart_scenarios(spec: Spec, k: Kubernetes, step: float, names: list[str]) -> list[Scenario]:
+    """The exporter container restarting, and restarting after an OOM kill."""
     # the counter jumps by max_restarts + 2 in one step, evaluated one step later: the window
     # (at least 3 steps, model.test_step) holds the zero before the jump whatever restart_window
     # and max_restarts are; the alert's value is increase() as Prometheus extrapolates it, rounded
@@ -184,6 +169,7 @@ def _capacity_scenarios(spec: Spec, k: Kubernetes, step: float) -> list[Scenario
     at = len(restarts)
     seen = math.floor(increase_value(restarts + [jump], at, steps(k.restart_window, step)) + 0.5)
     pod = {"namespace": k.exporter.namespace, "pod": _pod(k, 2), "uid": "uid-2"}
+    out = []
     for rule, oom, value in ((krules.pod_restarting(spec, k), False, seen), (krules.oom_killed(spec, k), True, 1)):
         sc = Scenario(f"kubernetes: the exporter container restarts {jump} times"
                       + (", last terminated OOMKilled -> GpuExporterOOMKilled" if oom else " -> GpuExporterPodRestarting"),
@@ -201,39 +187,29 @@ def _capacity_scenarios(spec: Spec, k: Kubernetes, step: float) -> list[Scenario
         if not oom:     # the OOM scenario restarts too: its restart alert may fire with it
             sc.quiet(at, *[a for a in names if a != rule.alert])
         out.append(sc)
-
-    rule = krules.daemonset_not_ready(spec, k)
-    ds_hold = steps(rule.for_, step)
-    sc = Scenario("kubernetes: DaemonSet 1 of 2 pods ready for daemonset_for -> GpuExporterDaemonSetNotReady",
-                  ds_hold + 5, step)
-    c = Cluster(sc, spec, k)
-    c.ksm()
-    c.healthy()
-    c.daemonset(ready=1)
-    ds = {"namespace": k.exporter.namespace, "daemonset": k.exporter.daemonset}
-    _firing(sc, ds_hold + 3, rule, [Firing(rule, _ksm_labels(spec, k, **ds), 1)], names)
-    out.append(sc)
-
-    rule = krules.daemonset_missing(spec, k)
-    hold = steps(rule.for_, step)
-    sc = Scenario("kubernetes: kube-state-metrics knows no exporter DaemonSet -> GpuExporterDaemonSetMissing",
-                  hold + 5, step)
-    c = Cluster(sc, spec, k)
-    c.ksm()
-    c.healthy()
-    _firing(sc, hold + 3, rule, [Firing(rule, {"job": k.ksm_job, **ds}, 1)], names)
-    out.append(sc)
-
-    rule = krules.ksm_missing(spec, k)
-    hold = steps(rule.for_, step)
-    sc = Scenario("kubernetes: kube-state-metrics scrapes fail -> GpuKubeStateMetricsMissing only", hold + 5, step)
-    c = Cluster(sc, spec, k)
-    c.ksm(up=sc.const(0))
-    c.healthy()
-    c.daemonset()
-    _firing(sc, hold + 3, rule, [Firing(rule, {"job": k.ksm_job}, 0)], names)
-    out.append(sc)
     return out
+
+
+def _daemonset_scenarios(spec: Spec, k: Kubernetes, step: float, names: list[str]) -> list[Scenario]:
+    """The exporter DaemonSet not ready or unknown, and kube-state-metrics not scraped."""
+    ds = {"namespace": k.exporter.namespace, "daemonset": k.exporter.daemonset}
+    return [
+        _one_alert(spec, k, step, names, krules.daemonset_not_ready(spec, k),
+                   "kubernetes: DaemonSet 1 of 2 pods ready for daemonset_for -> GpuExporterDaemonSetNotReady",
+                   lambda c: (c.ksm(), c.healthy(), c.daemonset(ready=1)), _ksm_labels(spec, k, **ds), 1),
+        _one_alert(spec, k, step, names, krules.daemonset_missing(spec, k),
+                   "kubernetes: kube-state-metrics knows no exporter DaemonSet -> GpuExporterDaemonSetMissing",
+                   lambda c: (c.ksm(), c.healthy()), {"job": k.ksm_job, **ds}, 1),
+        _one_alert(spec, k, step, names, krules.ksm_missing(spec, k),
+                   "kubernetes: kube-state-metrics scrapes fail -> GpuKubeStateMetricsMissing only",
+                   lambda c: (c.ksm(up=c.sc.const(0)), c.healthy(), c.daemonset()), {"job": k.ksm_job}, 0),
+    ]
+
+
+def _capacity_scenarios(spec: Spec, k: Kubernetes, step: float) -> list[Scenario]:
+    names = _alerts(spec, k)
+    return ([_healthy_scenario(spec, k, step, names)] + _node_scenarios(spec, k, step, names)
+            + _restart_scenarios(spec, k, step, names) + _daemonset_scenarios(spec, k, step, names))
 
 
 def _static_scenarios(spec: Spec, k: Kubernetes, step: float) -> list[Scenario]:

@@ -19,8 +19,6 @@ from .series import NAN, STALE
 SENTINEL = 9223372036854775794
 #: the one-scrape power spike of intel/xpumanager#130, watts
 ABSURD_SPIKE = 3689342859416.54
-#: ``reason`` label values of GpuTelemetryImplausible (generator/gpumon/rules/values.py)
-REASONS = ("dcgm_blank", "nan", "above_range", "below_range")
 
 
 def _by_alert(m: Metric) -> dict[str, list[Threshold]]:

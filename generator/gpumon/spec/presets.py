@@ -48,9 +48,6 @@ NODE_FROM_INSTANCE = "instance"
 #: the ``source`` label value of readings from the metric's own (primary) series
 PRIMARY = "dcgm-exporter"
 
-#: units a source may be in besides the metric units of the schema
-SOURCE_ONLY_UNITS = ("milliwatts", "hertz", "kilohertz")
-
 #: (source unit, metric unit) -> (operator, number): reading_in_metric_unit = reading <op> number
 CONVERSIONS: dict[tuple[str, str], tuple[str, float]] = {
     ("ratio", "percent"): ("*", 100.0),

@@ -2,7 +2,12 @@
 target's successful scrapes that carried the metric (samples seen / samples expected). Dividing
 by the target's own successful scrapes (``sum_over_time(up[w])``) separates field gaps from
 target outages, which the targets check reports. One query per metric; only GPUs below the
-spec's ``gap_min_ratio`` come back."""
+spec's ``gap_min_ratio`` come back.
+
+Why: A field missing from some scrapes passes a "present now" check but makes `for` clauses restart
+and rates jump.
+Silence: Lower `alerts.gap_min_ratio` in the spec, or leave the check out with --checks.
+"""
 
 from __future__ import annotations
 
@@ -14,16 +19,8 @@ from . import hints
 from .base import CheckResult, Context, answered, gpu_count, partial
 
 CHECK = "continuity"
-#: place in reports and runs (gpumon.checkfind)
 ORDER = 80
-#: finding ids this check reports (the check's own id: a query failed or answered partially,
-#: so it could not tell)
 FINDINGS = ("series-intermittent", CHECK)
-#: why the check exists and how to silence it (docs/checks/validate/)
-WHY = ('A field missing from some scrapes passes a "present now" check but makes `for` clauses restart '
-       'and rates jump.')
-SILENCE = ('Lower `alerts.gap_min_ratio` in the spec, or leave the check out with --checks.')
-#: for the checks table of docs/validate.md (generated): what the check looks at
 LOOKS_AT = ('per target, GPU and required metric: samples seen / successful scrapes over `--lookback`, below '
             '`alerts.gap_min_ratio`; worst GPUs first')
 

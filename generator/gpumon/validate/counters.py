@@ -8,6 +8,11 @@ query per counter of the spec, returning only the offending GPUs::
 
 (dcgm-exporter does not export ``process_start_time_seconds`` in every version; without it no
 series is excluded.)
+
+Why: A spec'd counter that goes down without an exporter restart is not a counter: rate() and
+increase() read every drop as a reset and report increases that never happened.
+Silence: Set the metric's `kind: gauge` in the spec (a warning: it never fails a run), or leave the
+check out with --checks.
 """
 
 from __future__ import annotations
@@ -22,21 +27,11 @@ from . import hints
 from .base import CheckResult, Context, answered, gpu_count, partial
 
 CHECK = "counters"
-#: place in reports and runs (gpumon.checkfind)
 ORDER = 90
-#: finding ids this check reports (the check's own id: a query failed or answered partially,
-#: so it could not tell)
 FINDINGS = ("counter-decreases", CHECK)
-#: why the check exists and how to silence it (docs/checks/validate/)
-WHY = ("A spec'd counter that goes down without an exporter restart is not a counter: rate() and "
-       'increase() read every drop as a reset and report increases that never happened.')
-SILENCE = ("Set the metric's `kind: gauge` in the spec (a warning: it never fails a run), or leave the check "
-           'out with --checks.')
-#: for the checks table of docs/validate.md (generated): what the check looks at
 LOOKS_AT = ("spec'd counters with `resets(m[lookback]) > 2` on a GPU, unless the target's "
             '`process_start_time_seconds` changed (an exporter restart) (dcgm-exporter#417); one query per '
             'counter')
-#: notes shown after finding ids in that table: severities other than error
 FINDING_NOTES = {'counter-decreases': 'warning'}
 #: resets over the lookback tolerated: a GPU reset or driver reload resets a real counter (aitra-ai/aitra-meter#59)
 MAX_RESETS = 2

@@ -14,6 +14,10 @@ Only targets up *now* count (``up == 1``, an instant selector: a target that lef
 discovery got staleness markers and is gone at once). An exporter pod replaced by one at a new
 address reports the same UUIDs from two targets within the 3-scrape window, one after the other:
 that is one GPU, not a duplicate.
+
+Why: Two exporters or two scrape configs reporting one GPU double every sum and fire every alert
+twice.
+Silence: Remove one exporter or scrape config, or leave the check out with --checks.
 """
 
 from __future__ import annotations
@@ -27,16 +31,8 @@ from . import hints
 from .base import CheckResult, Context, other_spelling, partial, query_failed
 
 CHECK = "duplicates"
-#: place in reports and runs (gpumon.checkfind)
 ORDER = 50
-#: finding ids this check reports (the check's own id: a query failed or answered partially,
-#: so it could not tell)
 FINDINGS = ("duplicate-gpu", CHECK)
-#: why the check exists and how to silence it (docs/checks/validate/)
-WHY = ('Two exporters or two scrape configs reporting one GPU double every sum and fire every alert '
-       'twice.')
-SILENCE = ('Remove one exporter or scrape config, or leave the check out with --checks.')
-#: for the checks table of docs/validate.md (generated): what the check looks at
 LOOKS_AT = ("a GPU UUID reported now by more than one (job, instance): two exporters on a node (GPU Operator's "
             'plus a Helm-installed one) or two scrape configs for one target; sums double, alerts fire twice. One '
             'aggregated query on the first required metric: `count by (UUID) (group by (UUID, job, instance) '

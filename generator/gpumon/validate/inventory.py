@@ -2,7 +2,13 @@
 labels (``modelName``, ``DCGM_FI_DRIVER_VERSION`` when the exporter sets it), flagging nodes whose
 driver differs from the fleet majority or from the version the spec pins. Keeping a driver /
 exporter version matrix is the field's advice for fleets where fields come and go with versions
-(dcgm-exporter#71, #143, #460). Reads the shared inventory (``ctx.inventory``, the presence check's queries): no extra query."""
+(dcgm-exporter#71, #143, #460). Reads the shared inventory (``ctx.inventory``, the presence check's queries): no extra query.
+
+Why: Drivers and exporter versions decide which fields exist; a node on another driver is the usual
+reason one node lacks a field.
+Silence: Set `exporter.driver_version` to the version you run, or leave the check out with --checks;
+info and warnings never fail a run.
+"""
 
 from __future__ import annotations
 
@@ -13,21 +19,12 @@ from . import hints
 from .base import CheckResult, Context, device
 
 CHECK = "inventory"
-#: place in reports and runs (gpumon.checkfind)
 ORDER = 110
-#: finding ids this check reports
 FINDINGS = ("gpu-inventory", "driver-mismatch", "driver-not-pinned-version", "driver-version-unknown")
-#: why the check exists and how to silence it (docs/checks/validate/)
-WHY = ('Drivers and exporter versions decide which fields exist; a node on another driver is the usual '
-       'reason one node lacks a field.')
-SILENCE = ('Set `exporter.driver_version` to the version you run, or leave the check out with --checks; info '
-           'and warnings never fail a run.')
-#: for the checks table of docs/validate.md (generated): what the check looks at
 LOOKS_AT = ('nodes x `modelName` x `DCGM_FI_DRIVER_VERSION`: the version matrix, GPUs counted as devices '
             '(distinct UUID: MIG instances of one GPU, one GPU under two targets or two node names count once; '
             'every GPU count in a finding message does the same); nodes whose driver differs from the majority, '
             'or from `exporter.driver_version` when the spec pins one')
-#: notes shown after finding ids in that table: severities other than error
 FINDING_NOTES = {'gpu-inventory': 'info', 'driver-mismatch': 'warning', 'driver-version-unknown': 'info'}
 
 

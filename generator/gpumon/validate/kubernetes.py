@@ -10,6 +10,11 @@ queries: nothing grows with GPUs or nodes (the missing UUIDs come from one query
 recorded inventory, limited to nodes with missing GPUs). Without the recorded series (rule groups
 not loaded) the count findings are ``inconclusive``, never "ok". Finding ids and order follow
 docs/kubernetes.md ("What reads this section").
+
+Why: GPUs that no exporter reports (a node without an exporter pod, a crash-looping pod, an
+unhealthy device plugin) are invisible to every check that reads GPU series.
+Silence: Remove the spec's `kubernetes` section (or give a `static` expectation), or leave the check
+out with --checks.
 """
 
 from __future__ import annotations
@@ -28,22 +33,12 @@ from .base import CheckResult, Context, gpu_list, partial, query_failed
 from .facts import loaded_groups
 
 CHECK = "kubernetes"
-#: place in reports and runs (gpumon.checkfind)
 ORDER = 130
-#: when it runs (--checks help)
 APPLIES = "only with the spec's kubernetes section"
-#: finding ids this check reports (the check's own id: a query failed or answered partially,
-#: so it could not tell)
 FINDINGS = ("kube-state-metrics-missing", "kubernetes-inconclusive", "kubernetes-rules-not-loaded",
             "gpus-missing", "gpus-above-expected", "node-without-exporter", "node-gpu-capacity-missing",
             "exporter-restarts", "exporter-oom-killed", "exporter-daemonset-not-ready", "exporter-daemonset-missing",
             "device-plugin-unhealthy", CHECK)
-#: why the check exists and how to silence it (docs/checks/validate/)
-WHY = ('GPUs that no exporter reports (a node without an exporter pod, a crash-looping pod, an unhealthy '
-       'device plugin) are invisible to every check that reads GPU series.')
-SILENCE = ("Remove the spec's `kubernetes` section (or give a `static` expectation), or leave the check out "
-           'with --checks.')
-#: for the checks table of docs/validate.md (generated): what the check looks at
 LOOKS_AT = ('per node, expected GPUs (`nvidia_com_gpu` capacity / `units_per_gpu`, or the static expectation) vs '
             'physical GPUs reporting, with the UUIDs of the missing ones when the recorded inventory saw them '
             'within `--lookback`; GPU nodes with no exporter target (the `GpuNodeExporterMissing` expression and '
@@ -51,7 +46,6 @@ LOOKS_AT = ('per node, expected GPUs (`nvidia_com_gpu` capacity / `units_per_gpu
             "DaemonSet ready vs desired; allocatable < capacity. Counts come from gpumon's recording rules: when "
             'the `<name>.kubernetes`/`<name>.inventory` groups are not loaded those findings are inconclusive, '
             'never "ok"; without kube-state-metrics the pod findings are inconclusive')
-#: notes shown after finding ids in that table: severities other than error
 FINDING_NOTES = {'gpus-above-expected': 'warning', 'node-gpu-capacity-missing': 'warning', 'exporter-restarts': 'warning', 'exporter-daemonset-not-ready': 'warning', 'device-plugin-unhealthy': 'warning', 'kubernetes-rules-not-loaded': 'inconclusive'}
 CASES = ("kube-state-metrics", "expected-gpus", "exporter-targets", "exporter-pods", "daemonset", "device-plugin")
 _REASON_HINT = {"no_exporter_pod": hints.NO_EXPORTER_POD, "pod_not_scraped": hints.POD_NOT_SCRAPED,

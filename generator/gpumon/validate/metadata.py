@@ -8,6 +8,11 @@ series of the first required metric with more label names than the limit; Mimir 
 samples (dcgm-exporter#585: pod labels copied onto GPU series). One metadata
 request per metric and one series request in all: nothing grows with the number of GPUs but
 the size of that one series answer.
+
+Why: A `# TYPE` that differs from the spec's kind makes rules use the wrong functions; series with
+more labels than Mimir accepts are dropped at ingestion.
+Silence: Set the metric's `kind` in the spec, do not pass --label-limit, or leave the check out with
+--checks.
 """
 
 from __future__ import annotations
@@ -18,22 +23,12 @@ from ..rules.names import FIELD_LABEL
 from .base import CheckResult, Context, answered, partial, query_failed
 
 CHECK = "metadata"
-#: place in reports and runs (gpumon.checkfind)
 ORDER = 120
-#: finding ids this check reports (the check's own id: a query failed or answered partially,
-#: so it could not tell)
 FINDINGS = ("type-mismatch", "label-limit", CHECK)
-#: why the check exists and how to silence it (docs/checks/validate/)
-WHY = ("A `# TYPE` that differs from the spec's kind makes rules use the wrong functions; series with "
-       'more labels than Mimir accepts are dropped at ingestion.')
-SILENCE = ("Set the metric's `kind` in the spec, do not pass --label-limit, or leave the check out with "
-           '--checks.')
-#: for the checks table of docs/validate.md (generated): what the check looks at
 LOOKS_AT = ("the `# TYPE` the exporter declares (`/api/v1/metadata`) against the spec's kind "
             '(NVIDIA/dcgm-exporter#417, NVLINK_BANDWIDTH_TOTAL is typed counter but goes down); with '
             '`--label-limit N` (`--backend mimir`: 30) series of the first required metric carrying more label '
             'names than Mimir accepts (NVIDIA/dcgm-exporter#585)')
-#: notes shown after finding ids in that table: severities other than error
 FINDING_NOTES = {'type-mismatch': 'info', 'label-limit': 'warning'}
 
 

@@ -4,6 +4,11 @@ CSV does not list. Always a note (``info``): the spec allows these fields to be 
 absence asks nothing of the reader; the message still says when they were reported earlier and are
 gone now (an upgrade or config change dropped them; make the field required to be paged for that).
 Reuses the presence check's queries: no extra query.
+
+Why: Optional fields (profiling, fields the collector list may omit) come and go with the exporter's
+configuration; knowing which are absent explains empty dashboard panels. Never an error.
+Silence: Remove the field from the spec, or leave the check out with --checks (it never fails a
+run).
 """
 
 from __future__ import annotations
@@ -16,19 +21,11 @@ from . import hints
 from .base import CheckResult, Context, gpu_count
 
 CHECK = "optional"
-#: place in reports and runs (gpumon.checkfind)
 ORDER = 60
-#: finding ids this check reports
 FINDINGS = ("optional-absent",)
-#: why the check exists and how to silence it (docs/checks/validate/)
-WHY = ("Optional fields (profiling, fields the collector list may omit) come and go with the exporter's "
-       'configuration; knowing which are absent explains empty dashboard panels. Never an error.')
-SILENCE = ('Remove the field from the spec, or leave the check out with --checks (it never fails a run).')
-#: for the checks table of docs/validate.md (generated): what the check looks at
 LOOKS_AT = ('optional fields no GPU reports now; the `DCGM_FI_PROF_*` fields get their own finding with the '
             'profiling-module hint (dcgm-exporter#571; not on consumer GPUs, some vGPU profiles). Never an error. '
             "No extra query (the presence check's)")
-#: notes shown after finding ids in that table: severities other than error
 FINDING_NOTES = {'optional-absent': 'info: the spec allows them to be absent; the message says when they were reported earlier in the lookback'}
 PROFILING_PREFIX = "DCGM_FI_PROF_"
 

@@ -9,6 +9,12 @@ subquery is the costly part (measured 60 s at 320 GPUs, 1 h, 1 s steps, over eve
 a healthy fleet never pays for it. Gaps are classified with evidence: never seen /
 disappeared at T; whole fleet, whole node or some GPUs; legacy 1.x names instead; MIG instances
 that cannot report the field; GPUs lost altogether; identity label renamed.
+
+Why: A series that is gone does not alert by itself: a threshold alert such as DCGM_FI_DEV_GPU_TEMP
+> 85 goes quiet when the series disappears (fields change between dcgm-exporter versions and
+collector lists, dcgm-exporter#571, #655).
+Silence: Mark the metric `presence: optional` (reported by the optional check, never an error) or
+`presence: sparse` (never checked) in the spec, or leave the check out with --checks.
 """
 
 from __future__ import annotations
@@ -25,24 +31,13 @@ from .base import CheckResult, Context, Gpu, ago, device, gpu_count, gpu_list, o
 from .facts import Inventory
 
 CHECK = "presence"
-#: place in reports and runs (gpumon.checkfind)
 ORDER = 30
-#: finding ids this check reports (the check's own id: a query failed or answered partially,
-#: so it could not tell)
 FINDINGS = ("series-missing", "legacy-metric-names", "field-unsupported-on-mig", "gpu-lost", "node-lost",
             "identity-label-renamed", "identity-label-missing", "skipped", CHECK)
-#: why the check exists and how to silence it (docs/checks/validate/)
-WHY = ('A series that is gone does not alert by itself: a threshold alert such as DCGM_FI_DEV_GPU_TEMP > '
-       '85 goes quiet when the series disappears (fields change between dcgm-exporter versions and '
-       'collector lists, dcgm-exporter#571, #655).')
-SILENCE = ('Mark the metric `presence: optional` (reported by the optional check, never an error) or '
-           '`presence: sparse` (never checked) in the spec, or leave the check out with --checks.')
-#: for the checks table of docs/validate.md (generated): what the check looks at
 LOOKS_AT = ("the GPU inventory (union of all spec'd metrics over `--lookback`) against each required metric now; "
             'gaps classified: never seen / last seen at T, whole fleet / whole node / some GPUs, 1.x names '
             '(`dcgm_gpu_temp`) present instead, MIG instances that cannot report the field, `Hostname` renamed '
             '`hostname`. Sparse metrics are never checked.')
-#: notes shown after finding ids in that table: severities other than error
 FINDING_NOTES = {'field-unsupported-on-mig': 'warning', 'node-lost': 'warning'}
 
 

@@ -1,5 +1,10 @@
 """Check 1: can we ask the server at all? One trivial query (``vector(1)``) that every
-Prometheus-compatible API answers; any failure stops the run with exit 2 and says why."""
+Prometheus-compatible API answers; any failure stops the run with exit 2 and says why.
+
+Why: Every other check reads the query API. A login page, a wrong path prefix or a missing tenant
+header would otherwise look like "no series": validate says it could not look instead (exit 2).
+Silence: Not skippable: fix --prom, --path-prefix, --tenant or the auth options the finding names.
+"""
 
 from __future__ import annotations
 
@@ -8,20 +13,12 @@ from ..promapi import PromError
 from .base import CheckResult, Context
 
 CHECK = "reachability"
-#: place in reports and runs (gpumon.checkfind)
 ORDER = 0
-#: runs by itself (first / with --dashboards), not through --checks
 SELECTABLE = False
 _IDS = {"auth": "auth-error", "not-found": "api-not-found", "api": "api-error", "not-json": "not-prometheus-api",
         "timeout": "prometheus-timeout", "connection": "prometheus-unreachable", "http": "http-error",
         "config": "config-error", "too-large": "response-too-large"}
-#: finding ids this check reports
 FINDINGS = tuple(dict.fromkeys([*_IDS.values(), "not-prometheus-api"]))
-#: why the check exists and how to silence it (docs/checks/validate/)
-WHY = ('Every other check reads the query API. A login page, a wrong path prefix or a missing tenant '
-       'header would otherwise look like "no series": validate says it could not look instead (exit 2).')
-SILENCE = ('Not skippable: fix --prom, --path-prefix, --tenant or the auth options the finding names.')
-#: for the checks table of docs/validate.md (generated): what the check looks at
 LOOKS_AT = ('`vector(1)` on `/api/v1/query`; any failure stops the run (exit 2) and names URL, HTTP status and '
             "the server's own message")
 

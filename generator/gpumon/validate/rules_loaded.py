@@ -1,6 +1,12 @@
 """Check 6: the rule groups gpumon renders for this spec are loaded (``/api/v1/rules``), each with
 all its rules and ``health: ok``. Expected groups come from :func:`gpumon.rules.build_groups`,
-the same code that writes the rule files, so the check cannot drift from what render wrote."""
+the same code that writes the rule files, so the check cannot drift from what render wrote.
+
+Why: Rendered rules that the server never loaded (PrometheusRule selector labels, namespace
+selector, a stale file) mean no alert at all, and nothing says so.
+Silence: Leave the check out with --checks when rules run on a server this API does not show (e.g. a
+separate ruler).
+"""
 
 from __future__ import annotations
 
@@ -12,17 +18,8 @@ from .base import CheckResult, Context, partial, query_failed
 from .facts import loaded_groups
 
 CHECK = "rules-loaded"
-#: place in reports and runs (gpumon.checkfind)
 ORDER = 100
-#: finding ids this check reports (the check's own id: a query failed or answered partially,
-#: so it could not tell)
 FINDINGS = ("rules-not-loaded", "rule-missing", "rule-unhealthy", CHECK)
-#: why the check exists and how to silence it (docs/checks/validate/)
-WHY = ('Rendered rules that the server never loaded (PrometheusRule selector labels, namespace selector, '
-       'a stale file) mean no alert at all, and nothing says so.')
-SILENCE = ('Leave the check out with --checks when rules run on a server this API does not show (e.g. a '
-           'separate ruler).')
-#: for the checks table of docs/validate.md (generated): what the check looks at
 LOOKS_AT = ('`/api/v1/rules` against the groups `gpumon render` writes for this spec (same code: '
             '`gpumon.rules.build_groups`), with the PrometheusRule selector-label hint')
 

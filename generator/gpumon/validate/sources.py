@@ -8,6 +8,12 @@ fleet whose nodes are read under different names for one quantity is one ``alias
 warning (a node wholly on dcgm-exporter 1.x names, or on a field's old DCGM name:
 ``DCGM_FI_DEV_CLOCK_THROTTLE_REASONS`` -> ``DCGM_FI_DEV_CLOCKS_EVENT_REASONS``,
 NVIDIA/dcgm-exporter#261); ``sources-served`` (info) lists per field which source serves which nodes.
+
+Why: A field read from a fallback (nvidia-smi exporter, 1.x names, a renamed field) keeps its alerts
+and panels, but the primary exporter is degraded there; nodes on different names for one quantity
+are a half-done upgrade that rules written for one name miss (NVIDIA/dcgm-exporter#261).
+Silence: Remove the source from the metric's `sources` in the spec (its GPUs are then
+series-missing), or leave the check out with --checks (it never fails a run).
 """
 
 from __future__ import annotations
@@ -21,26 +27,15 @@ from ..spec.presets import PRIMARY
 from .base import CheckResult, Context, partial, query_failed
 
 CHECK = "sources"
-#: place in reports and runs (gpumon.checkfind)
 ORDER = 40
-#: when it runs (--checks help)
 APPLIES = "metrics with fallback sources"
-#: finding ids this check reports
 FINDINGS = ("fallback-serving", "alias-split", "sources-served", CHECK)
-#: why the check exists and how to silence it (docs/checks/validate/)
-WHY = ("A field read from a fallback (nvidia-smi exporter, 1.x names, a renamed field) keeps its alerts and "
-       "panels, but the primary exporter is degraded there; nodes on different names for one quantity are "
-       "a half-done upgrade that rules written for one name miss (NVIDIA/dcgm-exporter#261).")
-SILENCE = ("Remove the source from the metric's `sources` in the spec (its GPUs are then series-missing), or "
-           "leave the check out with --checks (it never fails a run).")
-#: for the checks table of docs/validate.md (generated): what the check looks at
 LOOKS_AT = ('one query per such metric: the normalized expression the rules record '
             '(`job_gpu:dcgm_field_value:normalized`), grouped by node, UUID and `source`. GPUs read from a '
             'fallback are a warning per node and field, and the presence check leaves them out of '
             '`series-missing`; nodes wholly on another name for one quantity (1.x names, a renamed field: '
             'NVIDIA/dcgm-exporter#261) are one `alias-split` per field; `sources-served` lists which source '
             'serves which nodes')
-#: notes shown after finding ids in that table: severities other than error
 FINDING_NOTES = {'fallback-serving': 'warning', 'alias-split': 'warning', 'sources-served': 'info'}
 
 

@@ -16,6 +16,12 @@ names the Thanos docs and kube-prometheus use) is one replica of an HA pair: its
 serves the data (deduplication), so it is a warning. Otherwise the run is inconclusive (exit 3):
 what was not seen cannot be called missing. On servers without the API (Prometheus, Mimir,
 VictoriaMetrics: HTTP 404) the check reports nothing.
+
+Why: Thanos Query drops a store whose health check fails and then answers without it and without
+warnings: a cluster whose sidecars are down vanishes from every answer ("many queries can succeed
+without an error while the system is heavily degraded", thanos-io/thanos#3562, #6621).
+Silence: Bring the store back or remove it from Query's --endpoint list; leave the check out with
+--checks.
 """
 
 from __future__ import annotations
@@ -25,22 +31,12 @@ from ..promapi import PromError
 from .base import CheckResult, Context
 
 CHECK = "stores"
-#: place in reports and runs (gpumon.checkfind)
 ORDER = 10
-#: finding ids this check reports
 FINDINGS = ("store-unavailable", "replica-unavailable", CHECK)
-#: why the check exists and how to silence it (docs/checks/validate/)
-WHY = ('Thanos Query drops a store whose health check fails and then answers without it and without '
-       'warnings: a cluster whose sidecars are down vanishes from every answer ("many queries can succeed '
-       'without an error while the system is heavily degraded", thanos-io/thanos#3562, #6621).')
-SILENCE = ('Bring the store back or remove it from Query\'s --endpoint list; leave the check out with '
-           '--checks.')
-#: for the checks table of docs/validate.md (generated): what the check looks at
 LOOKS_AT = ('Thanos Query only (`/api/v1/stores`; other servers answer 404 and the check says nothing): a failing '
             'store whose external labels no healthy store carries means part of the fleet is in no answer. Query '
             'drops such a store after a few seconds and then answers without warnings (thanos-io/thanos PR '
             '#3562), so this is the only place it shows. A failing replica whose twin is healthy is a warning.')
-#: notes shown after finding ids in that table: severities other than error
 FINDING_NOTES = {'store-unavailable': 'inconclusive', 'replica-unavailable': 'warning'}
 
 #: external label names that tell replicas of one HA pair apart (Thanos docs: "Deduplication")

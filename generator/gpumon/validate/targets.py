@@ -1,6 +1,12 @@
 """Check 2: the spec'd job has healthy targets (``/api/v1/targets``, or ``up`` where that API does
 not exist: Mimir, Thanos). The down targets are a shared fact (``ctx.targets.down``): per-GPU checks
-leave their GPUs alone, so one outage gives one finding."""
+leave their GPUs alone, so one outage gives one finding.
+
+Why: A target that is down takes every series of its GPUs with it. It is reported once, here; the
+per-GPU checks leave its GPUs alone (one cause, one finding).
+Silence: Fix the scrape (the finding carries Prometheus' lastError), or leave the check out with
+--checks. scrape-slow and targets-api-unavailable are warnings and never fail a run.
+"""
 
 from __future__ import annotations
 
@@ -11,18 +17,9 @@ from .base import CheckResult, Context, partial, query_failed
 from .facts import instance, seconds
 
 CHECK = "targets"
-#: place in reports and runs (gpumon.checkfind)
 ORDER = 20
-#: finding ids this check reports (the check's own id: a query failed or answered partially,
-#: so it could not tell)
 FINDINGS = ("target-missing", "target-down", "target-flapping", "scrape-timeout", "scrape-content-type",
             "scrape-slow", "target-empty", "targets-api-unavailable", CHECK)
-#: why the check exists and how to silence it (docs/checks/validate/)
-WHY = ('A target that is down takes every series of its GPUs with it. It is reported once, here; the '
-       'per-GPU checks leave its GPUs alone (one cause, one finding).')
-SILENCE = ("Fix the scrape (the finding carries Prometheus' lastError), or leave the check out with "
-           '--checks. scrape-slow and targets-api-unavailable are warnings and never fail a run.')
-#: for the checks table of docs/validate.md (generated): what the check looks at
 LOOKS_AT = ("`/api/v1/targets` for the spec's job: health, `lastError`, `lastScrapeDuration` vs `scrapeTimeout`; "
             '`scrape_samples_scraped == 0`; flapping: `avg_over_time(up)` below `alerts.flapping_min_up_ratio` '
             'with >= 4 state changes (NVIDIA/dcgm-exporter#607). No targets API (Mimir, Thanos): falls back to '
@@ -30,7 +27,6 @@ LOOKS_AT = ("`/api/v1/targets` for the spec's job: health, `lastError`, `lastScr
             "required metrics are named (`count by (job) (DCGM_FI_DEV_GPU_TEMP)`: GPU Operator's "
             "`nvidia-dcgm-exporter` vs the chart's `dcgm-exporter`) with the hint to set `exporter.job`. GPUs "
             'behind a down target are reported once, as the target.')
-#: notes shown after finding ids in that table: severities other than error
 FINDING_NOTES = {'scrape-slow': 'warning', 'targets-api-unavailable': 'warning'}
 
 

@@ -1,7 +1,13 @@
 """Check 4: the values now — outside the spec's plausible range, DCGM blank sentinels, NaN, and
 counters that stopped increasing (frozen telemetry). One query per metric, returning only the
 bad readings (the reason told from the value), so the answer is small and does not grow with the
-fleet."""
+fleet.
+
+Why: A series that exists but carries DCGM blank codes, NaN, implausible readings or a frozen
+counter keeps threshold alerts from firing (or makes them fire wrongly) while presence looks fine.
+Silence: Widen the metric's `range` or drop `frozen_check` in the spec when the reading is real, or
+leave the check out with --checks.
+"""
 
 from __future__ import annotations
 
@@ -15,20 +21,10 @@ from . import hints
 from .base import CheckResult, Context, answered, gpu_count, gpu_list, partial
 
 CHECK = "values"
-#: place in reports and runs (gpumon.checkfind)
 ORDER = 70
-#: finding ids this check reports (the check's own id: a query failed or answered partially,
-#: so it could not tell)
 FINDINGS = ("value-out-of-range", "value-sentinel", "value-nan", "value-frozen", CHECK)
-#: why the check exists and how to silence it (docs/checks/validate/)
-WHY = ('A series that exists but carries DCGM blank codes, NaN, implausible readings or a frozen counter '
-       'keeps threshold alerts from firing (or makes them fire wrongly) while presence looks fine.')
-SILENCE = ("Widen the metric's `range` or drop `frozen_check` in the spec when the reading is real, or leave "
-           'the check out with --checks.')
-#: for the checks table of docs/validate.md (generated): what the check looks at
 LOOKS_AT = ("readings now outside the spec's `range`, DCGM blank codes (>= 2^47), NaN, and `frozen_check` "
             'counters with `increase == 0` while the target is up')
-#: notes shown after finding ids in that table: severities other than error
 FINDING_NOTES = {'value-out-of-range': 'implausible-low / -high'}
 _REASONS = {  # reason -> (check id, what, hint)
     "below_range": ("value-out-of-range", "implausible-low", hints.RANGE_LOW),

@@ -22,7 +22,6 @@ from ...readers import promql
 from ._base import make, parsed
 
 ID = "absent-no-selector"
-#: place in reports and runs (gpumon.checkfind)
 ORDER = 60
 SEVERITY = "error"
 

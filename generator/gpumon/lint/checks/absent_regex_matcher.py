@@ -20,7 +20,6 @@ from ._base import make
 from .absent_no_selector import absent_calls
 
 ID = "absent-regex-matcher"
-#: place in reports and runs (gpumon.checkfind)
 ORDER = 70
 SEVERITY = "warning"
 

@@ -22,7 +22,6 @@ from ...readers import promql
 from ._base import make
 
 ID = "annotation-label-missing"
-#: place in reports and runs (gpumon.checkfind)
 ORDER = 130
 SEVERITY = "error"
 #: Go-template references to alert labels (text/template syntax, not PromQL).

@@ -21,7 +21,6 @@ from ...readers import promql
 from ._base import make, parsed
 
 ID = "counter-fn-on-gauge"
-#: place in reports and runs (gpumon.checkfind)
 ORDER = 40
 SEVERITY = "error"
 #: Spec units of fields whose value is an identifier, not an amount (XID code, state flags).

@@ -20,7 +20,6 @@ from ._base import make
 from ._datasources import references
 
 ID = "dashboard-datasource-placeholder"
-#: place in reports and runs (gpumon.checkfind)
 ORDER = 180
 SEVERITY = "error"
 _PLACEHOLDER = re.compile(r"^\$\{?DS_[A-Za-z0-9_]*\}?$")

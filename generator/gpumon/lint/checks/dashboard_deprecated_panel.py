@@ -18,7 +18,6 @@ from ...findings import Finding
 from ._base import make
 
 ID = "dashboard-deprecated-panel"
-#: place in reports and runs (gpumon.checkfind)
 ORDER = 220
 SEVERITY = "error"
 REPLACEMENT = {"graph": "timeseries", "singlestat": "stat", "table-old": "table",

@@ -15,7 +15,6 @@ from ...findings import Finding
 from ._base import make
 
 ID = "dashboard-duplicate-panel-id"
-#: place in reports and runs (gpumon.checkfind)
 ORDER = 200
 SEVERITY = "error"
 

@@ -21,7 +21,6 @@ from ._datasources import BUILTIN, references
 from .dashboard_datasource_placeholder import HINT, _PLACEHOLDER
 
 ID = "dashboard-hardcoded-datasource"
-#: place in reports and runs (gpumon.checkfind)
 ORDER = 190
 SEVERITY = "warning"
 _VARIABLE = re.compile(r"^\$\{?\w+(:\w+)?\}?$|^\[\[\w+\]\]$")

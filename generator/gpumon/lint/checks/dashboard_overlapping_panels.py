@@ -16,7 +16,6 @@ from ...findings import Finding
 from ._base import make
 
 ID = "dashboard-overlapping-panels"
-#: place in reports and runs (gpumon.checkfind)
 ORDER = 210
 SEVERITY = "warning"
 

@@ -21,7 +21,6 @@ from ...rules import names
 from ._base import make
 
 ID = "dashboard-variable-anchor"
-#: place in reports and runs (gpumon.checkfind)
 ORDER = 230
 SEVERITY = "warning"
 

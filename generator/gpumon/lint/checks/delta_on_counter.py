@@ -19,7 +19,6 @@ from ...readers import promql
 from ._base import make, parsed
 
 ID = "delta-on-counter"
-#: place in reports and runs (gpumon.checkfind)
 ORDER = 50
 SEVERITY = "error"
 

@@ -20,7 +20,6 @@ from ...readers import promql
 from ._base import make
 
 ID = "for-missing"
-#: place in reports and runs (gpumon.checkfind)
 ORDER = 80
 SEVERITY = "warning"
 

@@ -22,7 +22,6 @@ from ...readers import promql
 from ._base import make, parsed
 
 ID = "label-name-mismatch"
-#: place in reports and runs (gpumon.checkfind)
 ORDER = 150
 SEVERITY = "error"
 _LEGEND = re.compile(r"\{\{\s*([A-Za-z_]\w*)\s*\}\}")

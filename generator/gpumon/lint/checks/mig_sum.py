@@ -23,7 +23,6 @@ from ...readers import promql
 from ._base import make, parsed
 
 ID = "mig-sum-without-uuid"
-#: place in reports and runs (gpumon.checkfind)
 ORDER = 110
 SEVERITY = "warning"
 _SUMS = ("sum", "avg", "count")

@@ -23,7 +23,6 @@ from ...findings import Finding
 from ._base import make
 
 ID = "object-too-large-to-apply"
-#: place in reports and runs (gpumon.checkfind)
 ORDER = 170
 SEVERITY = "error"
 

@@ -17,7 +17,6 @@ from ...findings import Finding
 from ._base import make
 
 ID = "promql-syntax"
-#: place in reports and runs (gpumon.checkfind)
 ORDER = 20
 SEVERITY = "error"
 

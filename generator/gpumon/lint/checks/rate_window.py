@@ -22,7 +22,6 @@ from ...readers.model import MACRO_WINDOW
 from ._base import make, parsed
 
 ID = "rate-window-too-small"
-#: place in reports and runs (gpumon.checkfind)
 ORDER = 90
 SEVERITY = "error"
 

@@ -21,7 +21,6 @@ from ...readers import promql
 from ._base import make
 
 ID = "recording-rule-high-cardinality"
-#: place in reports and runs (gpumon.checkfind)
 ORDER = 120
 SEVERITY = "warning"
 

@@ -17,7 +17,6 @@ from ...findings import Finding
 from ._base import make
 
 ID = "rule-invalid"
-#: place in reports and runs (gpumon.checkfind)
 ORDER = 10
 SEVERITY = "error"
 _RECORD_NAME = re.compile(r"^[a-zA-Z_:][a-zA-Z0-9_:]*$")

@@ -18,7 +18,6 @@ from ...findings import Finding
 from ._base import make
 
 ID = "prometheusrule-selector-labels"
-#: place in reports and runs (gpumon.checkfind)
 ORDER = 160
 SEVERITY = "error"
 

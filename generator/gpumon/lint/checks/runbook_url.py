@@ -22,7 +22,6 @@ from ...findings import Finding
 from ._base import make
 
 ID = "runbook-url-not-absolute"
-#: place in reports and runs (gpumon.checkfind)
 ORDER = 140
 SEVERITY = "warning"
 _PLACEHOLDER_HOST = re.compile(r"(^|\.)(example\.(com|org|net)|[^.]+\.(example|invalid|test)|localhost)$|^127\.")

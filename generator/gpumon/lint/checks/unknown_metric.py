@@ -25,7 +25,6 @@ from ...rules.names import TARGET_NODE
 from ._base import make, parsed
 
 ID = "unknown-metric"
-#: place in reports and runs (gpumon.checkfind)
 ORDER = 30
 SEVERITY = "error"
 

@@ -25,7 +25,6 @@ from ...readers import promql
 from ._base import make, parsed
 
 ID = "volatile-identity"
-#: place in reports and runs (gpumon.checkfind)
 ORDER = 100
 SEVERITY = "warning"
 _LEGEND = re.compile(r"\{\{\s*([A-Za-z_]\w*)\s*\}\}")

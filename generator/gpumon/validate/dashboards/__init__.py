@@ -17,6 +17,16 @@ Steps, one module each:
 
 Needs before it: the reachability check (the API answers), the targets fact (scrape interval,
 for ``$__rate_interval``) and the inventory fact (which GPUs should appear).
+
+Why: People start from a Grafana panel that says "No data" or shows one GPU too few. Knowing which
+series are missing does not say which panels of which dashboards are empty, and a linter cannot see
+it: the query is valid, the series just are not there, or a picker anchored on one field hides the
+GPUs that lack it (NVIDIA/dcgm-exporter#236), or `or vector(0)` turns the absence into a
+healthy-looking 0. Running every panel on the server it will run against answers it.
+Silence: Fix the cause the finding links to (a `series-missing` finding, a rule group not loaded).
+For a panel that is empty by design, make its emptiness explicit: read only sparse fields, or filter
+(`< 1`, `unless`), and it is `panel-expected-empty`. Leave a dashboard out of `--dashboards` to skip
+it; `panel-unsupported` panels (Loki, TestData) are reported as info only.
 """
 
 from __future__ import annotations
@@ -25,28 +35,17 @@ import time
 from dataclasses import dataclass, field
 
 from ...findings import Finding
-from ...promapi import PromError
+from ...promapi import Answer, PromError
 from ...readers import loader, promql
 from ..base import CheckResult
 from . import api, exprs, timing, variables, verdicts
 from .judge import Judge
-from .verdicts import FINDINGS, Verdict  # noqa: F401 - re-exported
+from .verdicts import Verdict
 
 CHECK = "dashboards"
-#: place in reports and runs (gpumon.checkfind)
+FINDINGS = verdicts.FINDINGS
 ORDER = 1000
-#: runs by itself (first / with --dashboards), not through --checks
 SELECTABLE = False
-WHY = ('People start from a Grafana panel that says "No data" or shows one GPU too few. Knowing which series '
-       "are missing does not say which panels of which dashboards are empty, and a linter cannot see it: the "
-       "query is valid, the series just are not there, or a picker anchored on one field hides the GPUs that "
-       "lack it (NVIDIA/dcgm-exporter#236), or `or vector(0)` turns the absence into a healthy-looking 0. "
-       "Running every panel on the server it will run against answers it.")
-SILENCE = ("Fix the cause the finding links to (a `series-missing` finding, a rule group not loaded). For a "
-           "panel that is empty by design, make its emptiness explicit: read only sparse fields, or filter "
-           "(`< 1`, `unless`), and it is `panel-expected-empty`. Leave a dashboard out of `--dashboards` to "
-           "skip it; `panel-unsupported` panels (Loki, TestData) are reported as info only.")
-#: for the checks table of docs/validate.md (generated): what the check looks at
 LOOKS_AT = ("with `--dashboards`: every panel of those Grafana dashboards run on the server, after its "
             "variables; one verdict per panel, linked to the findings above ([docs/dashboards-live.md]"
             "(dashboards-live.md))")
@@ -121,10 +120,36 @@ def run(ctx, paths: list[str], prior: list[Finding], max_queries: int = MAX_QUER
     budget = _Budget(max_queries)
     end = ctx.now
     scrape = max(1.0, ctx.scrape_interval)
+    skipped = _Skipped()
+    runs, resolved_by_dash = _prepare_all(ctx, inputs.dashboards, budget, skipped, end, scrape)
+    _send_targets(ctx, runs, budget)
+    series, history = _probe_selectors(ctx, runs, budget, end, scrape)
+    judge = Judge(ctx, prior, series, resolved_by_dash, runs, history=history)
+    out: list[Verdict] = []
+    for pr in runs:
+        v = judge.verdict(pr)
+        out.append(v)
+        result.cases.append(v.case)
+        if v.finding is not None:
+            result.findings.append(v.finding)
+    if skipped.dashboards or skipped.panels:
+        result.findings.append(skipped.finding(ctx))
+    if budget.refused:
+        result.findings.append(Finding(
+            "dashboard-query-cap", "inconclusive", "dashboards",
+            f"stopped at {budget.limit} queries: {budget.refused} more were needed; "
+            f"{sum(1 for v in out if v.verdict == 'panel-not-evaluated')} panel(s) not evaluated",
+            "raise --dashboard-max-queries, or pass fewer dashboards", case="dashboards/query-cap"))
+    return result, out
+
+
+def _prepare_all(ctx, dashboards: list, budget: "_Budget", skipped: "_Skipped", end: float, scrape: float) \
+        -> tuple[list[PanelRun], dict]:
+    """Resolve each dashboard's variables on the server and prepare its panels' targets, within the
+    panel bound and the deadline: (panel runs, {id(dashboard): resolved variables})."""
     runs: list[PanelRun] = []
     resolved_by_dash = {}
-    skipped = _Skipped()
-    for dash in inputs.dashboards:
+    for dash in dashboards:
         if _out_of_time(ctx):
             skipped.dashboards += 1
             continue
@@ -132,7 +157,7 @@ def run(ctx, paths: list[str], prior: list[Finding], max_queries: int = MAX_QUER
 
         def call(kind, *args, _t=var_timing):
             if not budget.take():
-                return PromError("config", ctx.client.base, f"query cap ({max_queries}) reached")
+                return PromError("config", ctx.client.base, f"query cap ({budget.limit}) reached")
             return _one(ctx, kind, args, _t)
 
         resolved = variables.resolve(dash.variables, call, var_timing.macros(), ctx.client.base)
@@ -150,7 +175,12 @@ def run(ctx, paths: list[str], prior: list[Finding], max_queries: int = MAX_QUER
             pr = prepare(dash, panel, resolved, end, ctx.lookback, scrape)
             if pr is not None:
                 runs.append(pr)
-    # first round: every target (range and/or instant), and the left side of `or vector(0)`
+    return runs, resolved_by_dash
+
+
+def _send_targets(ctx, runs: list[PanelRun], budget: "_Budget") -> None:
+    """First round: every target (range and/or instant), and the left side of ``or vector(0)``;
+    the answers land on the targets. A panel the budget cannot cover whole is capped."""
     calls = {}
     for i, pr in enumerate(runs):
         if pr.unsupported or pr.capped:
@@ -173,7 +203,13 @@ def run(ctx, paths: list[str], prior: list[Finding], max_queries: int = MAX_QUER
             t.mask_answer = ans
         else:
             t.answers.append(ans)
-    # second round: does each selector of an empty (or masked-empty) panel have series?
+
+
+def _probe_selectors(ctx, runs: list[PanelRun], budget: "_Budget", end: float, scrape: float) \
+        -> tuple[dict, dict]:
+    """Second round: does each selector of an empty (or masked-empty) panel have series, and for
+    an empty target reading ``rate(X[w])``, the most samples any series of X has in w now.
+    Returns ({selector: series count or None}, {(selector, window): samples or None})."""
     probes: dict[str, str] = {}
     window = timing.grafana_duration(max(ctx.lookback, scrape))
     for pr in runs:
@@ -181,7 +217,6 @@ def run(ctx, paths: list[str], prior: list[Finding], max_queries: int = MAX_QUER
             probes.setdefault(sel.text, f"count(last_over_time({sel.text}[{window}]))")
             if sel.metric:
                 probes.setdefault(sel.metric, f"count(last_over_time({sel.metric}[{window}]))")
-    # and for an empty target reading rate(X[w]): the most samples any series of X has in w now
     for pr in runs:
         for sel, w in verdicts.history_to_probe(pr):
             probes.setdefault(("history", sel.text, w), f"max(count_over_time({sel.text}[{w}]))")
@@ -195,23 +230,7 @@ def run(ctx, paths: list[str], prior: list[Finding], max_queries: int = MAX_QUER
               for k, a in probe_answers.items()}
     series = {k: n for k, n in counts.items() if not isinstance(k, tuple)}
     history = {k[1:]: n for k, n in counts.items() if isinstance(k, tuple)}
-    judge = Judge(ctx, prior, series, resolved_by_dash, runs, history=history)
-    out: list[Verdict] = []
-    for pr in runs:
-        v = judge.verdict(pr)
-        out.append(v)
-        result.cases.append(v.case)
-        if v.finding is not None:
-            result.findings.append(v.finding)
-    if skipped.dashboards or skipped.panels:
-        result.findings.append(skipped.finding(ctx))
-    if budget.refused:
-        result.findings.append(Finding(
-            "dashboard-query-cap", "inconclusive", "dashboards",
-            f"stopped at {budget.limit} queries: {budget.refused} more were needed; "
-            f"{sum(1 for v in out if v.verdict == 'panel-not-evaluated')} panel(s) not evaluated",
-            "raise --dashboard-max-queries, or pass fewer dashboards", case="dashboards/query-cap"))
-    return result, out
+    return series, history
 
 
 @dataclass

@@ -1,0 +1,120 @@
+"""What adding an alert kind costs: a sample kind added to a copy of the package, with every file
+a contributor edits by hand named, and the suite's guards for alerts run on the copy's render.
+
+The files: the constructor in its rules module (code), its promtool scenario in the matching
+``ruletests/*_cases.py`` (its test: every alert must have a firing and a quiet case), its
+annotation texts in ``templates/annotations.yaml`` (the doc source: summary, description; the
+runbook falls back to ``generic.md.j2``) and its row in README's alert table (tests/test_drift.py).
+That is one more than a check needs: README's table is still written by hand.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+import yaml
+
+from .engines import prometheus_engines
+from .test_checkfind import _copy
+
+#: every file a new alert kind is written into by hand (the rest is rendered or found)
+HAND_EDITED = ("generator/gpumon/rules/exporter.py", "generator/gpumon/ruletests/exporter_cases.py",
+               "templates/annotations.yaml", "README.md")
+
+RULE = '''
+
+def sample(spec: Spec) -> Rule:
+    """A target exporting over 100000 samples (a sample alert kind, added by a test)."""
+    expr = f"{job_sel(spec, 'scrape_samples_scraped')} > 100000"
+    return alert(spec, "GpuExporterSample", expr, severity="info", for_=0, kind="exporter_sample")
+'''
+
+CASE = '''
+
+def sample(spec: Spec, step: float) -> list[Scenario]:
+    """A target exporting 200000 samples fires the sample alert; before that it is quiet."""
+    rule = exporter.sample(spec)
+    sc = Scenario("exporter sample: a target over 100000 samples", 6, step)
+    add_target(sc, spec, fleet.instance_of(1), samples_scraped=[120] * 3 + [200000] * 3)
+    sc.quiet(1, rule.alert)
+    sc.expect(4, rule.alert, [Firing(rule, target_labels(spec, fleet.instance_of(1)), 200000)])
+    return [sc]
+'''
+
+ANNOTATIONS = '''
+exporter_sample:
+  summary: "dcgm-exporter target {{ $labels.instance }} exports many samples"
+  description: >-
+    {{ $labels.instance }} (job [[ job ]]) exported {{ $value }} samples in its last scrape.
+'''
+
+README_ROW = "| `GpuExporterSample` | over 100000 samples in a scrape | a sample alert kind |\n"
+
+
+def _add_sample_kind(root: Path) -> None:
+    """Write the sample kind into the copy: exactly the files of :data:`HAND_EDITED`."""
+    rules = root / HAND_EDITED[0]
+    text = rules.read_text() + RULE
+    rules.write_text(text.replace("scrape_slow(spec), legacy_names(spec)]", "scrape_slow(spec), legacy_names(spec),\n"
+                                  "           sample(spec)]"))
+    cases = root / HAND_EDITED[1]
+    text = cases.read_text() + CASE
+    cases.write_text(text.replace("empty, scrape_slow, legacy_names):", "empty, scrape_slow, legacy_names, sample):"))
+    (root / HAND_EDITED[2]).write_text((root / HAND_EDITED[2]).read_text() + ANNOTATIONS)
+    readme = root / HAND_EDITED[3]
+    row = next(line for line in readme.read_text().splitlines(keepends=True) if line.startswith("| `GpuExporterEmpty` |"))
+    readme.write_text(readme.read_text().replace(row, row + README_ROW, 1))
+
+
+@pytest.mark.slow   # a copy of the package, a render and promtool: a few seconds of CPU
+def test_a_new_alert_kind_is_four_hand_edited_files(tmp_path):
+    root = _copy(tmp_path)
+    _add_sample_kind(root)
+    script = textwrap.dedent("""\
+        import json, sys
+        from click.testing import CliRunner
+        import gpumon
+        from gpumon.alertnames import builtin_alerts
+        from gpumon.cli import cli
+        ran = CliRunner().invoke(cli, ["render", "gpumon.yaml", "-o", "out"])
+        json.dump({"package": gpumon.__file__, "render": ran.exit_code, "output": ran.output,
+                   "builtin": sorted(builtin_alerts())}, sys.stdout)
+        """)
+    env = {**os.environ, "PYTHONPATH": str(root / "generator")}
+    ran = subprocess.run([sys.executable, "-c", script], cwd=root, env=env, capture_output=True, text=True, timeout=300)
+    assert ran.returncode == 0, ran.stderr
+    out = json.loads(ran.stdout)
+    assert out["package"] == str(root / "generator/gpumon/__init__.py")
+    assert out["render"] == 0, out["output"]
+    # found, not listed: the spec refuses a threshold of that name, the drift guard wants its row
+    assert "GpuExporterSample" in out["builtin"]
+    assert "GpuExporterSample" in _table_alerts_of(root)
+    rules = (root / "out/rules/gpumon.rules.yaml").read_text()
+    assert "alert: GpuExporterSample" in rules and "exports many samples" in rules
+    assert (root / "out/runbooks/GpuExporterSample.md").exists()
+    # its promtool scenario: a quiet and a firing case (the suite's coverage guards), passing on every engine
+    tests = root / "out/tests/gpumon.exporter.test.yaml"
+    cases = [case for group in yaml.safe_load(tests.read_text())["tests"] for case in group["alert_rule_test"]
+             if case["alertname"] == "GpuExporterSample"]
+    assert sorted(bool(c["exp_alerts"]) for c in cases) == [False, True], cases
+    for engine in prometheus_engines():
+        done = subprocess.run([engine.promtool, "test", "rules", tests.name], cwd=tests.parent,
+                              capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, (engine.id, done.stdout[-3000:], done.stderr[-3000:])
+
+
+def _table_alerts_of(root: Path) -> set[str]:
+    """The alerts README's and docs/kubernetes.md's tables of the copy name (tests/test_drift.py's reading)."""
+    import re
+
+    names = set()
+    for rel in ("README.md", "docs/kubernetes.md"):
+        text = (root / rel).read_text(encoding="utf-8")
+        names |= set(re.findall(r"^\| `(Gpu[A-Za-z]+)`", text, re.M))
+    return names

@@ -127,11 +127,14 @@ def threshold_fires(spec: Spec, m: Metric, t: Threshold, step: float) -> Scenari
     gpu = fleet.gpus(1, 1)[0]
     add_target(sc, spec, gpu.instance)
     base = fleet.baseline(m)
-    if m.alert_labels:
+    healthy, faulty = _alert_label_values(m, base, True), _alert_label_values(m, value, False)
+    if m.alert_labels and healthy != faulty:
         # NVIDIA/DCGM#227, a new XID changes the series identity (err_code "0" -> "79"); the old series goes stale.
-        sc.add(m.name, _series(spec, gpu, m, _alert_label_values(m, base, True)), [base] * start + [STALE])
-        sc.add(m.name, _series(spec, gpu, m, _alert_label_values(m, value, False)),
-               ["_"] * start + [value] * (sc.length - start))
+        sc.add(m.name, _series(spec, gpu, m, healthy), [base] * start + [STALE])
+        sc.add(m.name, _series(spec, gpu, m, faulty), ["_"] * start + [value] * (sc.length - start))
+    elif m.alert_labels:
+        # the firing reading keeps the healthy labels (err_code "0" for a reading below 1): one series
+        sc.add(m.name, _series(spec, gpu, m, faulty), [base] * start + [value] * (sc.length - start))
     else:
         sc.add(m.name, _series(spec, gpu, m), [base] * start + [value] * (sc.length - start))
     sc.quiet(start - 1, t.alert)

@@ -12,6 +12,7 @@ value (issue #15, finding 3).
 from __future__ import annotations
 
 import json
+import re
 from xml.sax.saxutils import escape as xml_escape
 
 MASK = "****"
@@ -47,8 +48,14 @@ def redact(text: str) -> str:
     if not _secrets or not text:
         return text
     for secret in sorted(_secrets, key=len, reverse=True):
-        if secret in text:
+        if secret not in text:
+            continue
+        if len(secret) >= _MIN_PART:
             text = text.replace(secret, MASK)
+        else:
+            # a short value (``--header X-Scope-OrgID=1``) is masked where it stands alone, not inside
+            # every number and word that contains it ("12 checks run" stays readable)
+            text = re.sub(rf"(?<![0-9A-Za-z]){re.escape(secret)}(?![0-9A-Za-z])", MASK, text)
     return text
 
 

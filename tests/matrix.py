@@ -326,10 +326,6 @@ def scraped(case: Case, spec: Spec) -> Scrape:
 # --------------------------------------------------------------------------- promtool
 
 
-def _selector(labels: dict[str, str]) -> str:
-    return "{" + ",".join(f'{k}="{v}"' for k, v in sorted(labels.items())) + "}"
-
-
 def _expr(case: Case, index: int) -> str:
     """The pages query of case ``index``; promtool reports a failed expression test by its text and
     time only, so a matcher that is always true names the case."""

@@ -373,6 +373,17 @@ class PromClient:
             params = {"group_next_token": token, "group_limit": "100"}
         raise PromError("api", self.base + "/api/v1/rules", f"more than {MAX_RULE_PAGES} pages of rule groups")
 
+    def metadata(self, metric: str) -> Answer:
+        """``/api/v1/metadata?metric=M``; ``data`` is the list of ``{"type", "help", "unit"}``."""
+        ans = self.get("/api/v1/metadata", {"metric": metric})
+        data = ans.data if isinstance(ans.data, dict) else {}
+        entries = data.get(metric) or []
+        if not isinstance(entries, list) or not all(isinstance(e, dict) and all(isinstance(v, str) for v in e.values())
+                                                    for e in entries):
+            raise self._shape("/api/v1/metadata", "metadata", ans.data)
+        ans.data = entries
+        return ans
+
     def series(self, match: str, start: float, end: float) -> Answer:
         """``/api/v1/series``: ``data`` is the list of label sets of series matching ``match``
         between ``start`` and ``end`` (unix seconds)."""

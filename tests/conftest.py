@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import os
 from pathlib import Path
 
 import pytest
@@ -15,6 +16,11 @@ from .engines import AlertmanagerEngine, Engine, VmEngine, alertmanager_engines,
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = Path(__file__).resolve().parent / "data"
+
+# promtool and the servers the tests start are Go programs that collect garbage at 100 % heap growth;
+# at 400 % promtool's rule tests take about a fifth less CPU (values tests: 32.6 s -> 25.5 s user) for
+# about 60 MB more memory each, which the suite's few processes can spare. Inherited by xdist workers.
+os.environ.setdefault("GOGC", "400")
 
 
 #: modules whose every test starts a server (Prometheus, vmalert, VictoriaMetrics, the simulator)

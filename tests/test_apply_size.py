@@ -9,6 +9,7 @@ from __future__ import annotations
 import io
 import json
 import re
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -187,6 +188,38 @@ def test_a_split_group_has_a_heartbeat_per_part_and_readers_wait_for_every_part(
     beats = "|".join(g.name.replace(".", "\\\\.") for g in parts)
     assert readers and all(f'min(timestamp({names.EVALUATED}{{{names.GROUP_LABEL}=~"{beats}"}}))' in r.expr
                            and "max(timestamp(" not in r.expr for r in readers)
+
+
+#: the every-field spec's generated promtool scenarios that run here, by topic and name prefix: the
+#: coverage across the split coverage parts, the freshness guard over the inventory parts'
+#: heartbeats, and the value rules of the last value part. All of them (2,750 value scenarios, each
+#: evaluating 9,000 rules per step) take hours on one core.
+PROMTOOL_SAMPLE = {
+    "inventory": ("inventory: GPU counts and field coverage", "coverage of optional"),
+    "presence": ("identity label missing",),
+    "values": ("{last}:", "DCGM_FI_DEV_GPU_UTIL 95 with DCGM_FI_PROF_GR_ENGINE_ACTIVE 0:"),
+}
+
+
+def test_promtool_accepts_the_every_field_rules_and_a_sample_of_their_tests(every_field, promtool, tmp_path):
+    spec, _, files, _ = every_field
+    rules = tmp_path / "rules" / "gpumon.rules.yaml"
+    rules.parent.mkdir()
+    rules.write_text(files["rules/gpumon.rules.yaml"], "utf-8")
+    checked = subprocess.run([promtool, "check", "rules", str(rules)], capture_output=True, text=True, timeout=300)
+    assert checked.returncode == 0, checked.stderr[-3000:]
+    (tmp_path / "tests").mkdir()
+    dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+    for topic, prefixes in PROMTOOL_SAMPLE.items():
+        doc = yaml.load(files[f"tests/gpumon.{topic}.test.yaml"], Loader=_Loader)
+        prefixes = tuple(p.format(last=spec.metrics[-1].name) for p in prefixes)
+        doc["tests"] = [t for t in doc["tests"] if t["name"].startswith(prefixes)]
+        assert len(doc["tests"]) >= len(prefixes), f"{topic}: a sampled scenario is gone"
+        path = tmp_path / "tests" / f"{topic}.test.yaml"
+        path.write_text(yaml.dump(doc, Dumper=dumper), "utf-8")
+        run = subprocess.run([promtool, "test", "rules", path.name], cwd=path.parent, capture_output=True,
+                             text=True, timeout=900)
+        assert run.returncode == 0, f"{topic}:\n{run.stdout[-4000:]}\n{run.stderr[-2000:]}"
 
 
 def _rule(name: str, expr: str, field: str | None = None, alert: bool = False) -> Rule:

@@ -48,13 +48,20 @@ _SELECTOR = re.compile(r"(?<![\w:])([a-zA-Z_:][a-zA-Z0-9_:]*)(?![\w:])(\{[^}]*\}
 
 def _matches(matchers: list[tuple[str, str, str]], labels: dict[str, str]) -> bool:
     """Whether a selector's ``matchers`` can select a series with a rule's static ``labels`` (a
-    matcher on a label the rule does not set may match whatever the series carries)."""
+    matcher on a label the rule does not set may match whatever the series carries; a regular
+    expression Python cannot read may match too)."""
     for label, op, value in matchers:
-        if label in labels:
-            hit = (re.fullmatch(value.replace("\\\\", "\\"), labels[label]) is not None if "~" in op
-                   else labels[label] == value)
-            if hit != (op in ("=", "=~")):
-                return False
+        if label not in labels:
+            continue
+        if "~" in op:
+            try:
+                hit = re.fullmatch(value.replace("\\\\", "\\"), labels[label]) is not None
+            except re.error:
+                continue
+        else:
+            hit = labels[label] == value
+        if hit != (op in ("=", "=~")):
+            return False
     return True
 
 

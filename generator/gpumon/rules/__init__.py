@@ -35,7 +35,8 @@ def build_groups(spec: Spec) -> list[RuleGroup]:
         groups named ``<spec name>.<part>`` (``.kubernetes`` only when the spec has that section,
         after the exporter group); the coverage, kubernetes and gaps groups evaluate every
         ``alerts.slow_group_interval`` (1m): they scan every presence series or long windows and
-        feed dashboards and slow-moving alerts.
+        feed dashboards and slow-moving alerts. A group over :data:`GROUP_BUDGET` is split into
+        parts ``<group>``, ``<group>-2``, ... in its place (:mod:`gpumon.rules.split`).
     """
     _check_overrides(spec)
     return _build(spec)

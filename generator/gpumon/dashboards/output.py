@@ -26,12 +26,13 @@ def to_json(dashboard, spec_path: str | None = None) -> str:
     return json.dumps(dashboard, cls=JSONEncoder, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
 
 
-def configmap(spec: Spec, s: DashboardSettings, name: str, text: str) -> str:
+def configmap_doc(spec: Spec, s: DashboardSettings, name: str, text: str) -> dict:
     """A v1 ConfigMap carrying one dashboard for the Grafana sidecar of kube-prometheus-stack:
     labelled ``<label>: <label_value>``, with the folder annotation when a folder is set.
     ``data`` holds the same text as the JSON file; when that would make the object too big for
     ``kubectl apply`` (:mod:`gpumon.applysize`: a spec with many fields), the same dashboard as
-    compact JSON (the indentation, escaped in the last-applied annotation, takes a third of it)."""
+    compact JSON (the indentation, escaped in the last-applied annotation, takes a third of it;
+    a dashboard still too big is split first: :mod:`gpumon.dashboards.split`)."""
     meta: dict = {
         "name": f"grafana-dashboard-{name}",
         "namespace": s.namespace,
@@ -43,4 +44,18 @@ def configmap(spec: Spec, s: DashboardSettings, name: str, text: str) -> str:
     if applied_size(doc) > BUDGET:
         compact = json.dumps(json.loads(text), separators=(",", ":"), sort_keys=True, ensure_ascii=False)
         doc["data"] = {f"{name}.json": compact + "\n"}
-    return dump(doc, header=generated_header(spec.path))
+    return doc
+
+
+def configmap(spec: Spec, s: DashboardSettings, name: str, text: str) -> str:
+    """:func:`configmap_doc` as the YAML file."""
+    return dump(configmap_doc(spec, s, name, text), header=generated_header(spec.path))
+
+
+def compact_size(spec: Spec, name: str, dashboard: dict) -> int:
+    """Bytes the ConfigMap of ``dashboard`` (a model as JSON) takes in the last-applied annotation
+    with the dashboard as compact JSON (what :func:`configmap_doc` falls back to)."""
+    compact = json.dumps(dashboard, separators=(",", ":"), sort_keys=True, ensure_ascii=False) + "\n"
+    doc = configmap_doc(spec, spec.dashboards, name, "{}")
+    doc["data"] = {f"{name}.json": compact}
+    return applied_size(doc)

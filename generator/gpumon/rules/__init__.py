@@ -10,10 +10,10 @@ from __future__ import annotations
 from dataclasses import replace
 
 from .. import overrides
-from ..applysize import BUDGET, applied_size
+from ..applysize import BUDGET
 from ..spec import Problem, Spec, SpecError
-from . import exporter, fresh, gaps, inventory, kubernetes, lost, names, presence, sources, values
-from .model import Rule, RuleGroup, group_dict
+from . import exporter, fresh, gaps, inventory, kubernetes, lost, names, presence, sources, split, values
+from .model import Rule, RuleGroup
 
 #: the most bytes one group may take in a PrometheusRule's last-applied annotation: the object's
 #: budget less room for its metadata (name, namespace, labels; generator/gpumon/rules/output.py)
@@ -35,7 +35,8 @@ def build_groups(spec: Spec) -> list[RuleGroup]:
         groups named ``<spec name>.<part>`` (``.kubernetes`` only when the spec has that section,
         after the exporter group); the coverage, kubernetes and gaps groups evaluate every
         ``alerts.slow_group_interval`` (1m): they scan every presence series or long windows and
-        feed dashboards and slow-moving alerts.
+        feed dashboards and slow-moving alerts. A group over :data:`GROUP_BUDGET` is split into
+        parts ``<group>``, ``<group>-2``, ... in its place (:mod:`gpumon.rules.split`).
     """
     _check_overrides(spec)
     return _build(spec)
@@ -58,7 +59,7 @@ def _build(spec: Spec) -> list[RuleGroup]:
                                          + inventory.counts(spec) + inventory.coverage(spec)), interval=slow),
         RuleGroup(f"{p}.exporter", tuple(exporter.rules(spec))),
         RuleGroup(f"{p}.presence", tuple(presence.rules(spec))),
-        *_value_groups(spec),
+        RuleGroup(f"{p}.values", tuple(values.rules(spec))),
         RuleGroup(f"{p}.gaps", tuple(gaps.rules(spec)), interval=slow),
     ]
     kube = kubernetes.rules(spec)  # only with a `kubernetes` section in the spec
@@ -66,8 +67,10 @@ def _build(spec: Spec) -> list[RuleGroup]:
         # after the exporter group; node-level and slow-moving (1h alert windows, kube-state-metrics
         # scraped every 30-60 s), so it runs with the slow groups
         groups.insert(3, RuleGroup(f"{p}.kubernetes", tuple(kube), interval=slow))
-    # rules the spec's overrides switch off are left out here, once for every writer
-    return [RuleGroup(g.name, tuple(r for r in g.rules if not r.disabled), g.interval) for g in groups]
+    # rules the spec's overrides switch off are left out here, once for every writer; a group too
+    # big for one object is split into parts, the same for every writer (rules/split.py)
+    return split.split_groups([RuleGroup(g.name, tuple(r for r in g.rules if not r.disabled), g.interval)
+                               for g in groups], GROUP_BUDGET)
 
 
 def alert_catalogue(spec: Spec) -> dict[str, list[str]]:
@@ -90,26 +93,6 @@ def _check_overrides(spec: Spec) -> None:
         raise SpecError([Problem(spec.path, *item.position(field),
                                  ".".join(["overrides", item.alert] + (["fields", field] if field else [])), message)
                          for item, field, message in found])
-
-
-def _value_groups(spec: Spec) -> list[RuleGroup]:
-    """The value rules in as few groups as keep each under :data:`GROUP_BUDGET` when applied:
-    ``<name>.values``, then ``<name>.values-2``, ... Metrics go in spec order and never across two
-    groups (their alerts read their recorded series, evaluated first in the same group); a spec with
-    many fields would otherwise render one group larger than ``kubectl apply`` can store."""
-    def size(parts: list) -> int:
-        rules = [r for r in values.chunk(parts, stuck) if not r.disabled]
-        return applied_size(group_dict(RuleGroup("", tuple(rules))))
-
-    stuck = values.profiling_stuck(spec)
-    chunks: list[list] = [[]]
-    for part in values.per_metric(spec):
-        if chunks[-1] and size(chunks[-1] + [part]) > GROUP_BUDGET:
-            chunks.append([])
-        chunks[-1].append(part)
-    last = len(chunks) - 1
-    return [RuleGroup(f"{spec.name}.values" + (f"-{i + 1}" if i else ""),
-                      tuple(values.chunk(part, stuck if i == last else None))) for i, part in enumerate(chunks)]
 
 
 def all_rules(spec: Spec) -> list[Rule]:

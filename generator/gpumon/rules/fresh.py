@@ -17,6 +17,8 @@ interval needs to be known. Without any heartbeat (the group never evaluated) no
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from ..promqltext import matcher
 from . import names
 from .common import record
@@ -36,5 +38,25 @@ def heartbeat(group: str) -> Rule:
 def fresh(sel: str, group: str) -> str:
     """``sel`` (a selector of a set recorded in group ``group``) without the series older than the
     group's last evaluation (:func:`heartbeat`)."""
-    beat = f"{names.EVALUATED}{{{matcher(names.GROUP_LABEL, group)}}}"
-    return f"({sel} unless timestamp({sel}) < on () group_left () max(timestamp({beat})))"
+    return f"({sel} unless timestamp({sel}) < on () group_left () {_last_evaluation(group)})"
+
+
+def _last_evaluation(group: str) -> str:
+    return f"max(timestamp({names.EVALUATED}{{{matcher(names.GROUP_LABEL, group)}}}))"
+
+
+def _parts_evaluated(parts: list[str]) -> str:
+    """The time by which every part of a split group evaluated last: the oldest of their heartbeats
+    (each part writes its sets and its heartbeat at its own evaluation time, so a series a part
+    wrote last is not older than this)."""
+    names_re = "|".join(p.replace(".", "\\.") for p in parts)
+    return f"min(timestamp({names.EVALUATED}{{{matcher(names.GROUP_LABEL, names_re, '=~')}}}))"
+
+
+def retarget(rule: Rule, split: dict[str, list[str]]) -> Rule:
+    """``rule`` with each :func:`fresh` guard on a group of ``split`` ({group: its parts' names},
+    :mod:`gpumon.rules.split`) reading the oldest of the parts' heartbeats."""
+    expr = rule.expr
+    for group, parts in split.items():
+        expr = expr.replace(_last_evaluation(group), _parts_evaluated(parts))
+    return rule if expr == rule.expr else replace(rule, expr=expr)

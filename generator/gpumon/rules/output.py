@@ -4,7 +4,8 @@ The PrometheusRule file holds one object per rule group (``<prometheus_rule.name
 ``gpumon-values``): client-side ``kubectl apply`` stores each object whole in an annotation the API
 server caps at 262,144 bytes (:mod:`gpumon.applysize`), which one object with every group neared
 for the bundled spec. A group keeps its object as the spec changes, so applying never moves a group
-between objects; groups are never split (Prometheus evaluates a group as a unit).
+between objects. A group that alone would be too big is split into parts before it gets here
+(:mod:`gpumon.rules.split`): each part is a group of its own, in the plain file and as an object.
 """
 
 from __future__ import annotations

@@ -7,8 +7,9 @@ as compact JSON, as client-side ``kubectl apply`` writes it) must stay within th
 limit on an object's annotations (kubernetes/apimachinery ``TotalAnnotationSizeLimitB``).
 Why: over the limit, ``kubectl apply`` (and tools built on client-side apply) fails with
 ``metadata.annotations: Too long: must have at most 262144 bytes``; near it, one more field or
-label tips it over. ``gpumon render`` splits its PrometheusRule into one object per rule group for
-this reason. Split the object (rule groups into several PrometheusRules), or apply it server-side
+label tips it over. ``gpumon render`` renders one PrometheusRule per rule group for this reason,
+splits a group over the budget into parts (``<group>``, ``<group>-2``, ...) and a dashboard whose
+ConfigMap is over it into dashboards "(1 of N)", "(2 of N)", ... Split the object (rule groups into several PrometheusRules), or apply it server-side
 (``kubectl apply --server-side`` keeps no such annotation).
 Silence: ``# gpumon-lint: ignore-file object-too-large-to-apply`` in the file, or
 ``--disable object-too-large-to-apply``.

@@ -67,8 +67,9 @@ def legacy(spec: Spec) -> list[Rule]:
     return [record(names.LEGACY_INVENTORY, f"group by ({by(device_ids(spec))}) (\n  {sel}\n)")]
 
 
-def _reporting(spec: Spec) -> list[str]:
-    """The per-GPU sets of GPUs reporting now: the inventory, and the 1.x-names set when rendered."""
+def reporting_sets(spec: Spec) -> list[str]:
+    """The per-GPU sets of GPUs reporting now: the inventory, and the 1.x-names set when rendered
+    (:func:`legacy`). Whatever counts or knows GPUs reads both: a node on 1.x names has GPUs."""
     return [names.INVENTORY] + ([names.LEGACY_INVENTORY] if unserved_legacy_names(spec) else [])
 
 
@@ -76,8 +77,8 @@ def known(spec: Spec) -> Rule:
     """:data:`names.KNOWN`: the GPUs reporting now (current or 1.x names), seen within the
     inventory lookback, or known at the last evaluation, and not retired."""
     dev = by(device_ids(spec))
-    now = "\nor\n".join(f"group by ({dev}) ({s})" for s in _reporting(spec))
-    seen = "\nor\n".join(f"group by ({dev}) ({_self(spec, s)})" for s in _reporting(spec))
+    now = "\nor\n".join(f"group by ({dev}) ({s})" for s in reporting_sets(spec))
+    seen = "\nor\n".join(f"group by ({dev}) ({_self(spec, s)})" for s in reporting_sets(spec))
     # the GPUs seen within the lookback as well: an engine that cannot read a rule's own earlier
     # result (vmalert -replay evaluates a rule over a whole range at once; VictoriaMetrics makes a
     # new series searchable only seconds after its first sample) still knows them for that long
@@ -140,7 +141,7 @@ def recent(spec: Spec) -> str:
     """The GPUs that reported within :func:`lost_window` (4 sample intervals), under current or
     1.x names."""
     w = dur(4 * spec.exporter.sample_interval)
-    sets = [f"max_over_time({s}[{w}])" for s in _reporting(spec)]
+    sets = [f"max_over_time({s}[{w}])" for s in reporting_sets(spec)]
     return sets[0] if len(sets) == 1 else "(" + " or ".join(sets) + ")"
 
 

@@ -137,6 +137,15 @@ def xid_keep(spec: Spec, m: Metric) -> tuple[str, ...]:
     return gpu_ids(spec, m) + m.alert_labels
 
 
+def xid_hold(spec: Spec) -> float:
+    """Seconds a critical XID counts after its series vanished (8 sample intervals), for the XID
+    record (:func:`xid_lost`, which reads the XID that long) and for GpuXidCritical alike: the
+    alert must hold the XID for as long as the record may still take over, or on an engine that
+    makes the record's new series searchable seconds after its first sample (VictoriaMetrics:
+    about 10 s, plus vmalert's write lag) the page ends and starts again in between."""
+    return 8 * spec.exporter.sample_interval
+
+
 def recent(spec: Spec) -> str:
     """The GPUs that reported within :func:`lost_window` (4 sample intervals), under current or
     1.x names."""
@@ -157,7 +166,7 @@ def xid_lost(spec: Spec) -> list[Rule]:
     if m is None:
         return []
     codes = m.xid.codes("critical")
-    w = dur(8 * spec.exporter.sample_interval)
+    w = dur(xid_hold(spec))
     last = f"last_over_time({job_sel(spec, m.name)}[{w}])"
     if "err_code" in m.alert_labels:
         sel = f'{m.name}{{{matcher("job", spec.exporter.job)},{matcher("err_code", "|".join(map(str, codes)), "=~")}}}'

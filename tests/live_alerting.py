@@ -179,6 +179,8 @@ class LiveRun:
     log: str = ""
     #: nodes with at least one failed scrape while the faults ran (the HTTP 500 node always)
     failed_scrapes: set[str] = field(default_factory=set)
+    #: notification group -> seconds after the faults started that an Alertmanager first notified it
+    first_notified: dict[tuple, float] = field(default_factory=dict)
 
 
 #: what the engine is asked at the end: the known set and the XID-lost record must hold the lost
@@ -254,8 +256,14 @@ def run(engine: "Engine | VmEngine", alertmanagers: tuple[AlertmanagerEngine, ..
         _elapse(faulted, BUS_OFF_AFTER)
         faults.write_text(dumps_faults([f for c in CAUSES for f in c.faults + c.later]))
         want = {c.group for c in CAUSES}
-        wait_for(lambda: all(want <= set(Delivery(a, h.notifications, []).groups().values())
-                             for a, h in zip(alertmanagers, hooks)), FAULT_SECONDS, 0.5)
+        first: dict[tuple, float] = {}
+
+        def notified() -> bool:
+            seen = [set(Delivery(a, h.notifications, []).groups().values()) for a, h in zip(alertmanagers, hooks)]
+            for group in set().union(*seen):
+                first.setdefault(group, round(time.monotonic() - faulted, 1))
+            return all(want <= s for s in seen)
+        wait_for(notified, FAULT_SECONDS, 0.5)
         paged = time.monotonic()
         # every window past (see FAULT_SECONDS): a second page for any cause has had its chance
         _elapse(faulted, FAULT_SECONDS)
@@ -268,7 +276,7 @@ def run(engine: "Engine | VmEngine", alertmanagers: tuple[AlertmanagerEngine, ..
         end = time.monotonic()
     return LiveRun(label, deliveries, queries, {
         "start": started - t0, "healthy": faulted - started, "all groups notified": paged - faulted,
-        "faults": end - faulted, "total": time.monotonic() - t0}, log, failed_nodes)
+        "faults": end - faulted, "total": time.monotonic() - t0}, log, failed_nodes, first)
 
 
 def _count(server, expr: str) -> int:

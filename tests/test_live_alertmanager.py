@@ -40,6 +40,8 @@ def live(request) -> live_alerting.LiveRun:
         pytest.fail(str(exc))
     result = live_alerting.run(request.param, ams)
     print(f"\n{result.engine}: " + ", ".join(f"{k} {v:.1f}s" for k, v in result.seconds.items()))
+    print(f"{result.engine}: first notified (s after the faults) " + ", ".join(
+        f"{name} {node or ''} {t}" for (name, node), t in sorted(result.first_notified.items(), key=lambda x: x[1])))
     return result
 
 

@@ -500,10 +500,11 @@ def run(cases: list[Case], keep: Path | None = None, engine: "VmEngine | None" =
                 vm.flush()
                 ids = IDENTITY + (("cluster",) if clusters else ())
                 firing = _firing(vm.export('ALERTS{alertstate="firing",severity=~"critical|warning"}', origin, at), ids)
+                every = alert_steps(rules) if engine and engine.current else {}
                 for case, start in zip(chosen, starts):
                     ok, seen = True, {}
                     for step, pages in expected(case):
-                        got = sorted(firing.get(start + step * STEP + EVAL, ()))
+                        got = sorted(firing_at(firing, start + step * STEP + EVAL, every))
                         want = sorted(_page_text(p.labels(clusters), ids) for p in pages)
                         seen[step] = got
                         ok &= got == want
@@ -520,6 +521,33 @@ def _write_case(vm: VictoriaMetrics, case: Case, spec: Spec, start: int) -> None
         if samples:
             series.append((_labels(key), samples))
     vm.write(series)
+
+
+def alert_steps(rules: Path) -> dict[str, int]:
+    """alert name -> interval (seconds) of the group that evaluates it, for the groups of ``rules``
+    with an ``interval`` of their own (the others: :data:`EVAL`)."""
+    import yaml
+    from gpumon.durations import parse_duration
+    return {rule["alert"]: int(parse_duration(group["interval"]))
+            for group in yaml.safe_load(rules.read_text())["groups"] if "interval" in group
+            for rule in group["rules"] if "alert" in rule}
+
+
+def firing_at(firing: dict[int, list[str]], when: int, every: dict[str, int]) -> list[str]:
+    """The pages firing at ``when`` (seconds): each ALERTS series' sample of the group's last
+    evaluation at or before ``when``, i.e. in (``when`` - its group's interval, ``when``]. A group
+    evaluated every :data:`EVAL` seconds wrote at ``when`` itself; one with a longer interval of its
+    own (vmalert after 1.79 replays each group at its own interval, ``every``: alert name ->
+    interval) may have written last up to that interval before (read at ``when`` only, its pages
+    were never seen: vmalert 1.151's 10 s group wrote at :data:`STEP` multiples, the checks fall
+    :data:`EVAL` after them)."""
+    out = []
+    for ts in range(when - max(every.values(), default=EVAL) + 1, when + 1):
+        for text in firing.get(ts, ()):
+            name = text.split('alertname="', 1)[1].split('"', 1)[0]
+            if ts > when - every.get(name, EVAL):
+                out.append(text)
+    return out
 
 
 def _firing(lines: list[dict], ids: tuple[str, ...]) -> dict[int, list[str]]:

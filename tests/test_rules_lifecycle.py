@@ -33,7 +33,7 @@ def test_records_come_after_what_they_read(default_spec):
 def test_alerts_read_the_sparse_inventory_sets_as_of_the_last_evaluation(default_spec):
     """Every read of the missing and unlabelled sets in an alert is the fresh one (a bare read
     would let a series left from before a restart hold the page for the 5 m lookback)."""
-    fresh = re.compile(r"\(((?:%s)\{[^}]*\}) unless timestamp\(\1\) < on \(\) group_left \(\) max\(timestamp\(%s\{"
+    fresh = re.compile(r"\(((?:%s)\{[^}]*\}) unless timestamp\(\1\) < on \(\) group_left \(\) \(max\(timestamp\(%s\{"
                        % ("|".join(re.escape(n) for n in (names.FIELD_MISSING, names.UNLABELLED)),
                           re.escape(names.EVALUATED)))
     reads = 0

@@ -277,14 +277,25 @@ class LocalVictoriaMetrics(_QueryServer):
         args = [self.binary, f"-httpListenAddr=127.0.0.1:{self.port}", f"-storageDataPath={folder / 'data'}",
                 "-search.latencyOffset=0s", "-retentionPeriod=1y"]
         if self.targets:
-            config = folder / "scrape.yml"
-            config.write_text(yaml.safe_dump({
-                "global": {"scrape_interval": self.scrape_interval, "scrape_timeout": self.scrape_interval},
-                "scrape_configs": [{"job_name": job, "static_configs": [{"targets": list(addrs)}]}
-                                   for job, addrs in self.targets.items()]}, sort_keys=False))
-            args.append(f"-promscrape.config={config}")
+            self._write_scrape_config()
+            args.append(f"-promscrape.config={folder / 'scrape.yml'}")
         self._spawn(args + self.extra_args)
         return self
+
+    def _write_scrape_config(self) -> None:
+        (Path(self.tmp.name) / "scrape.yml").write_text(yaml.safe_dump({
+            "global": {"scrape_interval": self.scrape_interval, "scrape_timeout": self.scrape_interval},
+            "scrape_configs": [{"job_name": job, "static_configs": [{"targets": list(addrs)}]}
+                               for job, addrs in self.targets.items()]}, sort_keys=False))
+
+    def retarget(self, targets: dict[str, list[str]]) -> None:
+        """Scrape ``targets`` ({job: [host:port]}) from now on (a server started with targets): rewrite
+        the scrape config and send SIGHUP, on which VictoriaMetrics re-reads it. Targets no longer
+        listed get staleness markers, as when service discovery drops them."""
+        assert self.targets and self.proc, "retarget needs a server started with targets"
+        self.targets = dict(targets)
+        self._write_scrape_config()
+        self.proc.send_signal(signal.SIGHUP)
 
 
 class LocalVmalert(_LocalServer):

@@ -6,7 +6,7 @@ from __future__ import annotations
 from ..promqltext import matcher
 
 from ..durations import format_duration
-from ..rules import RuleGroup, names
+from ..rules import RuleGroup, lost, names
 from .sdk import db
 from ..spec import Metric, Spec
 from . import base, kube as kube_panels, queries as q
@@ -21,15 +21,17 @@ TITLE = "GPU fleet overview"
 def _counts(spec: Spec) -> tuple[str, str]:
     """(physical GPUs reporting now, physical GPUs seen within the lookback): distinct UUIDs, so
     MIG instances do not count as GPUs. With a cluster label the counts come from the per-GPU
-    inventory (narrowed by the cluster picker)."""
+    inventory and, when rendered, the GPUs on dcgm-exporter 1.x names (narrowed by the cluster
+    picker)."""
     if not spec.exporter.labels.cluster:
         job = f'{{{matcher("job", spec.exporter.job)}}}'
         return f"sum({names.GPU_DEVICES_REPORTING}{job})", f"sum({names.GPU_DEVICES_KNOWN}{job})"
     lab = spec.exporter.labels
-    inv = q.sel(spec, names.INVENTORY, FLEET)
+    sets = [q.sel(spec, s, FLEET) for s in lost.reporting_sets(spec)]
+    lookback = format_duration(spec.alerts.inventory_lookback)
     device = f"{lab.cluster}, {lab.node}, {lab.gpu}"
-    return (f"count(group by ({device}) ({inv}))",
-            f"count(group by ({device}) (max_over_time({inv}[{format_duration(spec.alerts.inventory_lookback)}])))")
+    return (f"count(group by ({device}) ({' or '.join(sets)}))",
+            f"count(group by ({device}) ({' or '.join(f'max_over_time({s}[{lookback}])' for s in sets)}))")
 
 
 def metric_panel(spec: Spec, m: Metric) -> db.Panel:

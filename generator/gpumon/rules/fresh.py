@@ -9,10 +9,11 @@ long after the cause is gone.
 
 The group that writes such sets ends with :func:`heartbeat`, a series written at every
 evaluation; all rules of one evaluation share its timestamp. :func:`fresh` keeps a series of the
-set only when it is not older than that heartbeat: a series the last evaluation wrote has the
-heartbeat's timestamp (or a newer one, while the group is in the middle of an evaluation: the
-heartbeat is its last rule), a leftover from before the restart an older one. No evaluation
-interval needs to be known. Without any heartbeat (the group never evaluated) nothing is dropped.
+set only when it is not older than that heartbeat by more than :data:`WRITE_LAG`: a series the
+last evaluation wrote has the heartbeat's timestamp (or a newer one, while the group is in the
+middle of an evaluation: the heartbeat is its last rule), a leftover from before the restart an
+older one. No evaluation interval needs to be known. Without any heartbeat (the group never
+evaluated) nothing is dropped.
 """
 
 from __future__ import annotations
@@ -23,6 +24,18 @@ from ..promqltext import matcher
 from . import names
 from .common import record
 from .model import Rule
+
+
+#: seconds a series of the set may be older than the heartbeat and still count as written by the
+#: same evaluation. vmalert writes its results to the store by remote write and reads them back
+#: from there: one evaluation's series arrive in several writes (``-remoteWrite.concurrency``
+#: connections, flushed every ``-remoteWrite.flushInterval``), and VictoriaMetrics makes each
+#: searchable a few seconds after it arrives, so the heartbeat of an evaluation can be visible while
+#: the set it closes is visible only as of an earlier one (measured on vmalert 1.151 with 1 s
+#: evaluations: the newest heartbeat visible was 6 s old, and GpuNodeMetricMissing ended for 4 s
+#: and paged again). On Prometheus the set and the heartbeat are visible together and this changes
+#: nothing; a series left from before a restart is dropped at most this long after it.
+WRITE_LAG = 15
 
 
 def inventory_group(spec) -> str:
@@ -37,8 +50,8 @@ def heartbeat(group: str) -> Rule:
 
 def fresh(sel: str, group: str) -> str:
     """``sel`` (a selector of a set recorded in group ``group``) without the series older than the
-    group's last evaluation (:func:`heartbeat`)."""
-    return f"({sel} unless timestamp({sel}) < on () group_left () {_last_evaluation(group)})"
+    group's last evaluation (:func:`heartbeat`) by more than :data:`WRITE_LAG`."""
+    return f"({sel} unless timestamp({sel}) < on () group_left () ({_last_evaluation(group)} - {WRITE_LAG}))"
 
 
 def _last_evaluation(group: str) -> str:

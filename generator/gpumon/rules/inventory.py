@@ -14,6 +14,7 @@ from ..spec.presets import PRIMARY
 from ..spec import Spec
 from . import names
 from .common import record
+from .lost import reporting_sets
 from .model import Rule
 from .promql import by, dur, fields_sel, fleet_ids, gpu_ids, job_sel, node_ids, valid_values
 
@@ -109,20 +110,24 @@ def counts(spec: Spec) -> list[Rule]:
     the inventory lookback, and MIG instances reporting now per job and node, and the inventory
     series per node (all and not in MIG mode: coverage's denominators). The inventory has
     one series per MIG instance: counted as is, one GPU in 4 MIG slices read 4 GPUs (issue 11,
-    item 7), so physical GPUs and MIG instances are counted apart and named so."""
+    item 7), so physical GPUs and MIG instances are counted apart and named so. The physical GPUs
+    include those of nodes on dcgm-exporter 1.x names (:func:`.lost.reporting_sets`), which the
+    inventory of current names leaves out."""
     lab = spec.exporter.labels
     nodes = by(node_ids(spec))
     lookback = dur(spec.alerts.inventory_lookback)
     fleet = by(fleet_ids(spec))
     device = f"{nodes}, {lab.gpu}"
     mig = f'{names.INVENTORY}{{{lab.mig_instance}!=""}}'
+    sets = reporting_sets(spec)
+    now = " or ".join(sets)
+    seen = " or ".join(f"max_over_time({s}[{lookback}])" for s in sets)
     return [
         record(names.NODE_INVENTORY, f"count by ({nodes}) ({names.INVENTORY})"),
         record(names.NODE_INVENTORY_NON_MIG, f'count by ({nodes}) ({names.INVENTORY}{{{matcher(lab.mig_instance, "")}}})'),
-        record(names.NODE_GPU_DEVICES_REPORTING, f"count by ({nodes}) (group by ({device}) ({names.INVENTORY}))"),
+        record(names.NODE_GPU_DEVICES_REPORTING, f"count by ({nodes}) (group by ({device}) ({now}))"),
         record(names.GPU_DEVICES_REPORTING, f"sum by ({fleet}) ({names.NODE_GPU_DEVICES_REPORTING})"),
-        record(names.GPU_DEVICES_KNOWN,
-               f"count by ({fleet}) (group by ({device}) (max_over_time({names.INVENTORY}[{lookback}])))"),
+        record(names.GPU_DEVICES_KNOWN, f"count by ({fleet}) (group by ({device}) ({seen}))"),
         record(names.NODE_MIG_INSTANCES_REPORTING, f"count by ({nodes}) ({mig})"),
         record(names.MIG_INSTANCES_REPORTING, f"sum by ({fleet}) ({names.NODE_MIG_INSTANCES_REPORTING})"),
     ]

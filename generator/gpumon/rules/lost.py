@@ -67,8 +67,9 @@ def legacy(spec: Spec) -> list[Rule]:
     return [record(names.LEGACY_INVENTORY, f"group by ({by(device_ids(spec))}) (\n  {sel}\n)")]
 
 
-def _reporting(spec: Spec) -> list[str]:
-    """The per-GPU sets of GPUs reporting now: the inventory, and the 1.x-names set when rendered."""
+def reporting_sets(spec: Spec) -> list[str]:
+    """The per-GPU sets of GPUs reporting now: the inventory, and the 1.x-names set when rendered
+    (:func:`legacy`). Whatever counts or knows GPUs reads both: a node on 1.x names has GPUs."""
     return [names.INVENTORY] + ([names.LEGACY_INVENTORY] if unserved_legacy_names(spec) else [])
 
 
@@ -76,8 +77,8 @@ def known(spec: Spec) -> Rule:
     """:data:`names.KNOWN`: the GPUs reporting now (current or 1.x names), seen within the
     inventory lookback, or known at the last evaluation, and not retired."""
     dev = by(device_ids(spec))
-    now = "\nor\n".join(f"group by ({dev}) ({s})" for s in _reporting(spec))
-    seen = "\nor\n".join(f"group by ({dev}) ({_self(spec, s)})" for s in _reporting(spec))
+    now = "\nor\n".join(f"group by ({dev}) ({s})" for s in reporting_sets(spec))
+    seen = "\nor\n".join(f"group by ({dev}) ({_self(spec, s)})" for s in reporting_sets(spec))
     # the GPUs seen within the lookback as well: an engine that cannot read a rule's own earlier
     # result (vmalert -replay evaluates a rule over a whole range at once; VictoriaMetrics makes a
     # new series searchable only seconds after its first sample) still knows them for that long
@@ -136,11 +137,20 @@ def xid_keep(spec: Spec, m: Metric) -> tuple[str, ...]:
     return gpu_ids(spec, m) + m.alert_labels
 
 
+def xid_hold(spec: Spec) -> float:
+    """Seconds a critical XID counts after its series vanished (8 sample intervals), for the XID
+    record (:func:`xid_lost`, which reads the XID that long) and for GpuXidCritical alike: the
+    alert must hold the XID for as long as the record may still take over, or on an engine that
+    makes the record's new series searchable seconds after its first sample (VictoriaMetrics:
+    about 10 s, plus vmalert's write lag) the page ends and starts again in between."""
+    return 8 * spec.exporter.sample_interval
+
+
 def recent(spec: Spec) -> str:
     """The GPUs that reported within :func:`lost_window` (4 sample intervals), under current or
     1.x names."""
     w = dur(4 * spec.exporter.sample_interval)
-    sets = [f"max_over_time({s}[{w}])" for s in _reporting(spec)]
+    sets = [f"max_over_time({s}[{w}])" for s in reporting_sets(spec)]
     return sets[0] if len(sets) == 1 else "(" + " or ".join(sets) + ")"
 
 
@@ -156,7 +166,7 @@ def xid_lost(spec: Spec) -> list[Rule]:
     if m is None:
         return []
     codes = m.xid.codes("critical")
-    w = dur(8 * spec.exporter.sample_interval)
+    w = dur(xid_hold(spec))
     last = f"last_over_time({job_sel(spec, m.name)}[{w}])"
     if "err_code" in m.alert_labels:
         sel = f'{m.name}{{{matcher("job", spec.exporter.job)},{matcher("err_code", "|".join(map(str, codes)), "=~")}}}'

@@ -172,11 +172,12 @@ def xid(spec: Spec, m: Metric, severity: str) -> Rule | None:
     codes = policy.codes(severity)
     # the GPU gone after it (off the bus): the page passes to job_gpu:gpumon_xid_lost:max, which the
     # inventory group records at its first evaluation after the GPU's series went stale. This alert
-    # is in another group, which may evaluate in between: the XID read over one scrape and one
-    # evaluation (two sample intervals) bridges that, or the page ended and started again (seen
-    # live on Prometheus; promtool evaluates every group at one instant)
+    # is in another group, which may evaluate in between, and the record's new series may become
+    # readable only seconds later (VictoriaMetrics): the XID is read over the record's own window
+    # (lost.xid_hold), or the page ended and started again (seen live on Prometheus and on vmalert;
+    # promtool evaluates every group at one instant)
     bus_off = severity == "critical" and lost.xid_metric(spec) is m
-    held = dur(2 * spec.exporter.sample_interval) if bus_off else None
+    held = dur(lost.xid_hold(spec)) if bus_off else None
     if policy.other == severity:
         listed = tuple(c for level in ("critical", "warning", "info", "ignore") for c in policy.codes(level))
         selected = _xid_selected(spec, m, (), others=(0,) + listed if "err_code" in m.alert_labels else listed,

@@ -152,7 +152,18 @@ def test_hostile_promql_in_a_rule_file_is_a_finding(tree):
                                            + "(" * 5000 + "up" + ")" * 5000 + "\n")
     proc, _ = gpumon("lint", tree)
     assert proc.returncode == 1, proc.stdout[-1000:]
-    assert "over gpumon's cap of 16384" in proc.stdout and "5000 brackets deep" in proc.stdout
+    assert "operators, over gpumon's cap of 200" in proc.stdout and "5000 brackets deep" in proc.stdout
+
+
+def test_a_long_query_with_few_operators_lints_clean(tree):
+    """A spec with every catalogued field renders a coverage rule of about 68,000 characters (a regex
+    of field names, 2 operators): length alone is cheap to parse, so only the operator and nesting
+    caps (and the annotation limit) refuse a query."""
+    fields = "|".join(f"DCGM_FI_FIELD_{i}" for i in range(3000))
+    (tree / "long.rules.yaml").write_text("groups:\n- name: long\n  rules:\n  - record: job:long:count\n    expr: "
+                                          f"'count by (job) (up{{dcgm_field=~\"{fields}\"}}) > 0'\n")
+    proc, _ = gpumon("lint", tree)
+    assert "long.rules.yaml" not in proc.stdout, proc.stdout[-2000:]
 
 
 # --------------------------------------------------------------------------- validate --dashboards

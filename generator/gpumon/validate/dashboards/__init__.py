@@ -285,7 +285,7 @@ def prepare(dash, panel, resolved: dict, end: float, lookback: float, scrape: fl
             pr.capped = (f"query {ref} uses ${huge[0]}, which has over {variables.MAX_VALUES} values; gpumon does "
                          "not expand it (select fewer values, or give it an allValue such as .*)")
             return pr
-        refused = promql.too_complex(text)
+        refused = promql.too_complex(text, promql.MAX_SENT_QUERY_CHARS)
         if refused:
             pr.capped = f"query {ref} is not sent: {refused}"
             return pr

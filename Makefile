@@ -30,7 +30,7 @@ fields:                          ## regenerate generator/gpumon/data/dcgm_fields
 	$(PYTHON) scripts/field_catalogue.py --dcgm-git $(DCGM_GIT) --exporter-ref $(EXPORTER_REF) > generator/gpumon/data/dcgm_fields.json.tmp
 	mv generator/gpumon/data/dcgm_fields.json.tmp generator/gpumon/data/dcgm_fields.json
 
-docs: $(BIN)/gpumon              ## regenerate docs/checks/ (one page per lint and validate check)
+docs: $(BIN)/gpumon              ## regenerate docs/checks/ (one page per lint and validate check), the checks and alert tables
 	$(BIN)/python -m gpumon.checkdocs
 
 prometheus-installed:

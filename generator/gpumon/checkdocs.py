@@ -8,8 +8,9 @@ docstring, ``FINDINGS``, ``WHY`` and ``SILENCE``, and show a finding recorded fr
 (``tests/data/validate-examples.json``; the end-to-end tests check that those findings still
 occur). The checks tables of docs/lint.md and docs/validate.md (between :data:`TABLE_BEGIN` and
 :data:`TABLE_END`) and the check count in README.md come from the same modules
-(:mod:`gpumon.checkfind`). ``make docs`` writes them all; a test fails when they are stale, like
-``gpumon render --check``.
+(:mod:`gpumon.checkfind`); the alert tables of README.md and docs/kubernetes.md come from
+templates/annotations.yaml (:mod:`gpumon.alerttable`). ``make docs`` writes them all; a test fails
+when they are stale, like ``gpumon render --check``.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import re
 import textwrap
 from pathlib import Path
 
+from . import alerttable
 from .checkfind import LINT, VALIDATE, modules, sections
 from .docpages import LINT_DIR, VALIDATE_DIR
 
@@ -170,7 +172,8 @@ def _with_table(text: str, table: str, name: str) -> str:
 
 def fragments(root: Path) -> dict[str, str]:
     """{path relative to ``root``: its whole new text} for the hand-written files that hold a
-    generated part: the checks tables of docs/lint.md and docs/validate.md, README.md's count."""
+    generated part: the checks tables of docs/lint.md and docs/validate.md, README.md's count and
+    the alert tables of README.md and docs/kubernetes.md."""
     def read(rel: str) -> str:
         return (root / rel).read_text(encoding="utf-8")
 
@@ -178,7 +181,7 @@ def fragments(root: Path) -> dict[str, str]:
     count = f"{len(modules(LINT))} checks (those that apply to the input run)"
     return {"docs/lint.md": _with_table(read("docs/lint.md"), lint_table(), "docs/lint.md"),
             "docs/validate.md": _with_table(read("docs/validate.md"), validate_table(), "docs/validate.md"),
-            "README.md": _README_COUNT.sub(count, readme)}
+            **alerttable.fragments(root, {"README.md": _README_COUNT.sub(count, readme)})}
 
 
 def write(root: Path, check: bool = False) -> list[str]:

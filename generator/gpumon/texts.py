@@ -34,13 +34,16 @@ def _annotation_env() -> jinja2.Environment:
 
 
 @lru_cache(maxsize=None)
-def _annotation_sources() -> dict[str, dict[str, str]]:
+def _annotation_sources() -> dict[str, dict]:
     text = (templates_dir() / "annotations.yaml").read_text("utf-8")
     return yaml.safe_load(text)
 
 
 def annotations(kind: str, **context) -> tuple[tuple[str, str], ...]:
     """Render the ``summary`` and ``description`` of alert ``kind`` from ``templates/annotations.yaml``.
+
+    Only those two keys become annotations: a kind's ``table:`` entry is its row in the docs' alert
+    tables (:mod:`gpumon.alerttable`), never rendered into a rule.
 
     Args:
         kind: a top-level key of annotations.yaml (e.g. ``exporter_down``).

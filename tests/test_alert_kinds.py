@@ -2,10 +2,11 @@
 a contributor edits by hand named, and the suite's guards for alerts run on the copy's render.
 
 The files: the constructor in its rules module (code), its promtool scenario in the matching
-``ruletests/*_cases.py`` (its test: every alert must have a firing and a quiet case), its
-annotation texts in ``templates/annotations.yaml`` (the doc source: summary, description; the
-runbook falls back to ``generic.md.j2``) and its row in README's alert table (tests/test_drift.py).
-That is one more than a check needs: README's table is still written by hand.
+``ruletests/*_cases.py`` (its test: every alert must have a firing and a quiet case), and its entry
+in ``templates/annotations.yaml`` (the doc source: summary and description for the annotations, the
+row of README's alert table under ``table:``; the runbook falls back to ``generic.md.j2``).
+``make docs`` writes the row into README (tests/test_checkdocs.py fails while it is stale, and
+tests/test_drift.py while an alert has no row). Three files, as for a check.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from .test_checkfind import _copy
 
 #: every file a new alert kind is written into by hand (the rest is rendered or found)
 HAND_EDITED = ("generator/gpumon/rules/exporter.py", "generator/gpumon/ruletests/exporter_cases.py",
-               "templates/annotations.yaml", "README.md")
+               "templates/annotations.yaml")
 
 RULE = '''
 
@@ -52,8 +53,14 @@ exporter_sample:
   summary: "dcgm-exporter target {{ $labels.instance }} exports many samples"
   description: >-
     {{ $labels.instance }} (job [[ job ]]) exported {{ $value }} samples in its last scrape.
+  table:
+    order: 45
+    alerts: [GpuExporterSample]
+    fires_when: over 100000 samples in a scrape
+    why: a sample alert kind
 '''
 
+#: the row ``make docs`` writes into README's table, after `GpuExporterEmpty`'s (order 40)
 README_ROW = "| `GpuExporterSample` | over 100000 samples in a scrape | a sample alert kind |\n"
 
 
@@ -67,24 +74,26 @@ def _add_sample_kind(root: Path) -> None:
     text = cases.read_text() + CASE
     cases.write_text(text.replace("empty, scrape_slow, legacy_names):", "empty, scrape_slow, legacy_names, sample):"))
     (root / HAND_EDITED[2]).write_text((root / HAND_EDITED[2]).read_text() + ANNOTATIONS)
-    readme = root / HAND_EDITED[3]
-    row = next(line for line in readme.read_text().splitlines(keepends=True) if line.startswith("| `GpuExporterEmpty` |"))
-    readme.write_text(readme.read_text().replace(row, row + README_ROW, 1))
 
 
 @pytest.mark.slow   # a copy of the package, a render and promtool: a few seconds of CPU
-def test_a_new_alert_kind_is_four_hand_edited_files(tmp_path):
+def test_a_new_alert_kind_is_three_hand_edited_files(tmp_path):
     root = _copy(tmp_path)
+    readme_before = (root / "README.md").read_text()
     _add_sample_kind(root)
     script = textwrap.dedent("""\
-        import json, sys
+        import contextlib, json, sys
         from click.testing import CliRunner
         import gpumon
+        from gpumon import checkdocs
         from gpumon.alertnames import builtin_alerts
         from gpumon.cli import cli
         ran = CliRunner().invoke(cli, ["render", "gpumon.yaml", "-o", "out"])
+        with contextlib.redirect_stdout(sys.stderr):
+            checkdocs.main([])   # make docs
+            stale = checkdocs.main(["--check"])
         json.dump({"package": gpumon.__file__, "render": ran.exit_code, "output": ran.output,
-                   "builtin": sorted(builtin_alerts())}, sys.stdout)
+                   "builtin": sorted(builtin_alerts()), "docs_stale": stale}, sys.stdout)
         """)
     env = {**os.environ, "PYTHONPATH": str(root / "generator")}
     ran = subprocess.run([sys.executable, "-c", script], cwd=root, env=env, capture_output=True, text=True, timeout=300)
@@ -95,6 +104,10 @@ def test_a_new_alert_kind_is_four_hand_edited_files(tmp_path):
     # found, not listed: the spec refuses a threshold of that name, the drift guard wants its row
     assert "GpuExporterSample" in out["builtin"]
     assert "GpuExporterSample" in _table_alerts_of(root)
+    # make docs wrote exactly the row into README's table (and nothing else there), and left nothing stale
+    row = next(line for line in readme_before.splitlines(keepends=True) if line.startswith("| `GpuExporterEmpty` |"))
+    assert (root / "README.md").read_text() == readme_before.replace(row, row + README_ROW, 1)
+    assert out["docs_stale"] == 0, ran.stderr
     rules = (root / "out/rules/gpumon.rules.yaml").read_text()
     assert "alert: GpuExporterSample" in rules and "exports many samples" in rules
     assert (root / "out/runbooks/GpuExporterSample.md").exists()

@@ -1,11 +1,13 @@
-"""Counts and lists the README and docs state by hand, held to the code they describe: gpumon's
-own alert names (found in gpumon/rules/) each have a row in an alert table, and the scenario matrix
-counts name the scenarios tests/matrix_cases.py holds."""
+"""Counts and lists the README and docs state, held to the code they describe: gpumon's own alert
+names (found in gpumon/rules/) each have a row in an alert table (generated from
+templates/annotations.yaml), and the scenario matrix counts name the scenarios tests/matrix_cases.py
+holds."""
 
 from __future__ import annotations
 
 import re
 
+from gpumon import alerttable
 from gpumon.alertnames import builtin_alerts
 
 from . import matrix_cases
@@ -22,6 +24,11 @@ def test_every_builtin_alert_has_a_row_in_an_alert_table():
     """README's alerting-rules table, or docs/kubernetes.md's for the kubernetes section's alerts."""
     documented = _table_alerts("README.md") | _table_alerts("docs/kubernetes.md")
     assert sorted(builtin_alerts() - documented) == []
+
+
+def test_every_builtin_alert_has_a_row_in_the_doc_source():
+    """The rows come from each kind's ``table:`` in templates/annotations.yaml."""
+    assert sorted(builtin_alerts() - alerttable.alert_names(alerttable.load(ROOT))) == []
 
 
 def test_readme_counts_the_matrix_scenarios():

@@ -70,6 +70,7 @@ def test_rows_follow_their_order_not_the_file_order(tmp_path):
     ({"order": 1, "alerts": ["GpuX"], "fires_when": "x", "why": "y", "severity": "critical"}, "has unknown severity"),
     ({"order": 1, "page": "docs/nowhere.md", "alerts": ["GpuX"]}, "is not one of"),
     ({"order": 20, "alerts": ["GpuX"], "fires_when": "x", "why": "y"}, "share order 20"),
+    ({"order": 1, "alerts": ["GpuX"], "fires_when": "a || b", "why": "y"}, "holds a |"),
 ])
 def test_a_wrong_row_is_refused(row, message):
     source = yaml.safe_load((ROOT / "templates/annotations.yaml").read_text(encoding="utf-8"))

@@ -45,7 +45,7 @@ def rows(source: dict) -> dict[str, list[dict]]:
 
     Raises:
         ValueError: a row names an unknown page, lacks a column or ``order``, has a key no column
-        reads, or shares its ``order`` with another row of its page.
+        reads, holds a ``|``, or shares its ``order`` with another row of its page.
     """
     out: dict[str, list[dict]] = {page: [] for page in PAGES}
     for kind, entry in source.items():
@@ -60,6 +60,8 @@ def rows(source: dict) -> dict[str, list[dict]]:
             if missing or extra:
                 raise ValueError(f"annotations.yaml {kind}: table row for {page} "
                                  + (f"lacks {', '.join(missing)}" if missing else f"has unknown {', '.join(extra)}"))
+            if any("|" in _cell(key, row[key]) for key in columns):
+                raise ValueError(f"annotations.yaml {kind}: a table row for {page} holds a | (it would split the row)")
             out[page].append({**row, "kind": kind})
     for page, found in out.items():
         found.sort(key=lambda r: r["order"])

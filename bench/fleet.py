@@ -187,7 +187,7 @@ def run_validate(src: Source, spec_path: Path, proxy: CountingProxy, concurrency
         pass
     return {"exit": proc.returncode, "wall": wall, "rss": rss_kib * 1024, "requests": traffic.requests,
             "bytes": traffic.bytes, "largest": traffic.largest, "prom_seconds": traffic.upstream_seconds,
-            "statuses": traffic.statuses, "findings": findings,
+            "statuses": traffic.statuses, "findings": findings, "log": traffic.log,
             "stderr": proc.stderr[-800:] if proc.returncode not in (0, 1) else ""}
 
 

@@ -202,6 +202,8 @@ def report(res: dict) -> None:
         (a, ra), (b, rb) = runs.items()
         mean = [sum(r["wall"] for r in rs) / len(rs) for rs in (ra, rb)]
         print(f"-- wall {a} / {b} = {fl.ratio(mean[0], mean[1]):.2f}x ({mean[0]:.2f}s / {mean[1]:.2f}s, same server, ABBA)")
+        same = all(r["digest"] == ra[0]["digest"] for r in ra + rb)
+        print(f"-- findings (check, severity, subject, labels) of every measured run: {'identical' if same else 'DIFFER'}")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -120,3 +120,20 @@ def test_values_reason_is_the_per_reason_filters():
             kept = v == v and (lo is None or v >= lo) and (hi is None or v <= hi) and v < DCGM_BLANK_MIN
             assert reason(m, v) == old, (m.name, v)
             assert (old is None) == kept, (m.name, v)  # the query returns exactly the bad readings
+
+
+def test_values_filter_reads_the_recent_window_only():
+    """The values check selects each metric once as an instant vector (the readings it reports)
+    and filters the good ones out with ``last_over_time`` over 3 scrapes: an instant selector
+    reads the server's whole lookback delta, the filter only the head."""
+    from gpumon.validate.values import query
+
+    ctx = context(4)
+    try:
+        ctx.__dict__["targets"] = type("T", (), {"scrape_interval": 15.0})()
+        m = next(m for m in ctx.spec.metrics if m.name == "DCGM_FI_DEV_GPU_TEMP")
+        q = query(ctx, m)
+        assert q.startswith('DCGM_FI_DEV_GPU_TEMP{job="dcgm-exporter"} unless last_over_time(')
+        assert q.count("DCGM_FI_DEV_GPU_TEMP{") == 2 and '"}[45s]) >= ' in q
+    finally:
+        ctx.close()

@@ -13,9 +13,11 @@ For ``--gpus N --clusters K`` (N GPUs in all, 8 per node, split evenly over K cl
 3. one Prometheus per cluster (no rules) scrapes its nodes every 15 s (the spec's interval); with
    K > 1 each has ``external_labels: {cluster: cK}``, a Thanos sidecar, and one Thanos Query
    fronts them all (``--backend thanos``: ``dedup``, ``partial_response``);
-4. after ``--settle`` seconds of scraping, through a counting proxy: ``gpumon validate`` twice (the
-   first warms the server's caches; the second counts: requests, bytes, upstream seconds, and wall
-   and peak RSS from ``/usr/bin/time``), then the two naive validators, 4 in flight (as validate),
+4. after ``--settle`` seconds of scraping, through a counting proxy: ``gpumon validate`` once cold
+   (warming the server's caches), then measured twice (requests, bytes, upstream seconds, wall and
+   peak RSS from ``/usr/bin/time``, the proxy's per-request log: the costliest requests print); with
+   ``--also REV`` that revision too on the same server, in the order A B B A, with both walls' ratio
+   and whether their findings are identical; then the two naive validators, 4 in flight (as validate),
    a seeded sample of ``--naive-sample`` queries each, wall scaled to all of them:
    ``required``, one ``count(M{job, UUID})`` per *required* metric and GPU (the one users write
    first), and ``spec``, the same per spec'd metric. The ratios naive wall / validate wall of

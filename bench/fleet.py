@@ -87,7 +87,7 @@ class Source:
         self.label = self.commit + ("+dirty" if dirty else "")
 
     def env(self) -> dict:
-        return {**os.environ, "PYTHONPATH": str(self.path), "PYTHONDONTWRITEBYTECODE": "1"}
+        return {**os.environ, "PYTHONPATH": str(self.path / "generator"), "PYTHONDONTWRITEBYTECODE": "1"}
 
     def gpumon(self, *args: str) -> list[str]:
         return [sys.executable, "-m", "gpumon.cli", *args]
@@ -180,14 +180,18 @@ def run_validate(src: Source, spec_path: Path, proxy: CountingProxy, concurrency
     for line in proc.stderr.splitlines():
         if line.startswith("GPUMON_TIME "):
             rss_kib = int(line.split()[1])
-    findings = None
+    findings, digest = None, None
     try:
-        findings = len(json.loads(proc.stdout).get("findings", []))
+        listed = json.loads(proc.stdout).get("findings", [])
+        findings = len(listed)
+        # what a finding is, without its message (which may carry times such as "5m ago")
+        digest = sorted(json.dumps([f.get(k) for k in ("check", "severity", "subject", "labels")], sort_keys=True)
+                        for f in listed)
     except (ValueError, AttributeError):
         pass
     return {"exit": proc.returncode, "wall": wall, "rss": rss_kib * 1024, "requests": traffic.requests,
             "bytes": traffic.bytes, "largest": traffic.largest, "prom_seconds": traffic.upstream_seconds,
-            "statuses": traffic.statuses, "findings": findings,
+            "statuses": traffic.statuses, "findings": findings, "digest": digest, "log": traffic.log,
             "stderr": proc.stderr[-800:] if proc.returncode not in (0, 1) else ""}
 
 

@@ -70,6 +70,10 @@ class Traffic:
     upstream_seconds: float = 0.0
     statuses: dict[int, int] = field(default_factory=dict)
     largest: int = 0
+    #: (upstream seconds, start offset from the first request, method, path with its query string)
+    #: of every request, in arrival order: where the time goes, request by request
+    log: list[tuple[float, float, str, str]] = field(default_factory=list)
+    started: float | None = None
 
 
 class CountingProxy(ServedInThread):
@@ -89,6 +93,9 @@ class CountingProxy(ServedInThread):
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+            # headers and body go out in two writes: with Nagle's algorithm on, the body waits for
+            # the client's delayed ACK of the headers (about 40 ms on Linux), on every request
+            disable_nagle_algorithm = True
 
             def _forward(self, method: str):
                 length = int(self.headers.get("Content-Length") or 0)
@@ -108,6 +115,9 @@ class CountingProxy(ServedInThread):
                     t.largest = max(t.largest, len(data))
                     t.upstream_seconds += took
                     t.statuses[status] = t.statuses.get(status, 0) + 1
+                    t.started = start if t.started is None else min(t.started, start)
+                    query = body.decode(errors="replace") if body else ""
+                    t.log.append((took, start - t.started, method, self.path + (f" {query}" if query else "")))
                 try:
                     self.send_response(status)
                     if ctype:

@@ -13,16 +13,18 @@ For ``--gpus N --clusters K`` (N GPUs in all, 8 per node, split evenly over K cl
 3. one Prometheus per cluster (no rules) scrapes its nodes every 15 s (the spec's interval); with
    K > 1 each has ``external_labels: {cluster: cK}``, a Thanos sidecar, and one Thanos Query
    fronts them all (``--backend thanos``: ``dedup``, ``partial_response``);
-4. after ``--settle`` seconds of scraping, through a counting proxy: ``gpumon validate`` twice (the
-   first warms the server's caches; the second counts: requests, bytes, upstream seconds, and wall
-   and peak RSS from ``/usr/bin/time``), then the two naive validators, 4 in flight (as validate),
+4. after ``--settle`` seconds of scraping, through a counting proxy: ``gpumon validate`` once cold
+   (warming the server's caches), then measured twice (requests, bytes, upstream seconds, wall and
+   peak RSS from ``/usr/bin/time``, the proxy's per-request log: the costliest requests print); with
+   ``--also REV`` that revision too on the same server, in the order A B B A, with both walls' ratio
+   and whether their findings are identical; then the two naive validators, 4 in flight (as validate),
    a seeded sample of ``--naive-sample`` queries each, wall scaled to all of them:
    ``required``, one ``count(M{job, UUID})`` per *required* metric and GPU (the one users write
    first), and ``spec``, the same per spec'd metric. The ratios naive wall / validate wall of
    both print together, with ``uptime``'s load before and after.
 
 Usage: .venv/bin/python bench/validate_fleet.py --gpus 8000 [--clusters 1] [--history 3600]
-       [--chunk-mib 1024] [--prometheus PATH] [--thanos PATH] [--rev REV | --src DIR] [--json OUT]
+       [--chunk-mib 1024] [--prometheus PATH] [--thanos PATH] [--rev REV | --src DIR] [--also REV] [--json OUT]
 Every server binds 127.0.0.1 and is stopped by PID at exit, on Ctrl-C and on SIGTERM.
 """
 
@@ -36,6 +38,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.parse
 from contextlib import ExitStack
 from pathlib import Path
 
@@ -44,7 +47,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from gpumon.localprom import free_port, stop_process, wait_ready  # noqa: E402
-from gpumon.simulate import gpu_uuid  # noqa: E402
+from gpumon.simpages import gpu_uuid  # noqa: E402
 from gpumon.spec import load_spec  # noqa: E402
 
 import fleetlib as fl  # noqa: E402
@@ -134,15 +137,26 @@ def start_cluster(stack: ExitStack, i: int, healthy: dict, pages: dict, args, sp
     return prom
 
 
-def measure(args, spec, src: Source, url: str, backend: str, uuids: list[str]) -> dict:
-    """validate twice (the second counts), then both naive validators, through one proxy."""
+def measure(args, spec, sources: list[Source], url: str, backend: str, uuids: list[str]) -> dict:
+    """validate of each revision in ``sources`` twice cold (warming the server's caches), then
+    measured twice in the order A B B A (the lookback's data grows during the run: the mean of a
+    revision's two runs cancels a steady drift), then both naive validators; one proxy."""
     out: dict = {"load before": load()}
     with CountingProxy(url) as proxy:
         extra = ["--backend", backend] if backend != "prometheus" else []
-        first = run_validate(src, src.path / "gpumon.yaml", proxy, args.concurrency, extra)
-        log(f"validate (cold): {first['wall']:.1f}s, exit {first['exit']}, {first['findings']} findings {first['stderr']}")
-        out["validate"] = run_validate(src, src.path / "gpumon.yaml", proxy, args.concurrency, extra)
-        log(f"validate: {out['validate']['wall']:.1f}s; naive validators")
+
+        def once(src: Source) -> dict:
+            return run_validate(src, src.path / "gpumon.yaml", proxy, args.concurrency, extra)
+        for src in sources:
+            first = once(src)
+            log(f"validate {src.label} (cold): {first['wall']:.1f}s, exit {first['exit']}, {first['findings']} findings "
+                f"{first['stderr']}")
+        runs: dict[str, list[dict]] = {src.label: [] for src in sources}
+        for src in sources + sources[::-1]:
+            runs[src.label].append(once(src))
+            log(f"validate {src.label}: {runs[src.label][-1]['wall']:.2f}s (load {load()})")
+        out["validate runs"] = runs
+        out["validate"] = runs[sources[0].label][-1]
         out["load validate"] = load()
         for kind, queries in (("required", fl.naive_required_queries(spec, uuids)), ("spec", fl.naive_queries(spec, uuids))):
             out[f"naive {kind}"] = run_naive(queries, proxy, args.concurrency, args.naive_sample)
@@ -151,20 +165,47 @@ def measure(args, spec, src: Source, url: str, backend: str, uuids: list[str]) -
     return out
 
 
+def costliest(runs: list[dict], top: int = 6) -> list[str]:
+    """The ``top`` requests by upstream seconds (the server's time, seen from the proxy) of a
+    revision's last measured run, and the summed seconds per request kind (the query's first
+    function or selector) of all of them."""
+    kinds: dict[str, float] = {}
+    for took, _, _, what in runs[-1]["log"]:
+        path, _, rest = what.partition("?")
+        text = urllib.parse.unquote_plus(rest.split(" ", 1)[-1] if " " in rest else rest)
+        kind = text.partition("query=")[2][:48] or path
+        kinds[kind] = kinds.get(kind, 0.0) + took
+    rows = sorted(runs[-1]["log"], reverse=True)[:top]
+    out = [f"{took:6.2f}s @{at:6.2f}s {urllib.parse.unquote_plus(what)[:140]!r}" for took, at, _, what in rows]
+    return out + [f"{sec:6.2f}s summed  {kind!r}" for kind, sec in sorted(kinds.items(), key=lambda kv: -kv[1])[:top]]
+
+
 def report(res: dict) -> None:
-    v = res["validate"]
     print(f"\n=== {res['gpus']:,} GPUs in {res['clusters']} cluster(s) ({res['view']}); history {res['history']:g}s, "
           f"backfill {res['backfill']}; load before / during / after: {res['load before']} / "
           f"{res['load validate']} / {res['load after']}")
-    for kind in ("required", "spec"):
-        n = res[f"naive {kind}"]
-        print(f"   naive {kind:8}: {n['queries']:,} queries ({n['sampled']:,} run), wall {n['wall']:.1f}s scaled, "
-              f"{n['bytes'] / 1e6:.2f} MB; naive / validate wall = {fl.ratio(n['wall'], v['wall']):.1f}x")
-    print(f"   validate: exit {v['exit']}, {v['findings']} findings, {v['requests']} requests, {v['bytes'] / 1e6:.2f} MB "
-          f"(largest {v['largest'] / 1e6:.2f} MB), peak RSS {v['rss'] / 2**20:.1f} MiB, wall {v['wall']:.2f}s, "
-          f"upstream {v['prom_seconds']:.1f}s summed")
-    if v["stderr"]:
-        print("   stderr: " + v["stderr"])
+    runs = res["validate runs"]
+    for label, mine in runs.items():
+        v, wall = mine[-1], sum(r["wall"] for r in mine) / len(mine)
+        walls = " / ".join(f"{r['wall']:.2f}" for r in mine)
+        print(f"-- validate {label}: exit {v['exit']}, {v['findings']} findings, {v['requests']} requests, "
+              f"{v['bytes'] / 1e6:.2f} MB (largest {v['largest'] / 1e6:.2f} MB), peak RSS {v['rss'] / 2**20:.1f} MiB, "
+              f"wall {walls}s (mean {wall:.2f}s), "
+              f"upstream {v['prom_seconds']:.1f}s summed")
+        for kind in ("required", "spec"):
+            n = res[f"naive {kind}"]
+            print(f"   naive {kind:8}: {n['queries']:,} queries ({n['sampled']:,} run), wall {n['wall']:.1f}s scaled, "
+                  f"{n['bytes'] / 1e6:.2f} MB; naive / validate wall = {fl.ratio(n['wall'], wall):.1f}x")
+        for line in costliest(mine):
+            print("   " + line)
+        if v["stderr"]:
+            print("   stderr: " + v["stderr"])
+    if len(runs) == 2:
+        (a, ra), (b, rb) = runs.items()
+        mean = [sum(r["wall"] for r in rs) / len(rs) for rs in (ra, rb)]
+        print(f"-- wall {a} / {b} = {fl.ratio(mean[0], mean[1]):.2f}x ({mean[0]:.2f}s / {mean[1]:.2f}s, same server, ABBA)")
+        same = all(r["digest"] == ra[0]["digest"] for r in ra + rb)
+        print(f"-- findings (check, severity, subject, labels) of every measured run: {'identical' if same else 'DIFFER'}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -182,6 +223,8 @@ def main(argv: list[str] | None = None) -> int:
     code = ap.add_mutually_exclusive_group()
     code.add_argument("--rev")
     code.add_argument("--src")
+    ap.add_argument("--also", metavar="REV", help="also measure validate of this revision on the same server "
+                                                  "(e.g. main), side by side, ABBA order")
     ap.add_argument("--json")
     args = ap.parse_args(argv)
 
@@ -190,6 +233,7 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, on_term)
     spec = load_spec(ROOT / "gpumon.yaml")
     src = Source(args.rev, args.src)
+    sources = [src] + ([Source(args.also, None)] if args.also else [])
     nodes = max(1, args.gpus // fl.GPUS_PER_NODE)
     res = {"gpus": nodes * fl.GPUS_PER_NODE, "clusters": args.clusters, "history": args.history, "revision": src.label}
     try:
@@ -214,7 +258,7 @@ def main(argv: list[str] | None = None) -> int:
             log(f"settling {args.settle:g}s; validate against {url}")
             time.sleep(args.settle)
             uuids = [gpu_uuid(f"gpu-node-{n + 1}", g) for n in range(nodes) for g in range(fl.GPUS_PER_NODE)]
-            res.update(measure(args, spec, src, url, backend, uuids))
+            res.update(measure(args, spec, sources, url, backend, uuids))
             res["prometheus rss"] = [p.rss_bytes() for p in proms]
             report(res)
             if args.serve:
@@ -224,7 +268,8 @@ def main(argv: list[str] | None = None) -> int:
         log("interrupted: servers stopped")
         return 130
     finally:
-        src.close()
+        for one in sources:
+            one.close()
         if args.json and "validate" in res:
             Path(args.json).write_text(json.dumps(res, indent=1, default=str))
     return 0

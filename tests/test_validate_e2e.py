@@ -128,7 +128,7 @@ def test_requests_do_not_grow_with_the_fleet(env):
 
 @pytest.mark.parametrize("job", ["dcgm-exporter", "dcgm-big"])
 def test_reporting_parts_union_is_the_single_query(env, job):
-    """The reporting union runs as --concurrency disjoint parts (by the UUID's last digit); together
+    """The reporting union runs as --concurrency disjoint parts (by the GPU index's last digit); together
     they answer exactly what the one union query answers, each GPU label set in one part only."""
     from gpumon.validate import facts
     from gpumon.validate.base import Context

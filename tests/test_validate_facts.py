@@ -31,9 +31,7 @@ def matches(matcher: str, value: str) -> bool:
     return hit if op == "=~" else not hit
 
 
-VALUES = ["", "GPU-0d1f6a5e-0b8e-4c07-8f67-1b2f3c4d5e6f", "GPU-ABCDEF01-0000-0000-0000-00000000000F",
-          "MIG-9a1f2b3c-0000-0000-0000-000000000007", "x"] + \
-         [f"GPU-{n:08d}-0000-0000-0000-{g:012x}" for n in range(3) for g in range(16)]
+VALUES = ["", "x", "0x1", "12a", "GPU-0d1f6a5e-0b8e-4c07-8f67-1b2f3c4d5e6f"] + [str(i) for i in range(40)]
 
 
 @pytest.mark.parametrize("concurrency", [1, 2, 3, 4, 8, 16, 40])
@@ -41,7 +39,8 @@ def test_parts_partition_every_value(concurrency):
     ctx = context(concurrency)
     try:
         parts = facts._shard_matchers(ctx)
-        assert len(parts) == max(1, min(concurrency, 16))
+        assert len(parts) == max(1, min(concurrency, 10))
+        assert all(p.startswith('gpu=~"') or p.startswith('gpu!~"') for p in parts if p)
         for value in VALUES:
             hits = [p for p in parts if p == "" or matches(p, value)]
             assert len(hits) == 1, (value, hits)
@@ -50,15 +49,30 @@ def test_parts_partition_every_value(concurrency):
 
 
 def test_parts_spread_a_nodes_gpus_evenly():
-    """The benchmark's (and many fleets') UUIDs differ in their last digits: GPUs 0-7 of a node go
-    two to each of 4 parts."""
+    """The parts split by the GPU index, not the UUID: a regex matcher costs the server one match
+    per value of its label and one postings list per matching value (a fleet has as many UUIDs as
+    GPUs, a few indexes). GPUs 0-7 of a node go two to each of 4 parts."""
     ctx = context(4)
     try:
         parts = facts._shard_matchers(ctx)
-        per_part = [sum(matches(p, f"GPU-00000001-0000-0000-0000-{g:012d}") for g in range(8)) for p in parts]
+        per_part = [sum(matches(p, str(g)) for g in range(8)) for p in parts]
         assert per_part == [2, 2, 2, 2]
-        assert all(f"last_over_time(DCGM_FI_DEV_GPU_TEMP{{job=\"dcgm-exporter\",{p}}}" in q
+        assert all(f"last_over_time(DCGM_FI_DEV_GPU_TEMP{{job=\"dcgm-exporter\",{p}}}" in q and "UUID=~" not in q
                    for p, q in zip(parts, (facts.inventory_queries(ctx)[f"fleet|now|{i}"] for i in range(4))))
+    finally:
+        ctx.close()
+
+
+def test_gone_is_one_grouping_of_the_series_difference():
+    """A metric's "gone" GPUs: the lookback's series unless (on the identity) the recent ones,
+    grouped once, not both sides grouped: the grouping of every GPU's series is the costly part."""
+    ctx = context(4)
+    try:
+        ctx.__dict__["targets"] = type("T", (), {"scrape_interval": 15.0})()
+        q = facts.inventory_queries(ctx)["state|DCGM_FI_DEV_GPU_TEMP"]
+        gone = q.split(" or ", 1)[1]
+        assert gone.count("group by") == 1 and gone.count("last_over_time") == 2
+        assert "[1h]) unless on (" in gone and "[45s]))" in gone
     finally:
         ctx.close()
 
@@ -106,3 +120,20 @@ def test_values_reason_is_the_per_reason_filters():
             kept = v == v and (lo is None or v >= lo) and (hi is None or v <= hi) and v < DCGM_BLANK_MIN
             assert reason(m, v) == old, (m.name, v)
             assert (old is None) == kept, (m.name, v)  # the query returns exactly the bad readings
+
+
+def test_values_filter_reads_the_recent_window_only():
+    """The values check selects each metric once as an instant vector (the readings it reports)
+    and filters the good ones out with ``last_over_time`` over 3 scrapes: an instant selector
+    reads the server's whole lookback delta, the filter only the head."""
+    from gpumon.validate.values import query
+
+    ctx = context(4)
+    try:
+        ctx.__dict__["targets"] = type("T", (), {"scrape_interval": 15.0})()
+        m = next(m for m in ctx.spec.metrics if m.name == "DCGM_FI_DEV_GPU_TEMP")
+        q = query(ctx, m)
+        assert q.startswith('DCGM_FI_DEV_GPU_TEMP{job="dcgm-exporter"} unless last_over_time(')
+        assert q.count("DCGM_FI_DEV_GPU_TEMP{") == 2 and '"}[45s]) >= ' in q
+    finally:
+        ctx.close()

@@ -33,19 +33,35 @@ def present(ctx, metric: str, window: str) -> str:
     return f"group by ({_ids(ctx)}) (last_over_time({ctx.sel(metric)}[{window}]))"
 
 
+def gone_query(ctx, metric: str, window: str, recent: str) -> str:
+    """The GPU label sets that carried ``metric`` within ``window`` and not within ``recent``:
+    ``group by (<identity>) (last_over_time(M[window]) unless on (<identity>)
+    last_over_time(M[recent]))``. The set difference is taken on the series and grouped after:
+    the same label sets as the difference of the two groupings (``unless on`` compares only the
+    identity labels), without grouping every GPU's series twice on the way (what is left is the
+    few gone GPUs)."""
+    ids = _ids(ctx)
+    return (f"group by ({ids}) (last_over_time({ctx.sel(metric)}[{window}]) unless on ({ids}) "
+            f"last_over_time({ctx.sel(metric)}[{recent}]))")
+
+
 def _shard_matchers(ctx) -> list[str]:
-    """Matchers that split the GPUs into ``min(--concurrency, 16)`` disjoint parts by the last
-    character of the GPU label (``UUID=~".*[048c]"``, ...), so the reporting query runs as that
+    """Matchers that split the GPUs into ``min(--concurrency, 10)`` disjoint parts by the last
+    digit of the GPU index label (``gpu=~".*[05]"``, ...), so the reporting query runs as that
     many requests side by side (Prometheus evaluates one query on one core). The last part is the
-    complement of the others (``!~``): a series without the label, or with the other spelling or
-    upper-case hex, still lands in exactly one part. Hex digits go round robin, so UUIDs that
-    differ only in their last digits (a node's GPUs 0-7) spread evenly too. One part: no matcher."""
-    parts = max(1, min(ctx.concurrency, 16))
+    complement of the others (``!~``): a series without the label, or with a value not ending in
+    a digit, still lands in exactly one part. Digits go round robin, so a node's GPUs 0-7 spread
+    evenly. The index, not the UUID: a regex matcher costs the server one match per value of its
+    label and one postings list merged per matching value, for every selector of the union (28 of
+    them per part); a fleet has a few GPU indexes and as many UUIDs as GPUs (at 8,000 GPUs the
+    UUID parts cost twice the unsplit query, the index parts about the same). One part: no matcher."""
+    parts = max(1, min(ctx.concurrency, 10))
     if parts == 1:
         return [""]
-    classes = ["0123456789abcdef"[i::parts] for i in range(parts - 1)]
-    return [matcher(ctx.labels.gpu, f".*[{c}]", "=~") for c in classes] + \
-        [matcher(ctx.labels.gpu, f".*[{''.join(sorted(''.join(classes)))}]", "!~")]
+    classes = ["0123456789"[i::parts] for i in range(parts - 1)]
+    label = ctx.labels.gpu_index
+    return [matcher(label, f".*[{c}]", "=~") for c in classes] + \
+        [matcher(label, f".*[{''.join(sorted(''.join(classes)))}]", "!~")]
 
 
 def reporting_query(ctx, shard: str = "") -> str:
@@ -74,8 +90,7 @@ def inventory_queries(ctx) -> dict[str, str]:
     legacy = []
     for m in ctx.spec.tracked_metrics:
         out[f"state|{m.name}"] = (f'label_replace(count({present(ctx, m.name, recent)}), "{STATE}", "now", "", "")\n or '
-                                  f'label_replace({present(ctx, m.name, window)} unless on ({ids}) '
-                                  f'{present(ctx, m.name, recent)}, "{STATE}", "gone", "", "")')
+                                  f'label_replace({gone_query(ctx, m.name, window, recent)}, "{STATE}", "gone", "", "")')
         if m.required:
             for name in m.legacy_names:
                 legacy.append(f'label_replace(label_replace(group by ({ids}) ({ctx.sel(name)}), '

@@ -61,14 +61,22 @@ def _num(value: float) -> str:
 
 
 def query(ctx: Context, m: Metric) -> str:
-    """The bad readings of ``m`` now: ``M unless (M >= lo <= hi < DCGM_BLANK_MIN)``, each series
-    as the server has it (two selections of ``M``, where asking per reason took four: on a big
-    fleet every selection reads every GPU's series, which validate's run time follows), and for
-    a ``frozen_check`` metric one series per GPU labelled ``reason="frozen"`` (aggregated, so
-    without ``__name__``). :func:`reason` tells the other readings' reason from their value."""
+    """The bad readings of ``m`` now: ``M unless (last_over_time(M[3 scrapes]) >= lo <= hi <
+    DCGM_BLANK_MIN)``, each series as the server has it, and for a ``frozen_check`` metric one
+    series per GPU labelled ``reason="frozen"`` (aggregated, so without ``__name__``).
+    :func:`reason` tells the other readings' reason from their value.
+
+    Why the filter reads the last 3 scrapes and not ``M`` again: on a big fleet every selection
+    reads every GPU's series, and an instant selector reads the server's whole lookback delta (5
+    minutes, across blocks after a compaction or a backfill), 3 scrapes only the head. The verdict
+    is the same: where the series' latest sample is in the window, both sides read that one
+    sample; where it is older, or a staleness marker, the filter has nothing to remove and
+    :func:`_bad` judges the value (``unless`` matches without ``__name__``, which
+    ``last_over_time`` drops)."""
     s = ctx.sel(m.name)
     keep = "".join(f" {op} {_num(v)}" for op, v in ((">=", m.range_min), ("<=", m.range_max)) if v is not None)
-    parts = [f"{s} unless {s}{keep} < {DCGM_BLANK_MIN}"]
+    recent = format_duration(3 * max(1.0, ctx.scrape_interval))
+    parts = [f"{s} unless last_over_time({s}[{recent}]){keep} < {DCGM_BLANK_MIN}"]
     if m.frozen_check:
         w = format_duration(max(ctx.spec.alerts.frozen_window, 10 * ctx.spec.exporter.collect_interval))
         ids = ", ".join(ctx.id_labels)

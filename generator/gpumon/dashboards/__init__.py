@@ -7,10 +7,10 @@ renderer registered in ``gpumon.render.RENDERERS``.
 
 from __future__ import annotations
 
-from ..rules import RuleGroup
-from ..spec import Spec
 import json
 
+from ..rules import RuleGroup
+from ..spec import Spec
 from . import base, detail, fleet, health, split
 from .output import CONFIGMAP_PATH, JSON_PATH, compact_size, configmap, to_json
 

@@ -75,7 +75,7 @@ test-fast: $(BIN)/gpumon         ## the fast tier: no servers, no promtool, on e
 fuzz: $(BIN)/gpumon prometheus-installed   ## a long fuzzing run of specs, lint/diff/dashboard inputs and sidecar input (CI runs bounded slices); FUZZ_SEED=N to reproduce
 	GPUMON_FUZZ_EXAMPLES=$${FUZZ_EXAMPLES:-20000} GPUMON_FUZZ_ROTATING_EXAMPLES=$${FUZZ_EXAMPLES:-20000} \
 	GPUMON_FUZZ_PROMTOOL_EXAMPLES=$${FUZZ_PROMTOOL_EXAMPLES:-1000} GPUMON_FUZZ_SEED=$${FUZZ_SEED:-} \
-	GPUMON_FUZZ_INPUT_EXAMPLES=$${FUZZ_INPUT_EXAMPLES:-3000} GPUMON_FUZZ_SIDECAR_EXAMPLES=$${FUZZ_SIDECAR_EXAMPLES:-500} \
+	GPUMON_FUZZ_INPUT_EXAMPLES=$${FUZZ_INPUT_EXAMPLES:-3000} GPUMON_FUZZ_BUDGET_SECONDS=1e9 GPUMON_FUZZ_SIDECAR_EXAMPLES=$${FUZZ_SIDECAR_EXAMPLES:-500} \
 	$(BIN)/python -m pytest -q -s tests/test_fuzz_spec.py tests/test_fuzz_inputs.py \
 	  tests/test_sidecar_hostile.py::test_random_nvidia_smi_output_passes_promtool
 

@@ -113,8 +113,9 @@ def validate(spec: Spec, client: PromClient, *, lookback: float = 3600.0, concur
     return report, exit_code(report)
 
 
-#: checks whose queries depend on no other answer (``queries(ctx)``): started before the checks run
-PREFETCHED = ("values", "continuity", "counters")
+#: checks whose queries depend on no other answer (``queries(ctx)``, or ``calls(ctx)`` for other API
+#: calls): started before the checks run, the costliest first
+PREFETCHED = ("values", "continuity", "counters", "duplicates", "metadata")
 
 
 def _prefetch(ctx: Context, checks) -> None:
@@ -124,7 +125,12 @@ def _prefetch(ctx: Context, checks) -> None:
     wanted = [name for name in PREFETCHED if name in checks and name in CHECKS]
     if not wanted or ctx.skip_gpu_checks:
         return
-    ctx.prefetch([expr for name in wanted for expr in CHECKS[name].queries(ctx).values()])
+    calls = []
+    for name in wanted:
+        module = CHECKS[name]
+        calls += module.calls(ctx).values() if hasattr(module, "calls") else \
+            [("query", expr, ctx.now) for expr in module.queries(ctx).values()]
+    ctx.prefetch(calls)
 
 
 def _inconclusive(findings: list, warnings: list[str]) -> list:

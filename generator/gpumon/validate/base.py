@@ -208,16 +208,16 @@ class Context:
                 self.partial_warnings += answer.warnings
         return answer
 
-    def prefetch(self, exprs) -> None:
-        """Start the instant queries ``exprs`` (at the run's evaluation time) now, in the same
-        bounded pool, for a later :meth:`queries_at_now` of the same text to take over: queries
-        that do not depend on another's answer (the values, continuity and counters checks')
-        wait in the queue behind the inventory's instead of in rounds of their own, so the server
-        always has ``concurrency`` queries to work on and no round waits for its slowest query
-        while the other cores idle. Each is still sent once."""
+    def prefetch(self, calls) -> None:
+        """Start ``calls`` (``(method name, *args)``, as :meth:`run` takes them) now, in the same
+        bounded pool, for a later :meth:`run` or :meth:`queries_at_now` of the same call to take
+        over: calls that do not depend on another's answer (the values, continuity, counters,
+        duplicates and metadata checks') share the queue with the inventory's rounds instead of
+        running in rounds of their own, so the server always has ``concurrency`` queries to work
+        on and no round waits for its slowest query while the other cores idle. Each is still
+        sent once."""
         with self._lock:
-            for expr in exprs:
-                call = ("query", expr, self.now)
+            for call in calls:
                 if call not in self._ahead:
                     self._ahead[call] = self.pool.submit(self._one, call)
                     self.queries += 1

@@ -187,6 +187,7 @@ class Context:
         with self._lock:
             ahead = {key: self._ahead.pop(call) for key, call in calls.items() if call in self._ahead}
             self.queries += len(calls) - len(ahead)
+
         def one(key, call):
             answer = self._one(call)
             return fold(key, answer) if fold else answer

@@ -57,7 +57,8 @@ def seen_query(ctx, metric: str) -> str:
     a GPU lacks as absent either way), and a GPU gone altogether is in the required metrics'
     gone sets (with when it was last seen)."""
     _, window = _windows(ctx)
-    return f'label_replace(group by ({_ids(ctx)}) (last_over_time({ctx.sel(metric)}[{window}])), "{STATE}", "gone", "", "")'
+    seen = f"group by ({_ids(ctx)}) (last_over_time({ctx.sel(metric)}[{window}]))"
+    return f'label_replace({seen}, "{STATE}", "gone", "", "")'
 
 
 def _shard_matchers(ctx) -> list[str]:

@@ -123,17 +123,62 @@ def test_values_reason_is_the_per_reason_filters():
 
 
 def test_values_filter_reads_the_recent_window_only():
-    """The values check selects each metric once as an instant vector (the readings it reports)
-    and filters the good ones out with ``last_over_time`` over 3 scrapes: an instant selector
-    reads the server's whole lookback delta, the filter only the head."""
-    from gpumon.validate.values import query
+    """The values check reads each metric's last 3 scrapes on both sides (the readings it reports
+    and the good ones it filters out), never the instant vector: an instant selector reads the
+    server's whole lookback delta (across blocks after a restart or a backfill), 3 scrapes only
+    the head. The frozen-counter part is told by its own label, not by a missing name."""
+    from gpumon.validate.values import FROZEN, query
 
     ctx = context(4)
     try:
         ctx.__dict__["targets"] = type("T", (), {"scrape_interval": 15.0})()
         m = next(m for m in ctx.spec.metrics if m.name == "DCGM_FI_DEV_GPU_TEMP")
         q = query(ctx, m)
-        assert q.startswith('DCGM_FI_DEV_GPU_TEMP{job="dcgm-exporter"} unless last_over_time(')
-        assert q.count("DCGM_FI_DEV_GPU_TEMP{") == 2 and '"}[45s]) >= ' in q
+        recent = 'last_over_time(DCGM_FI_DEV_GPU_TEMP{job="dcgm-exporter"}[45s])'
+        assert q.startswith(f"{recent} unless {recent} >= ")
+        assert q.count("DCGM_FI_DEV_GPU_TEMP{") == 2
+        energy = next(m for m in ctx.spec.metrics if m.frozen_check)
+        assert f'"{FROZEN}", "frozen"' in query(ctx, energy) and FROZEN.startswith("gpumon_")
+    finally:
+        ctx.close()
+
+
+def test_optional_metrics_read_the_lookback_only_when_absent():
+    """The lookback read (every sample of every GPU's series) is the inventory's costliest part:
+    a required metric's state asks for its gone GPUs, an optional metric's only for the count now;
+    an optional metric no GPU carries now is asked for who carried it, in the second round."""
+    ctx = context(4)
+    try:
+        ctx.__dict__["targets"] = type("T", (), {"scrape_interval": 15.0})()
+        queries = facts.inventory_queries(ctx)
+        for m in ctx.spec.tracked_metrics:
+            assert ("[1h]" in queries[f"state|{m.name}"]) == m.required, m.name
+            assert "[45s]" in queries[f"state|{m.name}"]
+        seen = facts.seen_query(ctx, "DCGM_FI_DEV_ENC_UTIL")
+        assert 'last_over_time(DCGM_FI_DEV_ENC_UTIL{job="dcgm-exporter"}[1h])' in seen and '"gone"' in seen
+    finally:
+        ctx.close()
+
+
+def test_prefetched_queries_are_sent_once_and_taken_over():
+    """Queries started ahead (the values, continuity, counters, duplicates and metadata checks')
+    are answered from the prefetched request: each call reaches the server once, the count of
+    queries includes it once, and a fold still sees the answer."""
+    from gpumon.promapi import Answer
+
+    sent = []
+
+    class Client:
+        def query(self, expr, at):
+            sent.append(expr)
+            return Answer([{"metric": {}, "value": [at, expr]}], [], [])
+
+    ctx = Context(load_spec(ROOT / "gpumon.yaml"), Client(), concurrency=2, progress=False)
+    try:
+        ctx.prefetch([("query", "a", ctx.now), ("query", "b", ctx.now), ("query", "a", ctx.now)])
+        got = ctx.queries_at_now({"x": "a", "y": "c"}, fold=lambda key, ans: (key, ans.data[0]["value"][1]))
+        assert got == {"x": ("x", "a"), "y": ("y", "c")}
+        assert ctx.queries_at_now({"z": "b"})["z"].data[0]["value"][1] == "b"
+        assert sorted(sent) == ["a", "b", "c"] and ctx.queries == 3
     finally:
         ctx.close()

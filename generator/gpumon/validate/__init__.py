@@ -82,6 +82,7 @@ def validate(spec: Spec, client: PromClient, *, lookback: float = 3600.0, concur
         report.checks += result.cases
         if result.findings:
             return report, EXIT_ERROR
+        _prefetch(ctx, checks)
         for name in CHECKS:
             if name in checks:
                 result = CHECKS[name].run(ctx)
@@ -110,6 +111,26 @@ def validate(spec: Spec, client: PromClient, *, lookback: float = 3600.0, concur
     report.summary["queries"] = ctx.queries
     report.summary["seconds"] = f"{time.monotonic() - started:.1f}"
     return report, exit_code(report)
+
+
+#: checks whose queries depend on no other answer (``queries(ctx)``, or ``calls(ctx)`` for other API
+#: calls): started before the checks run, the costliest first
+PREFETCHED = ("values", "continuity", "counters", "duplicates", "metadata")
+
+
+def _prefetch(ctx: Context, checks) -> None:
+    """Start the queries of the :data:`PREFETCHED` checks that will run (:meth:`Context.prefetch`):
+    they share the bounded pool with the inventory's rounds instead of each check waiting for
+    its slowest query while the server's other cores idle."""
+    wanted = [name for name in PREFETCHED if name in checks and name in CHECKS]
+    if not wanted or ctx.skip_gpu_checks:
+        return
+    calls = []
+    for name in wanted:
+        module = CHECKS[name]
+        calls += module.calls(ctx).values() if hasattr(module, "calls") else \
+            [("query", expr, ctx.now) for expr in module.queries(ctx).values()]
+    ctx.prefetch(calls)
 
 
 def _inconclusive(findings: list, warnings: list[str]) -> list:

@@ -92,6 +92,7 @@ class Context:
         self.now = time.time()
         self.concurrency = max(1, concurrency)
         self.pool = ThreadPoolExecutor(max_workers=self.concurrency, thread_name_prefix="gpumon-q")
+        self._ahead: dict[tuple, object] = {}  # call -> Future of a prefetched query (:meth:`prefetch`)
         self.queries = 0
         self.done = 0
         self._lock = threading.Lock()
@@ -184,23 +185,43 @@ class Context:
             {key: Answer, or the PromError it raised, or what ``fold`` made of it}.
         """
         with self._lock:
-            self.queries += len(calls)
+            ahead = {key: self._ahead.pop(call) for key, call in calls.items() if call in self._ahead}
+            self.queries += len(calls) - len(ahead)
 
         def one(key, call):
-            name, *args = call
-            try:
-                answer = getattr(self.client, name)(*args)
-            except PromError as exc:
-                return fold(key, exc) if fold else exc
-            finally:
-                self._tick()
-            if answer.partial:
-                with self._lock:
-                    self.partial_warnings += answer.warnings
+            answer = self._one(call)
             return fold(key, answer) if fold else answer
 
-        futures = {key: self.pool.submit(one, key, call) for key, call in calls.items()}
-        return {key: fut.result() for key, fut in futures.items()}
+        futures = {key: ahead.get(key) or self.pool.submit(one, key, call) for key, call in calls.items()}
+        return {key: fold(key, futures[key].result()) if fold and key in ahead else futures[key].result()
+                for key in futures}
+
+    def _one(self, call: tuple) -> "Answer | PromError":
+        name, *args = call
+        try:
+            answer = getattr(self.client, name)(*args)
+        except PromError as exc:
+            return exc
+        finally:
+            self._tick()
+        if answer.partial:
+            with self._lock:
+                self.partial_warnings += answer.warnings
+        return answer
+
+    def prefetch(self, calls) -> None:
+        """Start ``calls`` (``(method name, *args)``, as :meth:`run` takes them) now, in the same
+        bounded pool, for a later :meth:`run` or :meth:`queries_at_now` of the same call to take
+        over: calls that do not depend on another's answer (the values, continuity, counters,
+        duplicates and metadata checks') share the queue with the inventory's rounds instead of
+        running in rounds of their own, so the server always has ``concurrency`` queries to work
+        on and no round waits for its slowest query while the other cores idle. Each is still
+        sent once."""
+        with self._lock:
+            for call in calls:
+                if call not in self._ahead:
+                    self._ahead[call] = self.pool.submit(self._one, call)
+                    self.queries += 1
 
     def queries_at_now(self, exprs: dict[str, str], fold=None) -> dict[str, "Answer | PromError"]:
         """Instant queries ``{key: expr}`` at the run's evaluation time, concurrently (``fold``:

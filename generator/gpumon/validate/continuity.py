@@ -38,6 +38,11 @@ def query(ctx: Context, m: Metric) -> str:
             f"< {ctx.spec.alerts.gap_min_ratio:g}")
 
 
+def queries(ctx: Context) -> dict[str, str]:
+    """``{metric: query}`` per required metric (what :func:`run` asks; the run prefetches it)."""
+    return {m.name: query(ctx, m) for m in ctx.spec.required_metrics}
+
+
 def run(ctx: Context) -> CheckResult:
     """Findings ``series-intermittent``: one per metric, worst GPUs first. GPUs missing the metric
     right now are left to the presence check (one cause, one finding)."""
@@ -46,7 +51,7 @@ def run(ctx: Context) -> CheckResult:
     if ctx.skip_gpu_checks:
         return CheckResult([], cases)
     inv = ctx.inventory
-    answers = ctx.queries_at_now({m.name: query(ctx, m) for m in metrics})
+    answers = ctx.queries_at_now(queries(ctx))
     findings: list[Finding] = []
     for m, case, ans in answered(CHECK, metrics, answers, findings):
         bad = []

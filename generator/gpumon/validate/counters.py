@@ -44,6 +44,11 @@ def query(ctx: Context, metric: str) -> str:
             f"  unless on (job, instance) changes({ctx.sel('process_start_time_seconds')}[{w}]) > 0\n)")
 
 
+def queries(ctx: Context) -> dict[str, str]:
+    """``{metric: query}`` per spec'd counter (what :func:`run` asks; the run prefetches it)."""
+    return {m.name: query(ctx, m.name) for m in ctx.spec.metrics if m.kind == "counter"}
+
+
 def run(ctx: Context) -> CheckResult:
     """Finding ``counter-decreases`` (warning): one per counter and node, listing the GPUs and
     how often the value went down."""
@@ -51,7 +56,7 @@ def run(ctx: Context) -> CheckResult:
     cases = [f"{CHECK}/{m.name}" for m in metrics]
     if ctx.skip_gpu_checks or not metrics:
         return CheckResult([], cases)
-    answers = ctx.queries_at_now({m.name: query(ctx, m.name) for m in metrics})
+    answers = ctx.queries_at_now(queries(ctx))
     window = format_duration(ctx.lookback)
     findings: list[Finding] = []
     for m, case, ans in answered(CHECK, metrics, answers, findings):

@@ -56,13 +56,19 @@ def query(ctx: Context, metric: str) -> str:
             f"and on ({uuid}) last_over_time({ctx.sel(metric)}[{recent}])")
 
 
+def queries(ctx: Context) -> dict[str, str]:
+    """``{"dup": query}`` on the first required metric (what :func:`run` asks; the run prefetches
+    it), none without a required metric."""
+    return {"dup": query(ctx, ctx.spec.required_metrics[0].name)} if ctx.spec.required_metrics else {}
+
+
 def run(ctx: Context) -> CheckResult:
     """Finding ``duplicate-gpu`` (error): one per set of targets reporting the same GPUs."""
     case = f"{CHECK}/gpu-uuid"
     if ctx.skip_gpu_checks or not ctx.spec.required_metrics:
         return CheckResult([], [case])
     metric = ctx.spec.required_metrics[0].name
-    ans = ctx.queries_at_now({"dup": query(ctx, metric)})["dup"]
+    ans = ctx.queries_at_now(queries(ctx))["dup"]
     if isinstance(ans, PromError):
         return CheckResult([query_failed(ans, CHECK, metric, case)], [case])
     uuid_label, node_label = ctx.labels.gpu, ctx.labels.node

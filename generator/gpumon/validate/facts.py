@@ -16,7 +16,7 @@ from ..promapi import Answer, PromError
 from .inventoryfacts import Inventory, _lacking, inventory  # noqa: F401
 from .inventoryqueries import (DETAIL_CHARS, LEGACY_FIELD, LEGACY_NAME, STATE, _detail_queries,  # noqa: F401
                                _shard_matchers, inventory_queries, last_seen_query, node_count_query,
-                               reporting_query)
+                               reporting_query, seen_query)
 from .sourcefacts import Sources, sources  # noqa: F401
 from .targetfacts import Targets, instance, seconds, targets  # noqa: F401
 

@@ -10,7 +10,7 @@ from collections import defaultdict
 
 from ..promapi import Answer, PromError
 from .inventoryqueries import (LEGACY_FIELD, LEGACY_NAME, STATE, _detail_queries, _last_seen_queries, _LastSeen,
-                               inventory_queries, node_count_query)
+                               inventory_queries, node_count_query, seen_query)
 
 
 class Inventory:
@@ -53,7 +53,8 @@ def _status(*answers):
 
 def inventory(ctx) -> Inventory:
     """Run :func:`inventory_queries`; then in one round :func:`node_count_query` for metrics fewer
-    GPUs carry now than report, and :func:`last_seen_query` for metrics with GPUs gone since; then,
+    GPUs carry now than report, :func:`last_seen_query` for metrics with GPUs gone since and
+    :func:`seen_query` for optional metrics no GPU carries now; then,
     only for nodes where some reporting GPUs carry such a metric and some do not,
     :func:`_detail_queries`; build the :class:`Inventory`. What crosses the wire: the reporting
     GPUs once, a count per metric, per faulty metric a count per node, and the GPUs that lost a
@@ -75,7 +76,15 @@ def inventory(ctx) -> Inventory:
     last = _last_seen_queries(ctx, {name: [g for g in gpus if name in faulty or counts[name] == 0
                                            or g.key not in reporting] for name, gpus in gone.items()})
     need.update(last)
+    # an optional metric no GPU carries now: who carried it within the lookback (seen_query)
+    need.update({f"seen|{m.name}": seen_query(ctx, m.name) for m in ctx.spec.tracked_metrics
+                 if not m.required and counts.get(m.name) == 0})
     second = ctx.queries_at_now(need) if need else {}
+    for key in (k for k in need if k.startswith("seen|")):
+        name = key.split("|", 1)[1]
+        first[f"state|{name}"] = _status(first[f"state|{name}"], second[key])
+        if not isinstance(second[key], PromError):
+            _gone(ctx, inv, second[key], gone[name])
     lacking, status = _lacking(ctx, sets, faulty, second, short_only=full is not None)
     for m in ctx.spec.tracked_metrics:
         name, state = m.name, first[f"state|{m.name}"]
@@ -158,14 +167,20 @@ def _states(ctx, inv: Inventory, first: dict) -> tuple[dict[str, int], dict[str,
             continue
         counts[m.name] = next((int(float(i["value"][1])) for i in ans.data if i["metric"].get(STATE) == "now"), 0)
         gone[m.name] = []
-        for item in ans.data:
-            if item["metric"].get(STATE) == "gone":
-                labels = {k: v for k, v in item["metric"].items() if k != STATE}
-                gpu = ctx.gpu(labels)
-                gone[m.name].append(gpu)
-                inv.gpus.setdefault(gpu.key, gpu)
-                inv.instance.setdefault(gpu.key, labels.get("instance", ""))
+        _gone(ctx, inv, ans, gone[m.name])
     return counts, gone
+
+
+def _gone(ctx, inv: Inventory, ans: Answer, out: list) -> None:
+    """The ``gpumon_state="gone"`` label sets of ``ans`` as Gpus appended to ``out``, and in the
+    inventory's GPUs and targets."""
+    for item in ans.data:
+        if item["metric"].get(STATE) == "gone":
+            labels = {k: v for k, v in item["metric"].items() if k != STATE}
+            gpu = ctx.gpu(labels)
+            out.append(gpu)
+            inv.gpus.setdefault(gpu.key, gpu)
+            inv.instance.setdefault(gpu.key, labels.get("instance", ""))
 
 
 def _lacking(ctx, sets: dict[tuple, tuple], faulty: set[str], second: dict,

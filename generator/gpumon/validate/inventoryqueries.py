@@ -45,6 +45,22 @@ def gone_query(ctx, metric: str, window: str, recent: str) -> str:
             f"last_over_time({ctx.sel(metric)}[{recent}]))")
 
 
+def seen_query(ctx, metric: str) -> str:
+    """Second round, only for an optional metric no GPU carries now: the GPU label sets that
+    carried it within the lookback (all of them are gone), labelled ``gpumon_state="gone"``.
+
+    Why optional metrics are not read over the lookback in the first round: that read (every
+    sample of every GPU's series over ``--lookback``) is most of the inventory's server time,
+    and what it adds for an optional metric some GPUs still carry is read by nothing: no check
+    reports an optional metric per GPU (the presence check looks at required metrics, the
+    optional check only at metrics no GPU carries, the coverage matrix shows an optional field
+    a GPU lacks as absent either way), and a GPU gone altogether is in the required metrics'
+    gone sets (with when it was last seen)."""
+    _, window = _windows(ctx)
+    seen = f"group by ({_ids(ctx)}) (last_over_time({ctx.sel(metric)}[{window}]))"
+    return f'label_replace({seen}, "{STATE}", "gone", "", "")'
+
+
 def _shard_matchers(ctx) -> list[str]:
     """Matchers that split the GPUs into ``min(--concurrency, 10)`` disjoint parts by the last
     digit of the GPU index label (``gpu=~".*[05]"``, ...), so the reporting query runs as that
@@ -80,8 +96,10 @@ def inventory_queries(ctx) -> dict[str, str]:
     """First round, O(metrics) requests, answers O(fleet) once: ``fleet|now|i`` (the
     :func:`reporting_query` of each part of :func:`_shard_matchers`: disjoint, their union is the
     fleet), per tracked metric ``state|M`` (how many GPU label sets carry it now, one sample
-    labelled ``gpumon_state="now"``, and the label sets that carried it within the lookback but
-    not now, labelled ``gpumon_state="gone"``: what is wrong, not the fleet), and ``fleet|legacy``
+    labelled ``gpumon_state="now"``, and for a required metric the label sets that carried it
+    within the lookback but not now, labelled ``gpumon_state="gone"``: what is wrong, not the
+    fleet; an optional metric's lookback is read only when no GPU carries it now,
+    :func:`seen_query`), and ``fleet|legacy``
     (the GPUs carrying a 1.x name of a required metric, labelled with :data:`LEGACY_FIELD` and
     :data:`LEGACY_NAME`)."""
     recent, window = _windows(ctx)
@@ -89,8 +107,9 @@ def inventory_queries(ctx) -> dict[str, str]:
     out = {f"fleet|now|{i}": reporting_query(ctx, shard) for i, shard in enumerate(_shard_matchers(ctx))}
     legacy = []
     for m in ctx.spec.tracked_metrics:
-        out[f"state|{m.name}"] = (f'label_replace(count({present(ctx, m.name, recent)}), "{STATE}", "now", "", "")\n or '
-                                  f'label_replace({gone_query(ctx, m.name, window, recent)}, "{STATE}", "gone", "", "")')
+        out[f"state|{m.name}"] = f'label_replace(count({present(ctx, m.name, recent)}), "{STATE}", "now", "", "")'
+        if m.required:
+            out[f"state|{m.name}"] += f'\n or label_replace({gone_query(ctx, m.name, window, recent)}, "{STATE}", "gone", "", "")'
         if m.required:
             for name in m.legacy_names:
                 legacy.append(f'label_replace(label_replace(group by ({ids}) ({ctx.sel(name)}), '

@@ -32,14 +32,20 @@ LOOKS_AT = ("the `# TYPE` the exporter declares (`/api/v1/metadata`) against the
 FINDING_NOTES = {'type-mismatch': 'info', 'label-limit': 'warning'}
 
 
+def calls(ctx: Context) -> dict[str, tuple]:
+    """The API calls :func:`run` makes (the run prefetches them): one metadata request per spec'd
+    metric and, with ``--label-limit``, the first required metric's series."""
+    out = {m.name: ("metadata", m.name) for m in ctx.spec.metrics}
+    if ctx.label_limit and ctx.spec.required_metrics and not ctx.skip_gpu_checks:
+        out["|series"] = ("series", ctx.sel(ctx.spec.required_metrics[0].name), ctx.now - 300, ctx.now)
+    return out
+
+
 def run(ctx: Context) -> CheckResult:
     """Findings type-mismatch (info) and label-limit (warning)."""
     metrics = ctx.spec.metrics
     cases = [f"{CHECK}/{m.name}" for m in metrics]
-    calls = {m.name: ("metadata", m.name) for m in metrics}
-    if ctx.label_limit and ctx.spec.required_metrics and not ctx.skip_gpu_checks:
-        calls["|series"] = ("series", ctx.sel(ctx.spec.required_metrics[0].name), ctx.now - 300, ctx.now)
-    answers = ctx.run(calls)
+    answers = ctx.run(calls(ctx))
     findings: list[Finding] = []
     for m, case, ans in answered(CHECK, metrics, answers, findings):
         declared = sorted({d.get("type", "") for d in ans.data} - {"", "unknown"})

@@ -61,28 +61,33 @@ def _num(value: float) -> str:
 
 
 def query(ctx: Context, m: Metric) -> str:
-    """The bad readings of ``m`` now: ``M unless (last_over_time(M[3 scrapes]) >= lo <= hi <
-    DCGM_BLANK_MIN)``, each series as the server has it, and for a ``frozen_check`` metric one
-    series per GPU labelled ``reason="frozen"`` (aggregated, so without ``__name__``).
+    """The bad readings of ``m`` now: ``last_over_time(M[3 scrapes]) unless
+    (last_over_time(M[3 scrapes]) >= lo <= hi < DCGM_BLANK_MIN)``, the latest sample of each
+    series carried now (the inventory's "now": a sample within the last 3 scrapes), and for a
+    ``frozen_check`` metric one series per GPU labelled ``gpumon_reason="frozen"`` (aggregated).
     :func:`reason` tells the other readings' reason from their value.
 
-    Why the filter reads the last 3 scrapes and not ``M`` again: on a big fleet every selection
-    reads every GPU's series, and an instant selector reads the server's whole lookback delta (5
-    minutes, across blocks after a compaction or a backfill), 3 scrapes only the head. The verdict
-    is the same: where the series' latest sample is in the window, both sides read that one
-    sample; where it is older, or a staleness marker, the filter has nothing to remove and
-    :func:`_bad` judges the value (``unless`` matches without ``__name__``, which
-    ``last_over_time`` drops)."""
+    Why both sides read the last 3 scrapes, not the instant vector ``M``: on a big fleet every
+    selection reads every GPU's series, and an instant selector reads the server's whole
+    lookback delta (5 minutes; across blocks after a restart, a compaction or a backfill), 3
+    scrapes only the head. A series whose latest sample is older than 3 scrapes is not carried
+    now: the presence check reports it (missing, gone or lost), and its last value is not a
+    reading now."""
     s = ctx.sel(m.name)
     keep = "".join(f" {op} {_num(v)}" for op, v in ((">=", m.range_min), ("<=", m.range_max)) if v is not None)
     recent = format_duration(3 * max(1.0, ctx.scrape_interval))
-    parts = [f"{s} unless last_over_time({s}[{recent}]){keep} < {DCGM_BLANK_MIN}"]
+    latest = f"last_over_time({s}[{recent}])"
+    parts = [f"{latest} unless {latest}{keep} < {DCGM_BLANK_MIN}"]
     if m.frozen_check:
         w = format_duration(max(ctx.spec.alerts.frozen_window, 10 * ctx.spec.exporter.collect_interval))
         ids = ", ".join(ctx.id_labels)
         parts.append(f'label_replace(max by ({ids}) (increase({s}[{w}]) == 0 and on (job, instance) '
-                     f'{ctx.sel("up")} == 1), "reason", "frozen", "", "")')
+                     f'{ctx.sel("up")} == 1), "{FROZEN}", "frozen", "", "")')
     return "\n  or\n  ".join(parts)
+
+
+#: the label marking the frozen-counter part of a values answer (never a dcgm-exporter label)
+FROZEN = "gpumon_reason"
 
 
 def reason(m: Metric, value: float) -> str | None:
@@ -106,7 +111,7 @@ def _bad(ctx: Context, m: Metric, data: list[dict]) -> list[tuple[dict, str, str
     out: dict[tuple, tuple[dict, str, str]] = {}
     for item in data:
         labels, raw = item["metric"], item["value"][1]
-        why = labels.get("reason", "") if "__name__" not in labels else reason(m, float(raw))
+        why = labels[FROZEN] if FROZEN in labels else reason(m, float(raw))
         if why is None:
             continue
         key = (tuple(labels.get(k, "") for k in ctx.id_labels), why)
@@ -116,6 +121,11 @@ def _bad(ctx: Context, m: Metric, data: list[dict]) -> list[tuple[dict, str, str
     return list(out.values())
 
 
+def queries(ctx: Context) -> dict[str, str]:
+    """``{metric: query}`` for every spec'd metric (what :func:`run` asks; the run prefetches it)."""
+    return {m.name: query(ctx, m) for m in ctx.spec.metrics}
+
+
 def run(ctx: Context) -> CheckResult:
     """Findings value-out-of-range, value-sentinel, value-nan, value-frozen: one per metric,
     reason and node, listing the GPUs and their values."""
@@ -123,7 +133,7 @@ def run(ctx: Context) -> CheckResult:
     cases = [f"{CHECK}/{m.name}" for m in metrics]
     if ctx.skip_gpu_checks:
         return CheckResult([], cases)
-    answers = ctx.queries_at_now({m.name: query(ctx, m) for m in metrics})
+    answers = ctx.queries_at_now(queries(ctx))
     findings: list[Finding] = []
     for m, case, ans in answered(CHECK, metrics, answers, findings):
         groups: dict[tuple[str, str], list] = defaultdict(list)

@@ -30,6 +30,7 @@ differs.
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import tempfile
@@ -126,8 +127,9 @@ def timeline(firing: dict[int, list[str]], t0: int, case: Case, every: dict[str,
 class Scenario:
     """One scenario on its own VictoriaMetrics and vmalert, stepped in real time from ``t0``."""
 
-    def __init__(self, case: Case, engine: VmEngine, rules: Path, notifier: str):
+    def __init__(self, case: Case, engine: VmEngine, rules: Path, notifier: str, restore: bool = True):
         self.case, self.engine, self.rules, self.notifier = case, engine, rules, notifier
+        self.restore = restore
         scrape = scraped(case, matrix_spec(case.clusters))
         self.rows = [({"__name__": name, **dict(labels)}, row) for (name, labels), row in scrape.series.items()]
         self.vm: LocalVictoriaMetrics | None = None
@@ -138,6 +140,7 @@ class Scenario:
         self.client = httpx.Client(timeout=30)
 
     def start_store(self) -> None:
+        """Start the scenario's VictoriaMetrics."""
         # -search.disableCache: vmalert reads what was written a second ago (tests/live_alerting.py)
         self.vm = LocalVictoriaMetrics(binary=self.engine.victoria_metrics, extra_args=["-search.disableCache"])
         self.vm.start()
@@ -150,9 +153,10 @@ class Scenario:
         self.client.get(f"{self.vm.url}/internal/force_flush").raise_for_status()
 
     def start_vmalert(self) -> None:
+        """Start a vmalert on the scenario's VictoriaMetrics (at step 0 and after each restart)."""
         # 1.79 has no -rule.evalDelay; the current vmalert evaluates 30 s in the past unless told
         # that VictoriaMetrics answers up to now (-search.latencyOffset=0s, LocalVictoriaMetrics)
-        extra = [f"-remoteRead.url={self.vm.url}", "-remoteRead.lookback=1h"]
+        extra = [f"-remoteRead.url={self.vm.url}", "-remoteRead.lookback=1h"] if self.restore else []
         extra += ["-rule.evalDelay=0s"] if self.engine.current else []
         t = time.monotonic()
         self.vmalert = LocalVmalert([self.rules], self.vm.url, self.notifier, evaluation_interval=f"{EVAL}s",
@@ -161,6 +165,7 @@ class Scenario:
         self.starts.append(round(time.monotonic() - t, 2))
 
     def stop_vmalert(self) -> None:
+        """Stop vmalert by PID (a restart, or the end), keeping its CPU seconds and log."""
         if self.vmalert:
             self.cpu += _cpu_seconds(self.vmalert.proc.pid)
             self.logs.append(self.vmalert.logs())
@@ -189,9 +194,9 @@ class Scenario:
         self.stop_vmalert()
 
     def export(self, match: str, start: int, end: int) -> list[dict]:
+        """Raw samples of ``match`` in [start, end] (seconds): ``/api/v1/export`` lines."""
         res = self.client.post(f"{self.vm.url}/api/v1/export", data={"match[]": match, "start": start, "end": end})
         res.raise_for_status()
-        import json
         return [json.loads(line) for line in res.text.splitlines() if line.strip()]
 
     def outcome(self, t0: int, every: dict[str, int]) -> LiveOutcome:
@@ -214,6 +219,7 @@ class Scenario:
                            "\n".join(self.logs)[-3000:])
 
     def close(self) -> None:
+        """Stop every server of the scenario."""
         self.stop_vmalert()
         if self.vm:
             self.cpu += _cpu_seconds(self.vm.proc.pid)
@@ -225,8 +231,10 @@ def _sleep_until(when: float) -> None:
     time.sleep(max(0.0, when - time.time()))
 
 
-def run(cases: list[Case], engine: VmEngine, keep: Path | None = None) -> tuple[list[LiveOutcome], dict[str, float]]:
-    """Play every case at once on ``engine``, each on its own VictoriaMetrics and vmalert.
+def run(cases: list[Case], engine: VmEngine, keep: Path | None = None, restore: bool = True) \
+        -> tuple[list[LiveOutcome], dict[str, float]]:
+    """Play every case at once on ``engine``, each on its own VictoriaMetrics and vmalert (with
+    ``restore`` false, a restarted vmalert does not restore its alerts' state: no ``-remoteRead.url``).
 
     Returns:
         (an outcome per case, in order; {"wall": seconds, "cpu": CPU seconds of every server}).
@@ -240,13 +248,12 @@ def run(cases: list[Case], engine: VmEngine, keep: Path | None = None) -> tuple[
             path = rules[clusters] = folder / f"rules-{'cluster' if clusters else 'plain'}.yaml"
             path.write_text(rules_text(matrix_spec(clusters)))
             every.update(alert_steps(path))
-        scenarios = [Scenario(c, engine, rules[c.clusters], hook.url) for c in cases]
+        scenarios = [Scenario(c, engine, rules[c.clusters], hook.url, restore) for c in cases]
         try:
             with ThreadPoolExecutor(max_workers=len(scenarios)) as pool:
                 list(pool.map(Scenario.start_store, scenarios))
                 t0 = (int(time.time()) + WARMUP) // STEP * STEP + STEP
-                failures = [f for f in [pool.submit(s.play, t0) for s in scenarios]]
-                for f in failures:
+                for f in [pool.submit(s.play, t0) for s in scenarios]:
                     f.result()
             outcomes = [s.outcome(t0, every) for s in scenarios]
         finally:

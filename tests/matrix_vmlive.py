@@ -149,8 +149,16 @@ class Scenario:
         """Write step ``step``'s samples at their wall-clock time and make them searchable."""
         ts = (t0 + step * STEP) * 1000
         series = [(labels, [(ts, row[step])]) for labels, row in self.rows if row[step] != MISSING]
-        post_series(self.client.post, self.vm.url, series)
-        self.client.get(f"{self.vm.url}/internal/force_flush").raise_for_status()
+        for attempt in range(3):
+            try:
+                post_series(self.client.post, self.vm.url, series)
+                self.client.get(f"{self.vm.url}/internal/force_flush").raise_for_status()
+                return
+            except httpx.TransportError:
+                # VictoriaMetrics closes a keep-alive connection left idle (a long restart): a
+                # write on it fails before it arrives, and goes again on a new connection
+                if attempt == 2:
+                    raise
 
     def start_vmalert(self) -> None:
         """Start a vmalert on the scenario's VictoriaMetrics (at step 0 and after each restart)."""

@@ -500,8 +500,8 @@ two engines:
   (and bus-off's single page) read their own last result, which `vmalert -replay` cannot give a rule (it
   evaluates each rule over the whole range in one query). In replay, a lost GPU would page `GpuLost` only
   for the inventory lookback from the GPUs seen in it;
-* **live vmalert + VictoriaMetrics** (1.79 and 1.151): the 19 scenarios the replay leaves out are played in
-  real time, each on its own VictoriaMetrics and vmalert, all at once: every 10 s the step's scraped samples
+* **live vmalert + VictoriaMetrics** (1.79 and 1.151): the 14 lifecycles, which the replay leaves out, are
+  played in real time, each on its own VictoriaMetrics and vmalert, all at once: every 10 s the step's scraped samples
   are remote-written with the wall-clock time, vmalert evaluates at the wall clock, and a restart stops
   vmalert by PID and starts a new one on the same store (tests/test_matrix_vmlive.py). The pages of every
   step are read back and judged as promtool's (see "Live vmalert" below).

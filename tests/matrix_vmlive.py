@@ -79,6 +79,9 @@ class LiveOutcome:
     missed: list[int] = field(default_factory=list)
     #: seconds each vmalert start took (the first and one per restart)
     starts: list[float] = field(default_factory=list)
+    #: the most seconds a step's samples became searchable after the step's time (a positive value: the
+    #: evaluations right at the step read the step before; load on the test process)
+    late: float = 0.0
     cpu: float = 0.0
     log: str = ""
 
@@ -135,6 +138,7 @@ class Scenario:
         self.vm: LocalVictoriaMetrics | None = None
         self.vmalert: LocalVmalert | None = None
         self.starts: list[float] = []
+        self.late = -LEAD
         self.cpu = 0.0
         self.logs: list[str] = []
         self.client = httpx.Client(timeout=30)
@@ -153,6 +157,7 @@ class Scenario:
             try:
                 post_series(self.client.post, self.vm.url, series)
                 self.client.get(f"{self.vm.url}/internal/force_flush").raise_for_status()
+                self.late = max(self.late, round(time.time() - ts / 1000, 2))
                 return
             except httpx.TransportError:
                 # VictoriaMetrics closes a keep-alive connection left idle (a long restart): a
@@ -223,7 +228,7 @@ class Scenario:
         down = down_steps(self.case)
         missed = [s for s in range(self.case.steps) if s not in down and s - 1 not in down and s
                   and not any(t0 + s * STEP <= b < t0 + (s + 1) * STEP for b in beats)]
-        return LiveOutcome(self.case, judge(self.case, seen), missed, self.starts, self.cpu,
+        return LiveOutcome(self.case, judge(self.case, seen), missed, self.starts, self.late, self.cpu,
                            "\n".join(self.logs)[-3000:])
 
     def close(self) -> None:

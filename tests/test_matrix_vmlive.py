@@ -47,7 +47,8 @@ def played():
     out = {}
     for engine, (outcomes, measured) in zip(engines, runs):
         print(f"\nvmalert {engine.version} live: {len(outcomes)} scenarios in {measured['wall']:.0f} s wall, "
-              f"{measured['cpu']:.0f} CPU s (servers)")
+              f"{measured['cpu']:.0f} CPU s (servers); samples searchable at most "
+              f"{max(o.late for o in outcomes):+.2f} s after their step")
         for o in outcomes:
             print(f"  {'ok  ' if o.ok else 'FAIL'} {o.case.name}: "
                   + matrix_timeline.describe(o.timeline, matrix.STEP, o.case.steps - 1).replace("<br>", "; ")

@@ -25,14 +25,14 @@ os.environ.setdefault("GOGC", "400")
 
 #: modules whose every test starts a server (Prometheus, vmalert, VictoriaMetrics, the simulator)
 #: or builds and installs the package
-_SLOW_MODULES = {"test_rules_e2e", "test_live_alertmanager", "test_thanos", "test_validate_e2e", "test_validate_kubernetes", "test_validate_vm", "test_validate_devices", "test_matrix_vm", "test_package", "test_demo",
+_SLOW_MODULES = {"test_rules_e2e", "test_live_alertmanager", "test_thanos", "test_validate_e2e", "test_validate_kubernetes", "test_validate_vm", "test_validate_devices", "test_matrix_vm", "test_matrix_vmlive", "test_package", "test_demo",
                  "test_ruletests"}
 #: fixtures that start a server or need promtool
 _SLOW_FIXTURES = {"promtool", "engine", "vm_engine", "am_engine", "prom", "env", "cluster", "installed", "delivered"}
 #: what a test body calls when it runs a real binary or server itself
 _SLOW_CALLS = ("promtool", "amtool", "LocalAlertmanager", "LocalPrometheus", "Simulator(", "ExpositionServer", "serve_forever")
 #: the longest modules (last full runs), handed out first so no worker is left with one at the end
-_LONGEST_FIRST = ("test_live_alertmanager", "test_ruletests", "test_matrix", "test_bench_fleet", "test_fuzz_spec",
+_LONGEST_FIRST = ("test_matrix_vmlive", "test_live_alertmanager", "test_ruletests", "test_matrix", "test_bench_fleet", "test_fuzz_spec",
                   "test_validate_hostile", "test_matrix_vm")
 
 

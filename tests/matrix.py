@@ -498,9 +498,13 @@ two engines:
   bus-off or a target that stays scraped without a node name (tests/test_matrix_vm.py says why for each):
   the replay harness has no restart, and the rules that hold a lost GPU's page past the inventory lookback
   (and bus-off's single page) read their own last result, which `vmalert -replay` cannot give a rule (it
-  evaluates each rule over the whole range in one query). On vmalert, a lost GPU pages `GpuLost` for the
-  inventory lookback from the GPUs seen in it, as it did before those rules; the lifecycles run on both
-  promtools.
+  evaluates each rule over the whole range in one query). In replay, a lost GPU would page `GpuLost` only
+  for the inventory lookback from the GPUs seen in it;
+* **live vmalert + VictoriaMetrics** (1.79 and 1.151): the 14 lifecycles, which the replay leaves out, are
+  played in real time, each on its own VictoriaMetrics and vmalert, all at once: every 10 s the step's scraped samples
+  are remote-written with the wall-clock time, vmalert evaluates at the wall clock, and a restart stops
+  vmalert by PID and starts a new one on the same store (tests/test_matrix_vmlive.py). The pages of every
+  step are read back and judged as promtool's (see "Live vmalert" below).
 
 A page is a firing alert at severity critical or warning, told apart by alert name, cluster, node
 (`Hostname`), GPU index and `dcgm_field`. On promtool the whole timeline is judged: no page before the

@@ -18,12 +18,13 @@ from tests.matrix_cases import CASES as ALL_CASES
 #: the scenarios the vmalert replay runs: not the lifecycles (restarts, clears, replaced nodes, a GPU
 #: gone past the inventory lookback) nor bus-off, whose single page is held by a recording rule that
 #: reads its own last result; vmalert -replay evaluates each rule over a whole range at once, so it
-#: cannot, and the replay harness has no restart. They run on both promtools (tests/test_matrix.py).
+#: cannot, and the replay harness has no restart. They run on both promtools (tests/test_matrix.py) and on
+#: live vmalert (tests/test_matrix_vmlive.py).
 #: The same holds for a node whose target stays scraped but serves no GPU series named by node (down,
 #: empty, timing out, ``hostname`` for ``Hostname``): job_instance:gpumon_target_node_known:group keeps
 #: its node from its own last value, which the replay cannot read, so the node looks removed from
 #: service discovery and GpuLost pages for its GPUs beside the target's alert. Live vmalert reads its
-#: own last value (tests/test_live_alertmanager.py).
+#: own last value (tests/test_live_alertmanager.py, tests/test_matrix_vmlive.py).
 HELD_TARGETS = {"one node's exporter answers HTTP 500", "one node's exporter serves an empty page",
                 "one node's scrapes time out (9 s against 8 s)", "one node's exporter writes hostname instead of Hostname"}
 CASES = [c for c in ALL_CASES if not c.covers.startswith("lifecycle") and c.covers != "GPU off the bus"

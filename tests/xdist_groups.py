@@ -7,8 +7,8 @@ appending ``@group`` to a private node-id field that pytest 9.2 no longer reads
 (pytest-dev/pytest-xdist#1386), and then ``loadgroup`` silently degrades to ``load``: a module's tests
 land on both workers and its servers start on each.
 
-Tests that mostly wait on real time (:data:`WAITING_MODULES`: live Alertmanager runs, the fleet
-benchmark's sampling windows) go to their own worker(s) (``--wait-workers``), so their idle minutes
+Tests that mostly wait on real time (:data:`WAITING_MODULES`: live Alertmanager runs, the live vmalert
+matrix, the fleet benchmark's sampling windows) go to their own worker(s) (``--wait-workers``), so their idle minutes
 overlap the CPU-bound promtool and server work of the others instead of taking a CPU worker's turn.
 """
 
@@ -22,7 +22,7 @@ from xdist.scheduler import LoadScopeScheduling
 #: module fixtures only render): their tests spread over the workers one by one
 SPREAD_MODULES = {"test_ruletests", "test_fuzz_spec"}
 #: modules whose slow tests spend most of their wall time waiting on real time with idle CPUs
-WAITING_MODULES = {"test_live_alertmanager", "test_bench_fleet"}
+WAITING_MODULES = {"test_live_alertmanager", "test_bench_fleet", "test_matrix_vmlive"}
 #: an engine's test id (tests/engines.py): ``prom2.42``, ``vm1.151``, ``am0.25``
 _ENGINE_ID = re.compile(r"(?:prom|vm|am)\d+\.\d+")
 

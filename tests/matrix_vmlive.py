@@ -1,0 +1,280 @@
+"""The fault-scenario matrix (tests/matrix.py) on a *live* vmalert: the scenarios vmalert's replay
+mode cannot play (restarts, clears, replaced nodes, nodes leaving service discovery, a GPU lost for
+longer than the inventory lookback, rules that read their own last result), played in real time.
+
+Each scenario gets its own VictoriaMetrics and its own vmalert on 127.0.0.1 (nothing shared: no
+label or tenant trick can change what a rule sees), all scenarios of an engine at once, so an
+engine's whole set takes about its longest scenario (82 steps of 10 s). Every :data:`STEP`
+seconds of wall time the scenario's virtual scrape of that step (:func:`tests.matrix.scraped`:
+the same samples promtool reads, staleness markers included) is remote-written to the
+scenario's VictoriaMetrics with the step's wall-clock timestamp, :data:`LEAD` seconds ahead of it,
+and made searchable at once (``/internal/force_flush``; VictoriaMetrics makes a series it has never
+seen searchable only ~10 s after its first sample otherwise, which Prometheus' scrape does not
+do). vmalert evaluates the rendered matrix rules at the wall clock every :data:`EVAL` seconds (the
+10 s groups at their own interval) and writes its recording results and ``ALERTS`` back by remote
+write, as deployed: nothing is flushed for it, so its own write lag is the real one.
+
+A restart (``Case.restarts``) stops vmalert by PID at the restart step and starts a new one, on the
+same VictoriaMetrics and with ``-remoteRead.url`` pointing there (so it restores its alerts' ``for``
+state from ``ALERTS_FOR_STATE``, as Prometheus does from its TSDB), after ``Case.down`` steps
+without scrapes. Whatever the old vmalert wrote stays in VictoriaMetrics without a staleness
+marker: the restart of the model (tests/matrix_restart.py) happens for real here.
+
+After the run each scenario's ``ALERTS`` samples are read back raw (``/api/v1/export``) and the
+pages at step ``s`` are those of each group's last evaluation before step ``s + 1``'s samples are
+written (:func:`timeline`). Steps while vmalert is down are not observed: they keep the pages of
+the step before (Alertmanager holds a page that long). The timeline is judged exactly as
+promtool's (:func:`tests.matrix_timeline.judge`), with ``Case.vm_pages`` where this engine
+differs.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import tempfile
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+
+from gpumon.localprom import LocalVictoriaMetrics, LocalVmalert
+from gpumon.loopback import WebhookReceiver
+from gpumon.ruletests.series import MISSING
+from tests import matrix_timeline
+from tests.engines import VmEngine
+from tests.matrix import IDENTITY, PAGES, STEP, Case, Page, matrix_spec, rules_text, scraped
+from tests.matrix_vm import alert_steps, firing_at, post_series
+
+#: vmalert's ``-evaluationInterval`` (the groups without their own): promtool's, half a step
+EVAL = STEP // 2
+#: seconds before a step that its samples are written: searchable by every evaluation from the step on
+LEAD = 1.0
+#: seconds after the servers are up until step 0 (rounded up to a whole step)
+WARMUP = 5
+#: the series that shows each inventory evaluation (the inventory group's heartbeat, rules/fresh.py)
+HEARTBEAT = "rule_group:gpumon_evaluation:timestamp"
+
+
+def _cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of a running process (``/proc/<pid>/stat``); 0 when it is gone."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+@dataclass
+class LiveOutcome:
+    """One scenario on one engine: the verdict on its per-step timeline and what the run measured."""
+
+    case: Case
+    verdict: matrix_timeline.Verdict
+    #: steps (vmalert up) at which no inventory evaluation showed: a harness or load problem
+    missed: list[int] = field(default_factory=list)
+    #: seconds each vmalert start took (the first and one per restart)
+    starts: list[float] = field(default_factory=list)
+    #: the most seconds a step's samples became searchable after the step's time (a positive value: the
+    #: evaluations right at the step read the step before; load on the test process)
+    late: float = 0.0
+    cpu: float = 0.0
+    log: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.verdict.ok
+
+    @property
+    def timeline(self) -> matrix_timeline.Timeline:
+        return self.verdict.timeline
+
+
+def judge(case: Case, timeline: matrix_timeline.Timeline) -> matrix_timeline.Verdict:
+    """``timeline`` judged as promtool's, against ``Case.vm_pages`` (and ``vm_bound``) where set."""
+    if case.vm_pages is None:
+        return matrix_timeline.judge(case, timeline, STEP)
+    return matrix_timeline.judge(case, timeline, STEP, pages=case.vm_pages, bound=case.vm_bound or case.bound,
+                                 end=case.vm_pages)
+
+
+def down_steps(case: Case) -> set[int]:
+    """Steps at which vmalert is stopped (a restart: ``down`` steps from each of ``restarts``)."""
+    return {s for r in case.restarts for s in range(r, r + case.down)}
+
+
+def timeline(firing: dict[int, list[str]], t0: int, case: Case, every: dict[str, int]) -> matrix_timeline.Timeline:
+    """Step -> pages, from ``firing`` (second -> pages, :func:`tests.matrix_vm._firing`): at step
+    ``s`` each group's last evaluation before ``t0 + (s + 1) * STEP``, when step ``s + 1``'s samples
+    become readable. A step while vmalert is down keeps the pages of the step before."""
+    out: dict[int, frozenset] = {}
+    down = down_steps(case)
+    ids = ("cluster",) if case.clusters else ()
+    for s in range(case.steps):
+        if s in down:
+            pages = out.get(s - 1, frozenset())
+        else:
+            texts = firing_at(firing, t0 + (s + 1) * STEP - 1, every)
+            pages = frozenset(matrix_timeline.page_of(t, Page) for t in texts)
+            if not ids:
+                pages = frozenset(Page(p.alert, p.node, p.gpu, p.field) for p in pages)
+        if pages:
+            out[s] = pages
+    return out
+
+
+class Scenario:
+    """One scenario on its own VictoriaMetrics and vmalert, stepped in real time from ``t0``."""
+
+    def __init__(self, case: Case, engine: VmEngine, rules: Path, notifier: str, restore: bool = True):
+        self.case, self.engine, self.rules, self.notifier = case, engine, rules, notifier
+        self.restore = restore
+        scrape = scraped(case, matrix_spec(case.clusters))
+        self.rows = [({"__name__": name, **dict(labels)}, row) for (name, labels), row in scrape.series.items()]
+        self.vm: LocalVictoriaMetrics | None = None
+        self.vmalert: LocalVmalert | None = None
+        self.starts: list[float] = []
+        self.late = -LEAD
+        self.cpu = 0.0
+        self.logs: list[str] = []
+        self.client = httpx.Client(timeout=30)
+
+    def start_store(self) -> None:
+        """Start the scenario's VictoriaMetrics."""
+        # -search.disableCache: vmalert reads what was written a second ago (tests/live_alerting.py)
+        self.vm = LocalVictoriaMetrics(binary=self.engine.victoria_metrics, extra_args=["-search.disableCache"])
+        self.vm.start()
+
+    def push(self, step: int, t0: int) -> None:
+        """Write step ``step``'s samples at their wall-clock time and make them searchable."""
+        ts = (t0 + step * STEP) * 1000
+        series = [(labels, [(ts, row[step])]) for labels, row in self.rows if row[step] != MISSING]
+        for attempt in range(3):
+            try:
+                post_series(self.client.post, self.vm.url, series)
+                self.client.get(f"{self.vm.url}/internal/force_flush").raise_for_status()
+                self.late = max(self.late, round(time.time() - ts / 1000, 2))
+                return
+            except httpx.TransportError:
+                # VictoriaMetrics closes a keep-alive connection left idle (a long restart): a
+                # write on it fails before it arrives, and goes again on a new connection
+                if attempt == 2:
+                    raise
+
+    def start_vmalert(self) -> None:
+        """Start a vmalert on the scenario's VictoriaMetrics (at step 0 and after each restart)."""
+        # 1.79 has no -rule.evalDelay; the current vmalert evaluates 30 s in the past unless told
+        # that VictoriaMetrics answers up to now (-search.latencyOffset=0s, LocalVictoriaMetrics)
+        extra = [f"-remoteRead.url={self.vm.url}", "-remoteRead.lookback=1h"] if self.restore else []
+        extra += ["-rule.evalDelay=0s"] if self.engine.current else []
+        t = time.monotonic()
+        self.vmalert = LocalVmalert([self.rules], self.vm.url, self.notifier, evaluation_interval=f"{EVAL}s",
+                                    binary=self.engine.vmalert, extra_args=extra)
+        self.vmalert.start()
+        self.starts.append(round(time.monotonic() - t, 2))
+
+    def stop_vmalert(self) -> None:
+        """Stop vmalert by PID (a restart, or the end), keeping its CPU seconds and log."""
+        if self.vmalert:
+            self.cpu += _cpu_seconds(self.vmalert.proc.pid)
+            self.logs.append(self.vmalert.logs())
+            self.vmalert.stop()
+            self.vmalert = None
+
+    def play(self, t0: int) -> None:
+        """Step through the scenario from wall time ``t0`` (Unix seconds): write each step's samples
+        (none while vmalert is restarting), stop vmalert at each restart step and start it again
+        after ``down`` steps, and stop it once the last step's evaluations are written."""
+        down = down_steps(self.case)
+        for step in range(self.case.steps):
+            at = t0 + step * STEP
+            if step in down and step - 1 not in down:
+                _sleep_until(at)
+                self.stop_vmalert()
+                continue
+            if step in down:
+                continue
+            _sleep_until(at - LEAD)
+            self.push(step, t0)
+            if self.vmalert is None:
+                self.start_vmalert()
+        # the last step's evaluations, and vmalert's remote-write flush (1 s) after them
+        _sleep_until(t0 + self.case.steps * STEP + 2)
+        self.stop_vmalert()
+
+    def export(self, match: str, start: int, end: int) -> list[dict]:
+        """Raw samples of ``match`` in [start, end] (seconds): ``/api/v1/export`` lines."""
+        res = self.client.post(f"{self.vm.url}/api/v1/export", data={"match[]": match, "start": start, "end": end})
+        res.raise_for_status()
+        return [json.loads(line) for line in res.text.splitlines() if line.strip()]
+
+    def outcome(self, t0: int, every: dict[str, int]) -> LiveOutcome:
+        """Read the pages back and judge the timeline."""
+        self.client.get(f"{self.vm.url}/internal/force_flush").raise_for_status()
+        end = t0 + (self.case.steps + 1) * STEP
+        ids = IDENTITY + (("cluster",) if self.case.clusters else ())
+        firing: dict[int, list[str]] = {}
+        for line in self.export(PAGES, t0 - 600, end):
+            text = "{" + ", ".join(f'{k}="{line["metric"][k]}"' for k in sorted(ids) if k in line["metric"]) + "}"
+            for ts, value in zip(line["timestamps"], line["values"]):
+                if value is not None and not (isinstance(value, float) and math.isnan(value)) and value == 1:
+                    firing.setdefault(ts // 1000, []).append(text)
+        seen = timeline(firing, t0, self.case, every)
+        beats = {ts // 1000 for line in self.export(HEARTBEAT, t0 - 600, end) for ts in line["timestamps"]}
+        down = down_steps(self.case)
+        missed = [s for s in range(self.case.steps) if s not in down and s - 1 not in down and s
+                  and not any(t0 + s * STEP <= b < t0 + (s + 1) * STEP for b in beats)]
+        return LiveOutcome(self.case, judge(self.case, seen), missed, self.starts, self.late, self.cpu,
+                           "\n".join(self.logs)[-3000:])
+
+    def close(self) -> None:
+        """Stop every server of the scenario."""
+        self.stop_vmalert()
+        if self.vm:
+            self.cpu += _cpu_seconds(self.vm.proc.pid)
+            self.vm.stop()
+        self.client.close()
+
+
+def _sleep_until(when: float) -> None:
+    time.sleep(max(0.0, when - time.time()))
+
+
+def run(cases: list[Case], engine: VmEngine, keep: Path | None = None, restore: bool = True) \
+        -> tuple[list[LiveOutcome], dict[str, float]]:
+    """Play every case at once on ``engine``, each on its own VictoriaMetrics and vmalert (with
+    ``restore`` false, a restarted vmalert does not restore its alerts' state: no ``-remoteRead.url``).
+
+    Returns:
+        (an outcome per case, in order; {"wall": seconds, "cpu": CPU seconds of every server}).
+    """
+    t_start = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="gpumon-matrix-vmlive-") as tmp, WebhookReceiver() as hook:
+        folder = Path(keep or tmp)
+        folder.mkdir(parents=True, exist_ok=True)
+        rules, every = {}, {}
+        for clusters in {c.clusters for c in cases}:
+            path = rules[clusters] = folder / f"rules-{'cluster' if clusters else 'plain'}.yaml"
+            path.write_text(rules_text(matrix_spec(clusters)))
+            every.update(alert_steps(path))
+        scenarios = [Scenario(c, engine, rules[c.clusters], hook.url, restore) for c in cases]
+        try:
+            with ThreadPoolExecutor(max_workers=len(scenarios)) as pool:
+                list(pool.map(Scenario.start_store, scenarios))
+                t0 = (int(time.time()) + WARMUP) // STEP * STEP + STEP
+                for f in [pool.submit(s.play, t0) for s in scenarios]:
+                    f.result()
+            outcomes = [s.outcome(t0, every) for s in scenarios]
+        finally:
+            for s in scenarios:
+                s.close()
+    for o, s in zip(outcomes, scenarios):
+        o.cpu = s.cpu
+    return outcomes, {"wall": time.monotonic() - t_start, "cpu": sum(s.cpu for s in scenarios)}
+
+
+__all__ = ["run", "timeline", "judge", "LiveOutcome", "Scenario", "down_steps"]

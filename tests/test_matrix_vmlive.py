@@ -1,0 +1,97 @@
+"""The fault-scenario matrix on live vmalert (tests/matrix_vmlive.py): the lifecycle scenarios, which
+the vmalert replay cannot play (tests/test_matrix_vm.py), are played in real time, each on its own VictoriaMetrics and vmalert,
+all at once, on Debian's vmalert 1.79 and on the current build side by side; a restart is a real
+vmalert stopped by PID and started again. Each scenario's per-step timeline must page exactly as
+expected, as promtool's does (tests/test_matrix.py).
+
+One scenario rides along that must fail, the known limit (tests/matrix_cases.py ``OPEN``: vmalert
+down for longer than the inventory lookback forgets a lost GPU), and a played timeline judged against a
+wrong expectation must fail."""
+
+from __future__ import annotations
+
+import dataclasses
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from tests import matrix, matrix_timeline, matrix_vmlive
+from tests.engines import vm_engines
+from tests.matrix_cases import CASES as ALL_CASES, OPEN as OPEN_CASES
+from tests.test_matrix_vm import CASES as REPLAYED
+
+pytestmark = pytest.mark.slow
+
+#: the lifecycles. The other scenarios the replay leaves out (bus-off at the bound, the four targets that
+#: stay scraped without a node name) are not played here yet: with them, 42 servers pairs at once on 2
+#: shared cores, vmalert's own writes lagged and pages of every scenario ended and started again while
+#: they ran (docs/matrix.md)
+CASES = [c for c in ALL_CASES if c not in REPLAYED and c.covers.startswith("lifecycle")]
+#: scenarios that fail live on one build only, by engine id, not explained yet (docs/engines.md)
+OPEN: dict[str, set[str]] = {}
+LIMIT = OPEN_CASES[0]
+#: "a GPU lost, a restart mid-fault" expecting the other GPU: judged on the played timeline
+LOST_RESTARTED = "a GPU lost, a restart mid-fault: still one page"
+
+
+@pytest.fixture(scope="module")
+def played():
+    """Both builds at once, each with every scenario at once (plus the known limit, which must
+    fail): the wall time is about the longest scenario's."""
+    try:
+        engines = vm_engines()
+    except FileNotFoundError as exc:
+        pytest.fail(str(exc))
+    with ThreadPoolExecutor(max_workers=len(engines)) as pool:
+        runs = list(pool.map(lambda e: matrix_vmlive.run(CASES + [LIMIT], e), engines))
+    out = {}
+    for engine, (outcomes, measured) in zip(engines, runs):
+        print(f"\nvmalert {engine.version} live: {len(outcomes)} scenarios in {measured['wall']:.0f} s wall, "
+              f"{measured['cpu']:.0f} CPU s (servers); samples searchable at most "
+              f"{max(o.late for o in outcomes):+.2f} s after their step")
+        for o in outcomes:
+            print(f"  {'ok  ' if o.ok else 'FAIL'} {o.case.name}: "
+                  + matrix_timeline.describe(o.timeline, matrix.STEP, o.case.steps - 1).replace("<br>", "; ")
+                  + "".join(f"\n      ! {p}" for p in o.verdict.problems))
+        out[engine.id] = outcomes
+    return out
+
+
+def test_every_scenario_pages_exactly_as_expected_on_live_vmalert(played):
+    for engine, outcomes in played.items():
+        failed = {o.case.name: o.verdict.problems for o in outcomes[:len(CASES)] if not o.ok}
+        open_here = OPEN.get(engine, set())
+        assert not {k: v for k, v in failed.items() if k not in open_here}, (engine, failed)
+        assert set(failed) == open_here, (engine, "fixed? remove it from OPEN", failed)
+
+
+def test_every_step_was_evaluated(played):
+    """The inventory group evaluated in every step vmalert was up: a timeline with holes would be
+    the load on the machine, not the rules."""
+    for engine, outcomes in played.items():
+        assert not {o.case.name: o.missed for o in outcomes if o.missed}, engine
+
+
+def test_each_restart_is_a_new_vmalert(played):
+    for engine, outcomes in played.items():
+        for o in outcomes:
+            assert len(o.starts) == 1 + len(o.case.restarts), (engine, o.case.name, o.starts)
+
+
+def test_vmalert_down_longer_than_the_lookback_forgets_the_lost_gpu(played):
+    """The known limit (docs/matrix.md): the page ends during the outage and does not come back."""
+    for engine, outcomes in played.items():
+        limit = outcomes[len(CASES)]
+        assert not limit.ok, engine
+        assert any(p.startswith("at the end") for p in limit.verdict.problems), (engine, limit.verdict.problems)
+
+
+def test_a_wrong_expectation_fails_live(played):
+    """The played timeline of a restart mid-fault, judged against the wrong GPU, fails."""
+    for engine, outcomes in played.items():
+        played_case = next(o for o in outcomes if o.case.name == LOST_RESTARTED)
+        wrong = dataclasses.replace(played_case.case, pages=(matrix.Page("GpuLost", "gpu-node-2", 0),))
+        verdict = matrix_vmlive.judge(wrong, played_case.timeline)
+        assert not verdict.ok, engine
+        assert "GpuLost (gpu-node-2 gpu 0) never fired" in verdict.problems, (engine, verdict.problems)
+        assert any(p.startswith("GpuLost (gpu-node-2 gpu 1) fired, not expected") for p in verdict.problems), verdict

@@ -32,7 +32,7 @@ _SLOW_FIXTURES = {"promtool", "engine", "vm_engine", "am_engine", "prom", "env",
 #: what a test body calls when it runs a real binary or server itself
 _SLOW_CALLS = ("promtool", "amtool", "LocalAlertmanager", "LocalPrometheus", "Simulator(", "ExpositionServer", "serve_forever")
 #: the longest modules (last full runs), handed out first so no worker is left with one at the end
-_LONGEST_FIRST = ("test_matrix_vmlive", "test_live_alertmanager", "test_ruletests", "test_matrix", "test_bench_fleet", "test_fuzz_spec",
+_LONGEST_FIRST = ("test_matrix_vmlive", "test_live_alertmanager", "test_ruletests", "test_matrix", "test_bench_fleet", "test_fuzz_spec", "test_apply_size",
                   "test_validate_hostile", "test_matrix_vm")
 
 

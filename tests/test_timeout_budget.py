@@ -7,6 +7,7 @@ chosen queries."""
 from __future__ import annotations
 
 import itertools
+import re
 import threading
 import time
 
@@ -61,7 +62,13 @@ def test_validate_against_a_server_stalling_on_every_other_query_stops_early():
         srv.server.responder = after_probe(responder)
         proc, seconds = gpumon("validate", "gpumon.yaml", "--prom", srv.url, "--timeout", "1", "--deadline", "300",
                                "--concurrency", "2", timeout=120)
-    assert proc.returncode == 3, proc.stdout[-1500:]
+    # inconclusive (3) when nothing failed; the answers that land between the stalls come from a server
+    # with no rules and no targets, which are failures (1) when they are among them: which requests
+    # stall depends on the order validate sends them in, so the summary line decides
+    errors = re.search(r"checks run; (\d+) error", proc.stdout)
+    assert errors, proc.stdout[-1500:]
+    assert proc.returncode == (1 if int(errors.group(1)) else 3), proc.stdout[-1500:]
+    assert "inconclusive" in proc.stdout.splitlines()[-1]
     assert "the server stopped answering in time" in proc.stdout
     # the budget plus the queries in flight when it ran out, not one timeout per stalled query
     assert responder.stalled <= promapi.TIMEOUT_BUDGET + 2, responder.stalled

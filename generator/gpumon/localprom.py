@@ -84,6 +84,12 @@ def prometheus_binary() -> str:
     return path
 
 
+#: what Go servers log when another process bound their port first (``net.Listen``'s EADDRINUSE)
+PORT_TAKEN = "address already in use"
+#: starts of a server whose port was taken, each on a new port (:meth:`_LocalServer._spawn`)
+PORT_TRIES = 3
+
+
 class _LocalServer:
     """A server binary started on 127.0.0.1 in a temporary folder, with its log there, waited on
     through ``/-/ready`` and stopped by PID. Subclasses set ``NAME`` and call :meth:`_spawn`."""
@@ -105,14 +111,27 @@ class _LocalServer:
 
     def _spawn(self, args: list[str]) -> None:
         """Start ``args`` with output to ``<folder>/<NAME>.log`` and wait until :attr:`READY` answers;
-        a server that does not get ready is stopped and RuntimeError (with its log) raised."""
-        self.log = open(Path(self.tmp.name) / f"{self.NAME}.log", "wb")
-        self.proc = subprocess.Popen(args, stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True)
-        try:
-            wait_ready(self.proc, f"{self.url}{self.READY}", self.startup_timeout, self.NAME, self.logs)
-        except RuntimeError:
-            self.stop()
-            raise
+        a server that does not get ready is stopped and RuntimeError (with its log) raised.
+
+        :func:`free_port` only says a port was free a moment ago: with many servers starting at once
+        another one can take it first, and the server exits saying so. Then it starts again on
+        another port (``127.0.0.1:<port>`` in ``args`` replaced), up to :data:`PORT_TRIES` times."""
+        for attempt in range(PORT_TRIES):
+            self.log = open(Path(self.tmp.name) / f"{self.NAME}.log", "wb")
+            self.proc = subprocess.Popen(args, stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True)
+            try:
+                wait_ready(self.proc, f"{self.url}{self.READY}", self.startup_timeout, self.NAME, self.logs)
+                return
+            except RuntimeError:
+                taken = self.proc.poll() is not None and PORT_TAKEN in self.logs()
+                if not taken or attempt == PORT_TRIES - 1:
+                    self.stop()
+                    raise
+            stop_process(self.proc)
+            self.log.close()
+            old, self.port = f"127.0.0.1:{self.port}", free_port()
+            self.url = f"http://127.0.0.1:{self.port}"
+            args = [a.replace(old, f"127.0.0.1:{self.port}") for a in args]
 
     def logs(self) -> str:
         """The server's log so far (its last 4,000 characters)."""

@@ -99,7 +99,7 @@ def test_a_spec_with_every_catalogued_field_renders_objects_that_fit(every_field
     assert _too_big(objects) == []
     # groups over the budget are split into parts named <group>, <group>-2, ... in order
     names_ = [g.name for g in groups]
-    for base in ("gpumon.inventory", "gpumon.coverage", "gpumon.values"):
+    for base in ("gpumon.inventory", "gpumon.coverage", "gpumon.plausibility"):
         assert base in names_ and f"{base}-2" in names_
         parts = [n for n in names_ if n == base or n.startswith(f"{base}-")]
         assert parts == [split.part_name(base, k) for k in range(len(parts))]
@@ -164,13 +164,13 @@ def test_split_keeps_one_fields_rules_together_and_reads_shared_records_late(eve
             for rec in {rec for rec, f in own} | {names.IMPLAUSIBLE, names.IMPLAUSIBLE_READING, names.NODE_PLAUSIBLE,
                                                   names.NODE_FIELD_ABSENT}:
                 if field and f'{rec}{{job="dcgm-exporter",{names.FIELD_LABEL}="{field}"}}' in rule.expr \
-                        and group.name.split(".")[1].split("-")[0] in ("values", "coverage"):
+                        and group.name.split(".")[1].split("-")[0] in ("plausibility", "coverage"):
                     assert (rec, field) in own, f"{rule.name} of {field} in {group.name} reads {rec} of another part"
 
 
-def test_value_groups_keep_each_metrics_recordings_before_its_alerts(every_field):
+def test_plausibility_groups_keep_each_metrics_recordings_before_their_alerts(every_field):
     """An alert reads only series recorded in its own group (evaluated first in the same round)."""
-    groups = [g for g in every_field[1] if ".values" in g.name]
+    groups = [g for g in every_field[1] if ".plausibility" in g.name]
     every = {r.record for g in groups for r in g.rules if r.record}
     for group in groups:
         own = {r.record for r in group.rules if r.record}
@@ -325,5 +325,5 @@ def test_lint_fails_an_object_over_the_configured_size(tmp_path):
     result = CliRunner().invoke(cli, args[:-1] + ["--max-object-bytes", "20000", str(out)])
     assert result.exit_code == 1, result.output
     found = [line for line in result.output.splitlines() if "object-too-large-to-apply" in line]
-    assert any("PrometheusRule monitoring/gpumon-values" in line for line in found), result.output
+    assert any("PrometheusRule monitoring/gpumon-plausibility" in line for line in found), result.output
     assert all("gpumon-exporter" not in line for line in found), "a small object passes"

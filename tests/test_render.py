@@ -111,7 +111,7 @@ def _crd_validator():
 def test_prometheusrule_matches_the_crd_schema_and_carries_selector_labels(default_spec):
     docs = list(yaml.safe_load_all((ROOT / "output/kubernetes/gpumon-prometheusrule.yaml").read_text()))
     assert [d["metadata"]["name"] for d in docs] == ["gpumon-inventory", "gpumon-coverage", "gpumon-exporter",
-                                                     "gpumon-presence", "gpumon-values", "gpumon-gaps"]
+                                                     "gpumon-presence", "gpumon-values", "gpumon-plausibility", "gpumon-gaps"]
     for doc in docs:
         errors = [e.message for e in _crd_validator().iter_errors(doc)]
         assert errors == []
@@ -171,7 +171,7 @@ def test_rules_follow_the_fleet_cost_and_identity_rules(default_spec):
 
 def test_group_names_are_stable_and_unique(default_spec):
     names = [g.name for g in build_groups(default_spec)]
-    assert names == ["gpumon.inventory", "gpumon.coverage", "gpumon.exporter", "gpumon.presence", "gpumon.values", "gpumon.gaps"]
+    assert names == ["gpumon.inventory", "gpumon.coverage", "gpumon.exporter", "gpumon.presence", "gpumon.values", "gpumon.plausibility", "gpumon.gaps"]
 
 
 def test_spec_changes_flow_into_rules(tmp_path):

@@ -33,9 +33,9 @@ def build_groups(spec: Spec) -> list[RuleGroup]:
             generate; each problem lists the valid names.
     Returns:
         groups named ``<spec name>.<part>`` (``.kubernetes`` only when the spec has that section,
-        after the exporter group); the coverage, kubernetes and gaps groups evaluate every
-        ``alerts.slow_group_interval`` (1m): they scan every presence series or long windows and
-        feed dashboards and slow-moving alerts. A group over :data:`GROUP_BUDGET` is split into
+        after the exporter group); the coverage, kubernetes, plausibility and gaps groups evaluate
+        every ``alerts.slow_group_interval`` (1m): they scan every presence series, every raw
+        reading or long windows and feed dashboards and slow-moving or data-quality alerts. A group over :data:`GROUP_BUDGET` is split into
         parts ``<group>``, ``<group>-2``, ... in its place (:mod:`gpumon.rules.split`).
     """
     _check_overrides(spec)
@@ -60,6 +60,9 @@ def _build(spec: Spec) -> list[RuleGroup]:
         RuleGroup(f"{p}.exporter", tuple(exporter.rules(spec))),
         RuleGroup(f"{p}.presence", tuple(presence.rules(spec))),
         RuleGroup(f"{p}.values", tuple(values.rules(spec))),
+        # every raw field read two or three times for a data-quality page: the costliest rules on
+        # a large fleet, so they run with the slow groups
+        RuleGroup(f"{p}.plausibility", tuple(values.plausibility_rules(spec)), interval=slow),
         RuleGroup(f"{p}.gaps", tuple(gaps.rules(spec)), interval=slow),
     ]
     kube = kubernetes.rules(spec)  # only with a `kubernetes` section in the spec

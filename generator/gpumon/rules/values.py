@@ -237,11 +237,22 @@ def profiling_stuck(spec: Spec) -> Rule | None:
 
 
 def rules(spec: Spec) -> list[Rule]:
-    """Value alerts for every spec'd metric: the implausible readings and the nodes that read each
-    field plausibly where some GPU does not (recorded first, then three
-    tiers that exclude each other like the presence tiers), thresholds, frozen counters, and the
-    busy-but-profiling-zero divergence."""
+    """Value alerts for every spec'd metric: thresholds, XID policy, frozen counters, and the
+    busy-but-profiling-zero divergence. Thresholds read only plausible readings (in range, not a
+    blank code, not NaN) on their own, so they need nothing from :func:`plausibility_rules`."""
     return chunk(per_metric(spec), profiling_stuck(spec))
+
+
+def plausibility_rules(spec: Spec) -> list[Rule]:
+    """The implausible readings of every spec'd metric and the nodes that read each field
+    plausibly where some GPU does not (recorded first), then three tiers that exclude each other
+    like the presence tiers. Their own group, evaluated every ``alerts.slow_group_interval``:
+    they read every raw field two or three times, most of the rules' cost on a large fleet,
+    for a data-quality page that a minute's delay does not hurt."""
+    recorded = [r for m in spec.metrics for r in (implausible_set(spec, m), implausible_readings(spec, m),
+                                                  node_plausible(spec, m))]
+    return recorded + [r for m in spec.metrics for r in (fleet_implausible(spec, m), node_implausible(spec, m),
+                                                         implausible(spec, m))]
 
 
 def per_metric(spec: Spec) -> list[tuple[list[Rule], list[Rule]]]:
@@ -249,14 +260,12 @@ def per_metric(spec: Spec) -> list[tuple[list[Rule], list[Rule]]]:
     its own recorded series, so metrics can go to different groups (:func:`chunk`)."""
     out = []
     for m in spec.metrics:
-        recorded = [implausible_set(spec, m), implausible_readings(spec, m), node_plausible(spec, m)]
-        alerts = [fleet_implausible(spec, m), node_implausible(spec, m), implausible(spec, m)]
-        alerts += [threshold(spec, m, t) for t in m.thresholds]
+        alerts = [threshold(spec, m, t) for t in m.thresholds]
         if m.xid is not None:
             alerts += [r for r in (xid(spec, m, sev) for sev in ("critical", "warning", "info")) if r]
         if m.frozen_check:
             alerts.append(frozen(spec, m))
-        out.append((recorded, alerts))
+        out.append(([], alerts))
     return out
 
 

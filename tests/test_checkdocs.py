@@ -55,3 +55,11 @@ def test_docs_url_sets_where_help_links_point(monkeypatch):
     result = CliRunner().invoke(cli, ["lint", "--format", "sarif", str(ROOT / "tests/lint_corpus/rate_window.yaml")])
     rule = json.loads(result.output)["runs"][0]["tool"]["driver"]["rules"][0]
     assert rule["helpUri"] == "https://git.example.com/sre/gpumon/blob/main/docs/checks/lint/rate-window-too-small.md"
+
+
+def test_the_readme_lint_sample_counts_are_generated():
+    """README's `gpumon lint output` sample states what lint read; make docs rewrites that line,
+    so it must stay findable (a rewording would silently stop the regeneration)."""
+    readme = (ROOT / "README.md").read_text("utf-8")
+    found = checkdocs._README_LINT_INPUTS.findall(readme)
+    assert len(found) == 1 and found[0] == f"inputs: {checkdocs._lint_inputs(ROOT)}"

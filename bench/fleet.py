@@ -108,15 +108,23 @@ def rule_metrics(prom_url: str) -> dict[str, dict[str, float]]:
     return fl.parse_rule_metrics(httpx.get(f"{prom_url}/metrics", timeout=30).text)
 
 
-def sample_groups(prom_url: str, seconds: float, step: float = 2.0) -> dict[str, fl.GroupSamples]:
-    """Poll Prometheus' ``/metrics`` every ``step`` s for ``seconds`` and fold each group in."""
+def sample_groups(prom_url: str, seconds: float, step: float = 2.0, rules_every: float = 30.0):
+    """Poll Prometheus' ``/metrics`` every ``step`` s for ``seconds`` and fold each group in; every
+    ``rules_every`` s also snapshot each rule's last evaluation time (``/api/v1/rules``).
+    Returns ({group: GroupSamples}, [rule-family snapshots])."""
     samples: dict[str, fl.GroupSamples] = {}
+    snapshots: list = []
     deadline = time.monotonic() + seconds
+    next_rules = time.monotonic() + rules_every / 2
     while True:
         for name, metrics in rule_metrics(prom_url).items():
             samples.setdefault(name, fl.GroupSamples()).add(metrics)
+        if time.monotonic() >= next_rules:
+            groups = httpx.get(f"{prom_url}/api/v1/rules", timeout=60).json()["data"]["groups"]
+            snapshots.append(fl.rule_families(groups))
+            next_rules += rules_every
         if time.monotonic() >= deadline:
-            return samples
+            return samples, snapshots
         time.sleep(step)
 
 
@@ -146,10 +154,11 @@ def count_series(prom_url: str, job: str, gpumon_records: list[str], floor_recor
 
 def phase(prom: FleetPrometheus, name: str, window: float, job: str, gpumon_records, floor_records) -> dict:
     log(f"phase {name}: sampling rule groups for {window:g}s")
-    samples = sample_groups(prom.url, window)
+    samples, snapshots = sample_groups(prom.url, window)
     figures = fl.eval_figures(samples)
     series = count_series(prom.url, job, gpumon_records, floor_records)
-    return {"figures": figures, "series": series, "prometheus_rss": prom.rss_bytes()}
+    return {"figures": figures, "series": series, "prometheus_rss": prom.rss_bytes(),
+            "costliest": fl.costliest(snapshots)}
 
 
 def wait_groups_evaluated(prom_url: str, groups: list[str], timeout: float) -> None:
@@ -311,6 +320,10 @@ def report(res: dict, out=sys.stdout) -> None:
         p(f"   series: raw DCGM_* {s['raw']:,}; gpumon recorded {s['gpumon']:,} = {fl.ratio(s['gpumon'], s['raw']):.3f}x raw; "
           f"floors {s['floor']:,}; ALERTS* {s['alerts']:,}; head {s['head']:,}; Prometheus RSS {mib(ph['prometheus_rss'])}")
         p("   largest recorded: " + ", ".join(f"{k} {v:,}" for k, v in list(s["per_record"].items())[:4]))
+        if ph.get("costliest"):
+            p("   costliest gpumon rules (all rules of one name; median s per evaluation, s/min):")
+            for group, name, med, per_min in ph["costliest"]:
+                p(f"     {per_min:6.2f} s/min {med:8.3f} s  {group}  {name}")
     if "validate" in res:
         v, n = res["validate"], res["naive"]
         p(f"-- validate (faults phase): exit {v['exit']}, {v['findings']} findings, {v['requests']} requests, "

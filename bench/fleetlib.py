@@ -300,6 +300,36 @@ def total_per_minute(figures: dict[str, GroupFigure], floor: bool, name: str | N
     return sum(f.per_minute for n, f in figures.items() if not n.startswith(FLOOR_PREFIX))
 
 
+def rule_families(groups: Iterable[dict]) -> dict[tuple[str, str], tuple[float, float]]:
+    """{(group, rule name): (seconds its rules took in the group's last evaluation, summed over the
+    rules of that name, e.g. one per field; the group's interval, s)} from ``/api/v1/rules``'
+    ``data.groups`` (each rule's ``evaluationTime``; Prometheus web/api/v1/api.go). Which rules
+    of a group cost what, per evaluation."""
+    out: dict[tuple[str, str], tuple[float, float]] = {}
+    for g in groups:
+        interval = float(g.get("interval") or 0.0)
+        for r in g.get("rules") or ():
+            key = (g["name"], r.get("name", ""))
+            out[key] = (out.get(key, (0.0, interval))[0] + float(r.get("evaluationTime") or 0.0), interval)
+    return out
+
+
+def costliest(snapshots: list[dict[tuple[str, str], tuple[float, float]]], top: int = 8,
+              floor: bool = False) -> list[tuple[str, str, float, float]]:
+    """The ``top`` rule families by busy seconds per minute (median over ``snapshots`` of
+    :func:`rule_families` x 60 / interval): (group, rule name, median s per evaluation, s/min),
+    gpumon's groups only (``floor`` False) or the floors' only."""
+    rows = []
+    for key in {k for snap in snapshots for k in snap}:
+        if key[0].startswith(FLOOR_PREFIX) != floor:
+            continue
+        seen = [snap[key] for snap in snapshots if key in snap]
+        med = statistics.median(s for s, _ in seen)
+        interval = seen[-1][1]
+        rows.append((key[0], key[1], med, med * 60 / interval if interval else 0.0))
+    return sorted(rows, key=lambda r: (-r[3], r[0], r[1]))[:top]
+
+
 def ratio(a: float, b: float) -> float:
     """a / b, or infinity when b is 0 and a is not (nan when both are 0)."""
     if b:

@@ -211,3 +211,22 @@ def test_naive_required_asks_each_required_metric_per_gpu():
     queries = fl.naive_required_queries(spec, ["GPU-a", "GPU-b"])
     assert len(queries) == 2 * len(spec.required_metrics)
     assert queries[0] == f'count({spec.required_metrics[0].name}{{job="{spec.exporter.job}",UUID="GPU-a"}})'
+
+
+def test_costliest_sums_rules_of_one_name_and_ranks_by_seconds_per_minute():
+    def groups(values_s: float, slow_s: float) -> list[dict]:
+        return [{"name": "gpumon.values", "interval": 30, "rules": [
+                    {"name": "GpuTemperatureHigh", "evaluationTime": values_s},
+                    {"name": "GpuTemperatureHigh", "evaluationTime": values_s}]},
+                {"name": "gpumon.plausibility", "interval": 60, "rules": [
+                    {"name": "job_gpu:dcgm_field_implausible:unless", "evaluationTime": slow_s}]},
+                {"name": "floor.spec", "interval": 15, "rules": [{"name": "floor:x", "evaluationTime": 9.0}]}]
+    snaps = [fl.rule_families(groups(0.1, 0.9)), fl.rule_families(groups(0.3, 0.5)), fl.rule_families(groups(0.2, 0.7))]
+    assert snaps[0][("gpumon.values", "GpuTemperatureHigh")] == (0.2, 30.0)
+    rows = fl.costliest(snaps)
+    # values: median of the sums 0.2/0.6/0.4 = 0.4 s every 30 s = 0.8 s/min; plausibility 0.7 s every 60 s
+    assert [(g, n) for g, n, _, _ in rows] == [("gpumon.values", "GpuTemperatureHigh"),
+                                               ("gpumon.plausibility", "job_gpu:dcgm_field_implausible:unless")]
+    assert rows[0][2:] == pytest.approx((0.4, 0.8)) and rows[1][2:] == pytest.approx((0.7, 0.7))
+    assert [n for _, n, _, _ in fl.costliest(snaps, floor=True)] == ["floor:x"]
+    assert len(fl.costliest(snaps, top=1)) == 1

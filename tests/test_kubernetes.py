@@ -104,7 +104,7 @@ def test_group_only_with_the_section_and_promtool_accepts_it(tmp_path, promtool)
     spec = load_spec(EXAMPLE)
     assert [g.name for g in build_groups(spec)] == [
         "gpumon.inventory", "gpumon.coverage", "gpumon.exporter", "gpumon.kubernetes", "gpumon.presence",
-        "gpumon.values", "gpumon.gaps"]
+        "gpumon.values", "gpumon.plausibility", "gpumon.gaps"]
     write(render(spec), tmp_path)
     proc = subprocess.run([promtool, "check", "rules", str(tmp_path / "rules/gpumon.rules.yaml")],
                           capture_output=True, text=True)

@@ -357,8 +357,9 @@ def test_rules_loaded_pass_and_fail(env, faulty):
     assert code == 1
     # one cause, one finding with one hint (not the same hint once per group)
     (notloaded,) = by_check(other, "rules-not-loaded")
-    assert notloaded.subject == "other" and "6 of 6 rule groups are not loaded" in notloaded.message
-    for group in ("other.inventory", "other.coverage", "other.exporter", "other.presence", "other.values", "other.gaps"):
+    assert notloaded.subject == "other" and "7 of 7 rule groups are not loaded" in notloaded.message
+    for group in ("other.inventory", "other.coverage", "other.exporter", "other.presence", "other.values",
+                  "other.plausibility", "other.gaps"):
         assert group in notloaded.message
     assert "release" in notloaded.hint and "found 0" in notloaded.message
     extra = lambda t: t.replace("  - name: DCGM_FI_DEV_MEMORY_TEMP\n", "  - name: DCGM_FI_DEV_MEMORY_TEMP\n", 1).replace(  # noqa: E731

@@ -15,7 +15,7 @@ import uuid
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from .test_textfile_sidecar import DATA, FAKE, H100, PROMTOOLS, SCRIPT, SHELLS, _busybox_path, gpu, samples, status
@@ -244,6 +244,7 @@ nodes = st.text(max_size=20).filter(lambda t: "\0" not in t)
 @settings(max_examples=SIDECAR_EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
                                                                  HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(data=outputs, node=nodes)
+@example(data=b"", node='}"\\')   # label value text that ends a naive `{...}` or quote match
 def test_random_nvidia_smi_output_passes_promtool(tmp_path_factory, data, node):
     """Whatever nvidia-smi prints (placeholders, NaN/Inf words, huge fields, quotes, commas,
     unicode, CR, no final newline) and whatever the node is called, the file written under dash

@@ -25,7 +25,9 @@ DATA = ROOT / "tests" / "data" / "nvidia-smi"
 FAKE = DATA / "fake-nvidia-smi"
 SCRIPT = ROOT / "templates" / sidecar.SCRIPT
 SH = shutil.which("dash") or "/bin/sh"
-SAMPLE = re.compile(r'^(?P<name>[a-z_]+)\{(?P<labels>[^}]*)\} (?P<value>\S+)$')
+#: a sample line: label values are quoted and escaped (\\, \", \n), so they may hold `}` or `,`
+SAMPLE = re.compile(r'^(?P<name>[a-z_]+)\{(?P<labels>(?:[A-Za-z_][A-Za-z0-9_]*="(?:[^"\\\n]|\\.)*",?)*)\} '
+                    r'(?P<value>\S+)$')
 CASES = sorted(p.stem for p in DATA.glob("*.csv"))
 PROMTOOLS = [p for p in (shutil.which("promtool"),
                          str(Path.home() / ".cache/gpumon-tools/prometheus-3.16.0/bin/promtool")) if p and os.path.exists(p)]
@@ -85,7 +87,7 @@ def samples(tmp_path: Path) -> dict[tuple[str, frozenset], str]:
         m = SAMPLE.match(line)
         assert m, f"not a sample line: {line!r}"
         float(m["value"])
-        labels = frozenset(re.findall(r'([A-Za-z_]+)="([^"]*)"', m["labels"]))
+        labels = frozenset(re.findall(r'([A-Za-z_][A-Za-z0-9_]*)="((?:[^"\\]|\\.)*)"', m["labels"]))
         out[(m["name"], labels)] = m["value"]
     return out
 

@@ -240,7 +240,8 @@ def rules(spec: Spec) -> list[Rule]:
     """Value alerts for every spec'd metric: thresholds, XID policy, frozen counters, and the
     busy-but-profiling-zero divergence. Thresholds read only plausible readings (in range, not a
     blank code, not NaN) on their own, so they need nothing from :func:`plausibility_rules`."""
-    return chunk(per_metric(spec), profiling_stuck(spec))
+    stuck = profiling_stuck(spec)
+    return [r for m in spec.metrics for r in _per_metric(spec, m)] + ([stuck] if stuck else [])
 
 
 def plausibility_rules(spec: Spec) -> list[Rule]:
@@ -255,22 +256,11 @@ def plausibility_rules(spec: Spec) -> list[Rule]:
                                                          implausible(spec, m))]
 
 
-def per_metric(spec: Spec) -> list[tuple[list[Rule], list[Rule]]]:
-    """(recording rules, alerts) of each spec'd metric, in spec order; a metric's alerts read only
-    its own recorded series, so metrics can go to different groups (:func:`chunk`)."""
-    out = []
-    for m in spec.metrics:
-        alerts = [threshold(spec, m, t) for t in m.thresholds]
-        if m.xid is not None:
-            alerts += [r for r in (xid(spec, m, sev) for sev in ("critical", "warning", "info")) if r]
-        if m.frozen_check:
-            alerts.append(frozen(spec, m))
-        out.append(([], alerts))
-    return out
-
-
-def chunk(parts: list[tuple[list[Rule], list[Rule]]], stuck: Rule | None) -> list[Rule]:
-    """The rules of ``parts`` (some metrics' :func:`per_metric`) as one group's list: every recording
-    rule first (evaluated before the alerts that read them), then the alerts, then ``stuck``."""
-    out = [r for recorded, _ in parts for r in recorded] + [r for _, alerts in parts for r in alerts]
-    return out + ([stuck] if stuck else [])
+def _per_metric(spec: Spec, m: Metric) -> list[Rule]:
+    """The value alerts of one metric: thresholds, XID policy levels, frozen counter."""
+    alerts = [threshold(spec, m, t) for t in m.thresholds]
+    if m.xid is not None:
+        alerts += [r for r in (xid(spec, m, sev) for sev in ("critical", "warning", "info")) if r]
+    if m.frozen_check:
+        alerts.append(frozen(spec, m))
+    return alerts

@@ -35,8 +35,9 @@ def build_groups(spec: Spec) -> list[RuleGroup]:
         groups named ``<spec name>.<part>`` (``.kubernetes`` only when the spec has that section,
         after the exporter group); the coverage, kubernetes, plausibility and gaps groups evaluate
         every ``alerts.slow_group_interval`` (1m): they scan every presence series, every raw
-        reading or long windows and feed dashboards and slow-moving or data-quality alerts. A group over :data:`GROUP_BUDGET` is split into
-        parts ``<group>``, ``<group>-2``, ... in its place (:mod:`gpumon.rules.split`).
+        reading or long windows and feed dashboards and slow-moving or data-quality alerts. A
+        group over :data:`GROUP_BUDGET` is split into parts ``<group>``, ``<group>-2``, ... in its
+        place (:mod:`gpumon.rules.split`).
     """
     _check_overrides(spec)
     return _build(spec)

@@ -38,7 +38,8 @@ FAULTS = [
 ]
 #: the bundled spec's timing -> the demo's (2 s scrapes; slow rule groups every 2 s, not 1 m)
 TIMING = {"  scrape_interval: 15s": "  scrape_interval: 2s", "  scrape_timeout: 10s": "  scrape_timeout: 2s",
-          "  collect_interval: 30s": "  collect_interval: 2s", "  slow_group_interval: 1m": "  slow_group_interval: 2s"}
+          "  collect_interval: 30s": "  collect_interval: 2s", "  slow_group_interval: 1m": "  slow_group_interval: 2s",
+          "  gaps_group_interval: 3m": "  gaps_group_interval: 2s"}
 REPORT = ROOT / "build" / "demo-report.html"
 CHROMIUM_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                   "--disable-background-networking", "--disable-component-update", "--disable-sync",

@@ -57,7 +57,7 @@ LEAD = 1.0
 #: seconds after the servers are up until step 0 (rounded up to a whole step)
 WARMUP = 5
 #: the series that shows each inventory evaluation (the inventory group's heartbeat, rules/fresh.py)
-HEARTBEAT = "rule_group:gpumon_evaluation:timestamp"
+HEARTBEAT = 'rule_group:gpumon_evaluation:timestamp{rule_group="gpumon.inventory"}'
 
 
 def _cpu_seconds(pid: int) -> float:

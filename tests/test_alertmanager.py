@@ -80,7 +80,7 @@ FAST = {"  for: 5m\n": "  for: 2s\n", "for: 5m}": "for: 2s}", "for: 2m}": "for: 
         "inventory_lookback: 1h": "inventory_lookback: 4m", "gap_window: 30m": "gap_window: 1m",
         "flapping_window: 10m": "flapping_window: 30s", "frozen_window: 10m": "frozen_window: 30s",
         # the slow groups (coverage, plausibility: the blank's page; gaps) every 5 s, not every minute
-        "  implausible_for: 0s\n": "  implausible_for: 0s\n  slow_group_interval: 5s\n"}
+        "  implausible_for: 0s\n": "  implausible_for: 0s\n  slow_group_interval: 5s\n  gaps_group_interval: 5s\n"}
 
 #: one cause each, and the notification group it must produce: (alertname, node or None)
 CAUSES = {

@@ -99,7 +99,9 @@ def test_a_spec_with_every_catalogued_field_renders_objects_that_fit(every_field
     assert _too_big(objects) == []
     # groups over the budget are split into parts named <group>, <group>-2, ... in order
     names_ = [g.name for g in groups]
-    for base in ("gpumon.inventory", "gpumon.coverage", "gpumon.plausibility"):
+    # (the inventory reads the required fields only: it fits whole)
+    assert "gpumon.inventory" in names_ and "gpumon.inventory-2" not in names_
+    for base in ("gpumon.coverage", "gpumon.plausibility"):
         assert base in names_ and f"{base}-2" in names_
         parts = [n for n in names_ if n == base or n.startswith(f"{base}-")]
         assert parts == [split.part_name(base, k) for k in range(len(parts))]
@@ -180,20 +182,25 @@ def test_plausibility_groups_keep_each_metrics_recordings_before_their_alerts(ev
 
 
 def test_a_split_group_has_a_heartbeat_per_part_and_readers_wait_for_every_part(every_field):
-    _, groups, _, _ = every_field
-    parts = [g for g in groups if g.name.startswith("gpumon.inventory")]
+    spec, groups, _, _ = every_field
+    parts = [g for g in groups if g.name.startswith("gpumon.coverage")]
     assert len(parts) >= 2
     for g in parts:
         assert g.rules[-1] == fresh.heartbeat(g.name)
         assert sum(r.record == names.EVALUATED for r in g.rules) == 1
-    readers = [r for g in groups for r in g.rules if names.EVALUATED in r.expr]
+    # the coverage group's sets are read fresh by GpuIdentityLabelMissing (the unlabelled series)
+    readers = [r for g in groups for r in g.rules if names.EVALUATED in r.expr and "gpumon\\\\.coverage" in r.expr]
     beats = "|".join(g.name.replace(".", "\\\\.") for g in parts)
-    assert readers and all(f'min(timestamp({names.EVALUATED}{{{names.GROUP_LABEL}=~"{beats}"}}))' in r.expr
-                           and "max(timestamp(" not in r.expr for r in readers)
+    assert {r.alert for r in readers} == {"GpuIdentityLabelMissing"}
+    assert all(f'min(timestamp({names.EVALUATED}{{{names.GROUP_LABEL}=~"{beats}"}}))' in r.expr
+               and "max(timestamp(" not in r.expr for r in readers)
+    # the inventory fits whole: its readers keep the one heartbeat
+    whole = [r for g in groups for r in g.rules if f'{names.GROUP_LABEL}="{fresh.inventory_group(spec)}"' in r.expr]
+    assert whole and all("max(timestamp(" in r.expr for r in whole)
 
 
 #: the every-field spec's generated promtool scenarios that run here, by topic and name prefix: the
-#: coverage across the split coverage parts, the freshness guard over the inventory parts'
+#: coverage across the split coverage parts, the freshness guard over the coverage parts'
 #: heartbeats, and the value rules of the last value part. Each engine's promtool checks all the
 #: rules and runs the topics whose turn it is (topic k on engine k mod engines: about a minute of
 #: CPU each; the split itself is the same text for both, the engines' differences are the other

@@ -34,7 +34,7 @@ def _spec(cluster: bool):
     are recorded there), optionally with a ``cluster`` label (the fleet counts then read the
     per-GPU inventory)."""
     text = (ROOT / "tests/data/validate-spec.yaml").read_text()
-    text = text.replace("  inventory_lookback: 1h", "  slow_group_interval: 2s\n  inventory_lookback: 1h")
+    text = text.replace("  inventory_lookback: 1h", "  slow_group_interval: 2s\n  gaps_group_interval: 2s\n  inventory_lookback: 1h")
     if cluster:
         text = text.replace("cluster: null ", "cluster: cluster ")
     return parse_spec(text, "legacy.yaml")

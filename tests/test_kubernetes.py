@@ -171,7 +171,8 @@ FAST = {"scrape_interval: 15s": "scrape_interval: 1s", "scrape_timeout: 10s": "s
         "inventory_lookback: 1h": "inventory_lookback: 4m", "gap_window: 30m": "gap_window: 1m",
         "flapping_window: 10m": "flapping_window: 30s", "frozen_window: 10m": "frozen_window: 30s",
         "daemonset_for: 15m": "daemonset_for: 2s", "job: nvidia-dcgm-exporter ": "job: dcgm-exporter ",
-        "slow_group_interval: 1m": "slow_group_interval: 1s"}
+        "slow_group_interval: 1m": "slow_group_interval: 1s",
+        "gaps_group_interval: 3m": "gaps_group_interval: 1s"}
 
 DCGM_METRICS = list(VALUES) + [ENERGY]
 NS = "gpu-operator"

@@ -27,7 +27,7 @@ from gpumon.spec import parse_spec
 from . import browser
 
 DATA = Path(__file__).parent / "data"
-SPEC_TEXT = (DATA / "validate-spec.yaml").read_text().replace("  for: 5m\n", "  for: 5m\n  slow_group_interval: 1s\n", 1)
+SPEC_TEXT = (DATA / "validate-spec.yaml").read_text().replace("  for: 5m\n", "  for: 5m\n  slow_group_interval: 1s\n  gaps_group_interval: 1s\n", 1)
 EVIL = "<script>alert('x')</script>\""
 HOSTILE_RULES = {"groups": [{"name": "hostile", "interval": "1s", "rules": [
     {"record": "gpumon_test:hostile", "expr": f"label_replace(vector(1), \"evil\", {json.dumps(EVIL)}, \"\", \"\")"}]}]}

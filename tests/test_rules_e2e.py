@@ -21,6 +21,7 @@ from .dcgm_text import exposition, uuid
 FAST = {  # the bundled spec with second-scale intervals, so the test runs in seconds
     "scrape_interval: 15s": "scrape_interval: 1s", "scrape_timeout: 10s": "scrape_timeout: 1s",
     "collect_interval: 30s": "collect_interval: 1s", "  for: 5m\n": "  for: 2s\n", "slow_group_interval: 1m": "slow_group_interval: 2s",
+    "gaps_group_interval: 3m": "gaps_group_interval: 2s",
     "inventory_lookback: 1h": "inventory_lookback: 4m", "gap_window: 30m": "gap_window: 1m",
     "flapping_window: 10m": "flapping_window: 30s", "frozen_window: 10m": "frozen_window: 30s",
 }

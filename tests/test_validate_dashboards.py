@@ -37,7 +37,7 @@ from .conftest import ROOT
 
 DATA = Path(__file__).parent / "data"
 #: the test spec with rule groups evaluated every second (the slow groups default to 1m)
-SPEC_TEXT = (DATA / "validate-spec.yaml").read_text().replace("  for: 5m\n", "  for: 5m\n  slow_group_interval: 1s\n", 1)
+SPEC_TEXT = (DATA / "validate-spec.yaml").read_text().replace("  for: 5m\n", "  for: 5m\n  slow_group_interval: 1s\n  gaps_group_interval: 1s\n", 1)
 FAULTS = [
     Fault("drop", metric="DCGM_FI_DEV_FB_USED", node="gpu-node-2"),          # one node
     Fault("drop", metric="DCGM_FI_DEV_SM_CLOCK", node="gpu-node-1", gpu=1),  # one GPU

@@ -33,9 +33,10 @@ def build_groups(spec: Spec) -> list[RuleGroup]:
             generate; each problem lists the valid names.
     Returns:
         groups named ``<spec name>.<part>`` (``.kubernetes`` only when the spec has that section,
-        after the exporter group); the coverage, kubernetes, plausibility and gaps groups evaluate
-        every ``alerts.slow_group_interval`` (1m): they scan every presence series, every raw
-        reading or long windows and feed dashboards and slow-moving or data-quality alerts. A
+        after the exporter group); the coverage, kubernetes and plausibility groups evaluate
+        every ``alerts.slow_group_interval`` (1m), the gaps group every
+        ``alerts.gaps_group_interval`` (3m): they scan every presence series, every raw reading or
+        long windows and feed dashboards and slow-moving or data-quality alerts. A
         group over :data:`GROUP_BUDGET` is split into parts ``<group>``, ``<group>-2``, ... in its
         place (:mod:`gpumon.rules.split`).
     """
@@ -51,20 +52,25 @@ def _build(spec: Spec) -> list[RuleGroup]:
         RuleGroup(fresh.inventory_group(spec), tuple(sources.recording(spec) + inventory.inventory(spec)
                                           + inventory.target_node(spec) + lost.rules(spec)
                                           + inventory.field_missing(spec, spec.required_metrics)
-                                          + inventory.unlabelled(spec)
                                           + inventory.aggregates(spec) + [fresh.heartbeat(fresh.inventory_group(spec))])),
         # optional fields' missing sets feed coverage only: evaluated with it, each after the
-        # nodes where no GPU serves the field (which it leaves out)
-        RuleGroup(f"{p}.coverage", tuple(inventory.field_absent(spec, spec.optional_metrics)
+        # nodes where no GPU serves the field (which it leaves out). The unlabelled-series sets
+        # too: an empty-label matcher walks every series of the field, and a renamed label is a
+        # deploy-time fault that need not be seen within 30 s; the heartbeat closes them
+        RuleGroup(fresh.coverage_group(spec), tuple(inventory.field_absent(spec, spec.optional_metrics)
                                          + inventory.field_missing(spec, spec.optional_metrics)
-                                         + inventory.counts(spec) + inventory.coverage(spec)), interval=slow),
+                                         + inventory.counts(spec) + inventory.coverage(spec)
+                                         + inventory.unlabelled(spec)
+                                         + [fresh.heartbeat(fresh.coverage_group(spec))]), interval=slow),
         RuleGroup(f"{p}.exporter", tuple(exporter.rules(spec))),
         RuleGroup(f"{p}.presence", tuple(presence.rules(spec))),
         RuleGroup(f"{p}.values", tuple(values.rules(spec))),
         # every raw field read two or three times for a data-quality page: the costliest rules on
         # a large fleet, so they run with the slow groups
         RuleGroup(f"{p}.plausibility", tuple(values.plausibility_rules(spec)), interval=slow),
-        RuleGroup(f"{p}.gaps", tuple(gaps.rules(spec)), interval=slow),
+        # gap_window (30m) of samples of every required series per evaluation: the costliest read
+        # of all, for a share that moves little in a few minutes
+        RuleGroup(f"{p}.gaps", tuple(gaps.rules(spec)), interval=spec.alerts.gaps_group_interval),
     ]
     kube = kubernetes.rules(spec)  # only with a `kubernetes` section in the spec
     if kube:

@@ -43,6 +43,11 @@ def inventory_group(spec) -> str:
     return f"{spec.name}.inventory"
 
 
+def coverage_group(spec) -> str:
+    """The name of the group that records coverage and the unlabelled-series sets."""
+    return f"{spec.name}.coverage"
+
+
 def heartbeat(group: str) -> Rule:
     """:data:`names.EVALUATED` of rule group ``group`` (its full name): the last rule of the group."""
     return record(names.EVALUATED, "vector(time())", {names.GROUP_LABEL: group})

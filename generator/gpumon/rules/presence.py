@@ -129,7 +129,7 @@ def gpu_lost(spec: Spec) -> Rule:
 def identity_label_missing(spec: Spec) -> Rule:
     """Series without the node or GPU label (``Hostname`` renamed ``hostname`` after exporter
     4.8.2; ``uuid`` in 1.x compatibility mode): per-GPU rules and dashboards cannot see them."""
-    unlabelled = fresh.fresh(job_sel(spec, names.UNLABELLED), fresh.inventory_group(spec))
+    unlabelled = fresh.fresh(job_sel(spec, names.UNLABELLED), fresh.coverage_group(spec))
     # every label but the field name stays: per target, with the cluster label where the spec names one
     expr = f"max without ({names.FIELD_LABEL}) ({unlabelled})"
     return alert(spec, "GpuIdentityLabelMissing", expr, severity="warning", for_=spec.alerts.for_,

@@ -50,6 +50,7 @@ DURATIONS: tuple[tuple[tuple[str, ...], float | str, float], ...] = (
     (("alerts", "flapping_window"), "2x", HOUR),
     (("alerts", "frozen_window"), "2x", HOUR),
     (("alerts", "slow_group_interval"), 1.0, HOUR),
+    (("alerts", "gaps_group_interval"), 1.0, HOUR),
     (("kubernetes", "restart_window"), "2x", DAY),
     (("kubernetes", "daemonset_for"), 0.0, DAY),
 )

@@ -42,6 +42,7 @@ def _build(plain: dict, path: str, where=None) -> Spec:
         implausible_for=_dur(al, "implausible_for", defaults.implausible_for),
         scrape_slow_ratio=float(al.get("scrape_slow_ratio", defaults.scrape_slow_ratio)),
         slow_group_interval=_dur(al, "slow_group_interval", defaults.slow_group_interval),
+        gaps_group_interval=_dur(al, "gaps_group_interval", defaults.gaps_group_interval),
         retired_nodes=tuple(sorted(set((al.get("retired") or {}).get("nodes") or ()))),
         retired_gpus=tuple(sorted(set((al.get("retired") or {}).get("gpus") or ()))),
     )

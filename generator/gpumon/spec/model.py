@@ -198,6 +198,8 @@ class AlertSettings:
     implausible_for: float = 0.0
     scrape_slow_ratio: float = 0.8
     slow_group_interval: float = 60.0
+    #: the gap ratios' group: a share of the last ``gap_window`` moves little in a few minutes
+    gaps_group_interval: float = 180.0
     #: nodes (``Hostname``) and GPUs (UUID) gone on purpose (drained, decommissioned, replaced):
     #: the only way a GPU that stopped reporting stops paging without coming back
     retired_nodes: tuple[str, ...] = ()

@@ -242,7 +242,8 @@ def run_size(gpus: int, args, src: Source, rules_file: Path, spec, work: Path) -
     gpumon_groups = yaml.safe_load(rules_file.read_text())["groups"]
     gpumon_records, floor_records = fl.recorded_names(gpumon_groups), fl.recorded_names(floor)
     result: dict = {"gpus": nodes * fl.GPUS_PER_NODE, "nodes": nodes, "faults": len(faults),
-                    "page_bytes": sum(len(p.body) for p in healthy.values())}
+                    "page_bytes": sum(len(p.body) for p in healthy.values()),
+                    "groups": [g["name"] for g in gpumon_groups]}
 
     def backfill(folder: Path) -> None:
         if args.history <= 0:
@@ -312,6 +313,10 @@ def report(res: dict, out=sys.stdout) -> None:
             p(f"   gpumon total {total:.2f} s/min vs {floor} {fv:.3f} s/min: ratio {fl.ratio(total, fv):.1f}x")
         missed = sum(f.missed for n, f in figs.items() if not n.startswith(fl.FLOOR_PREFIX))
         p(f"   gpumon evaluations missed in the window: {missed}")
+        left_out = fl.unmeasured(figs, res.get("groups", []))
+        if left_out:
+            p(f"   WARNING: no evaluation of {', '.join(left_out)} finished in the window: the gpumon total leaves "
+              "them out; sample for at least two intervals of the slowest group (--window)")
         if any(f.missed or f.median > f.interval for f in figs.values()):
             p("   WARNING: Prometheus is saturated (a group ran longer than its interval or skipped evaluations): "
               "every group waits for the same cores, the floor's seconds are inflated by gpumon's load and the "
@@ -376,7 +381,9 @@ def from_json(results: list[dict]) -> list[dict]:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--gpus", default="1000", help="comma-separated fleet sizes in GPUs (multiples of 8) [1000]")
-    ap.add_argument("--window", type=float, default=180, help="seconds sampled per phase [180]")
+    ap.add_argument("--window", type=float, default=180,
+                    help="seconds sampled per phase; at least two intervals of the slowest rule group (the gaps "
+                         "group: 3m), or its figures are missing from the gpumon total [180]")
     ap.add_argument("--warmup", type=float, default=60, help="seconds after the first evaluations before sampling [60]")
     ap.add_argument("--history", type=float, default=3600, help="seconds of raw history backfilled (0: none) [3600]")
     ap.add_argument("--chunk-mib", type=int, default=1024,

@@ -274,6 +274,13 @@ class GroupFigure:
     missed: int
 
 
+def unmeasured(figures: dict[str, "GroupFigure"], groups: list[str]) -> list[str]:
+    """The rule groups of ``groups`` (names) with no evaluation finished inside the sampling
+    window: :func:`eval_figures` leaves them out, so a gpumon total without them is too low (a 3m
+    group needs a window of at least 3 minutes, two intervals to be sure)."""
+    return [g for g in groups if g not in figures]
+
+
 def eval_figures(samples: dict[str, GroupSamples]) -> dict[str, GroupFigure]:
     """{group: GroupFigure} for groups with at least one evaluation in the window. Busy seconds per
     minute are ``median(last_duration_seconds) / interval_seconds * 60``: what the group costs

@@ -540,8 +540,8 @@ FINDINGS = """
 * **Restarts.** A restart in the middle of a fault keeps one page on promtool (whose rule engine keeps the `for`
   state; a real Prometheus restores it from `ALERTS_FOR_STATE`). A field back just before a restart used to page
   again for up to the 5 min lookback: the missing set recorded at the last evaluation before the restart had no
-  staleness marker. The presence alerts now read the missing (and unlabelled) sets as of the inventory group's last
-  evaluation: the group's last rule records `rule_group:gpumon_evaluation:timestamp`, and a series older than it by
+  staleness marker. The presence alerts now read the missing sets as of the inventory group's last
+  evaluation (and the unlabelled sets as of the coverage group's): the group's last rule records `rule_group:gpumon_evaluation:timestamp`, and a series older than it by
   more than 15 s is left out (scenario "a field missing on one GPU comes back, Prometheus restarts right after": one
   run, over by the first evaluation after the restart). The 15 s are vmalert's write lag: it reads what it recorded
   back from VictoriaMetrics, where one evaluation's heartbeat can become readable before the missing set it closes

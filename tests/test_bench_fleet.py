@@ -230,3 +230,10 @@ def test_costliest_sums_rules_of_one_name_and_ranks_by_seconds_per_minute():
     assert rows[0][2:] == pytest.approx((0.4, 0.8)) and rows[1][2:] == pytest.approx((0.7, 0.7))
     assert [n for _, n, _, _ in fl.costliest(snaps, floor=True)] == ["floor:x"]
     assert len(fl.costliest(snaps, top=1)) == 1
+
+
+def test_a_group_without_an_evaluation_in_the_window_is_named():
+    """A 3m group sampled for 30 s finishes no evaluation: the report must say the total lacks it."""
+    figs = {"gpumon.values": fl.GroupFigure("gpumon.values", 13, 30.0, 2, 1.0, 1.0, 2.0, 0)}
+    assert fl.unmeasured(figs, ["gpumon.values", "gpumon.gaps"]) == ["gpumon.gaps"]
+    assert fl.unmeasured(figs, ["gpumon.values"]) == []

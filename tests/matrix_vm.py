@@ -77,7 +77,7 @@ from tests.matrix import IDENTITY, STEP, Case, Outcome, matrix_spec, rules_text,
 
 #: Prometheus' staleness marker: a NaN with this bit pattern (prometheus ``model/value/value.go``)
 STALE_NAN_BITS = 0x7FF0000000000002
-#: evaluation interval of the groups without their own (promtool's ``evaluation_interval``)
+#: evaluation interval of the groups without their own: half a step, so vmalert evaluates between scrapes
 EVAL = STEP // 2
 #: virtual time between the end of one scenario and the start of the next: more than the longest
 #: compressed range (inventory lookback 5m) plus the longest ``for``

@@ -51,7 +51,8 @@ COMPRESS = {
     "for: 5m}": "for: 30s}", "for: 2m}": "for: 30s}", "for: 10m}": "for: 30s}",
     "inventory_lookback: 1h": "inventory_lookback: 5m", "gap_window: 30m": "gap_window: 3m",
     "flapping_window: 10m": "flapping_window: 2m", "frozen_window: 10m": "frozen_window: 2m",
-    "slow_group_interval: 1m": "slow_group_interval: 10s", "gaps_group_interval: 3m": "gaps_group_interval: 10s", "      window: 15m": "      window: 2m",
+    "slow_group_interval: 1m": "slow_group_interval: 10s", "gaps_group_interval: 3m": "gaps_group_interval: 10s",
+    "      window: 15m": "      window: 2m",
 }
 #: identity labels a page is told apart by (with the cluster label in cluster scenarios)
 IDENTITY = ("alertname", "Hostname", "gpu", "dcgm_field")

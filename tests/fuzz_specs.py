@@ -262,7 +262,8 @@ def documents(draw, hostile_share: float = 0.5, section_share: float | None = No
         _optional(alerts, key, pools.durations if pools.hostile else clean_for, draw, 0.25)
     for key in ("inventory_lookback", "gap_window", "flapping_window", "frozen_window", "slow_group_interval",
                 "gaps_group_interval"):
-        clean = {"inventory_lookback": ("1h", "2h"), "gap_window": ("10m", "30m")}.get(key)
+        clean = {"inventory_lookback": ("1h", "2h"), "gap_window": ("10m", "30m"), "slow_group_interval": ("1m", "2m"),
+                 "gaps_group_interval": ("1m", "3m", "4m")}.get(key)
         windows = st.sampled_from(clean) if clean and not pools.hostile else pools.windows
         _optional(alerts, key, windows, draw, 0.25)
     for key in ("gap_min_ratio", "flapping_min_up_ratio", "scrape_slow_ratio"):

@@ -24,6 +24,12 @@ ENERGY = """\
     unit: millijoules
     presence: required
 """
+UTIL = """\
+  - name: DCGM_FI_DEV_GPU_UTIL
+    kind: gauge
+    unit: percent
+    presence: required
+"""
 XID = """\
   - name: DCGM_FI_DEV_XID_ERRORS
     kind: counter
@@ -89,6 +95,10 @@ RENDERED = {
     # series has no index to borrow, and the generated test expected one
     "source-without-gpu-index": BASE + "    sources:\n      - name: gpu_reading\n        job: nvidia-smi\n"
                                        "        labels: {gpu: uuid, node: host}\n",
+    # GpuMetricMissing (or GpuLost) switched off: nothing pages during a one-field outage, so the gap
+    # it leaves pages afterwards, where the generated test expected the gap alert to stay quiet
+    "missing-switched-off-gap-after-outage": BASE + UTIL + "overrides:\n  GpuMetricMissing: {disable: true}\n",
+    "lost-switched-off-gap-after-outage": BASE + UTIL + "overrides:\n  GpuLost: {disable: true}\n",
     "source-without-gpu-index-threshold": BASE + "    range: [0, 120]\n"
                                                  "    thresholds: [{severity: warning, op: '>', value: 83}]\n"
                                                  "    sources:\n      - name: gpu_reading\n        job: nvidia-smi\n"

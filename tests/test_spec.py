@@ -11,7 +11,7 @@ import yaml
 
 from gpumon.spec import load_spec, parse_spec, schema
 
-from .small_spec import BASE, errors_of
+from .small_spec import BASE, errors_of, load
 
 
 def test_bundled_spec_loads_with_dcgm_defaults(default_spec):
@@ -309,3 +309,16 @@ def test_a_flapping_window_too_short_for_the_ratio_is_a_spec_error(tmp_path):
     assert errors == ["spec.yaml:10:26: alerts.flapping_min_up_ratio: flapping_min_up_ratio 0.8 means one success in 2 "
                       "scrapes, but flapping_window (30s) holds only 2 scrapes: GpuExporterFlapping could never fire; "
                       "raise the ratio or lengthen the window"], errors_of(tmp_path, text)
+
+
+def test_rule_group_intervals_stay_under_the_lookback(tmp_path):
+    """A slow or gaps group evaluated less often than Prometheus' 5 min lookback loses its records
+    between evaluations: an error at the key, saying why; 4m and the defaults load."""
+    text = BASE.replace("metrics:\n", "alerts:\n  slow_group_interval: 5m\n  gaps_group_interval: 10m\nmetrics:\n")
+    errs = errors_of(tmp_path, text)
+    assert [e.split(": ")[0:2] for e in errs] == [["spec.yaml:5:24", "alerts.slow_group_interval"],
+                                                 ["spec.yaml:6:24", "alerts.gaps_group_interval"]], errs
+    assert all("5 minute lookback" in e and "vmalert" in e for e in errs), errs
+    ok = load(tmp_path, BASE.replace("metrics:\n", "alerts:\n  slow_group_interval: 4m\n  gaps_group_interval: 4m\nmetrics:\n"))
+    assert (ok.alerts.slow_group_interval, ok.alerts.gaps_group_interval) == (240.0, 240.0)
+    assert load(tmp_path, BASE).alerts.gaps_group_interval == 180.0

@@ -129,6 +129,8 @@ def outage_then_back(spec: Spec, step: float) -> list[Scenario]:
     hold = steps(rule.for_, step)
     recent = steps(presence.lost_window(spec), step)
     missing, lost = presence.gpu_metric_missing(spec, m), presence.gpu_lost(spec)
+    if lost.disabled:
+        return []       # nothing pages the lost GPU: its gaps afterwards are the only page, rightly
     # the presence alerts' ``for`` (the spec's overrides may change them from the gap alert's)
     miss_hold, lost_hold = steps(missing.for_, step), steps(lost.for_, step)
     start = window + 1                                  # a whole window of history first
@@ -139,7 +141,9 @@ def outage_then_back(spec: Spec, step: float) -> list[Scenario]:
     sc = Scenario(f"{m.name} missing on one GPU and every field of another for longer than for, then back: "
                   "presence alerts during the outage, no gap alert after it", checks[-1] + 2, step)
     g_field, g_lost, _ = gpus = fleet.gpus(1, 3)
-    if len(req) < 2:                  # the only required field gone is the GPU gone: GpuLost's case
+    if len(req) < 2 or missing.disabled:
+        # the only required field gone is the GPU gone (GpuLost's case); or the spec's overrides
+        # switch GpuMetricMissing off, and the gap the outage leaves is then the one page about it
         g_field = None
 
     def outage(samples: list) -> list:

@@ -38,6 +38,16 @@ _FREE_TEXT = frozenset({"description", "summary"})
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029]")
 _PROM_LABEL = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
 DAY, HOUR = 86400.0, 3600.0
+#: the longest evaluation interval of a rule group whose records others read: under Prometheus'
+#: default 5 minute lookback with a minute to spare, so each record is still there at the next
+#: evaluation (vmalert's alerts read their group's records of the evaluation before) and in every
+#: dashboard query between evaluations
+GROUP_INTERVAL_MAX = 240.0
+#: why a duration's upper bound is what it is, by path, where it is not plain sense
+_WHY_HIGH = {
+    ("alerts", key): ("longer, the group's records are older than Prometheus' 5 minute lookback between "
+                      "evaluations: dashboards lose them, and on vmalert the alerts reading them never fire")
+    for key in ("slow_group_interval", "gaps_group_interval")}
 #: (path in the document, lowest, highest) in seconds; "2x" = twice exporter.scrape_interval
 DURATIONS: tuple[tuple[tuple[str, ...], float | str, float], ...] = (
     (("exporter", "scrape_interval"), 1.0, HOUR),
@@ -49,8 +59,8 @@ DURATIONS: tuple[tuple[tuple[str, ...], float | str, float], ...] = (
     (("alerts", "gap_window"), "2x", 6 * HOUR),
     (("alerts", "flapping_window"), "2x", HOUR),
     (("alerts", "frozen_window"), "2x", HOUR),
-    (("alerts", "slow_group_interval"), 1.0, HOUR),
-    (("alerts", "gaps_group_interval"), 1.0, HOUR),
+    (("alerts", "slow_group_interval"), 1.0, GROUP_INTERVAL_MAX),
+    (("alerts", "gaps_group_interval"), 1.0, GROUP_INTERVAL_MAX),
     (("kubernetes", "restart_window"), "2x", DAY),
     (("kubernetes", "daemonset_for"), 0.0, DAY),
 )
@@ -154,7 +164,8 @@ def _bounded(value: Any, path: list, low: float | str, high: float, interval: fl
     if seconds < floor or seconds > high:
         why = f"twice exporter.scrape_interval ({format_duration(floor)})" if low == "2x" else format_duration(floor)
         add(path, f"{value} is out of bounds: between {why} and {format_duration(high)}"
-            + (" (a window must hold at least two scrapes)" if low == "2x" else ""))
+            + (" (a window must hold at least two scrapes)" if low == "2x" else "")
+            + (f" ({_WHY_HIGH[tuple(path)]})" if seconds > high and tuple(path) in _WHY_HIGH else ""))
 
 
 def relations(plain: dict, add: Add) -> None:

@@ -58,10 +58,10 @@ demo: demo-needs $(BIN)/gpumon   ## simulator + real Prometheus + rendered rules
 # the slow tier in SLOW_WORKERS pytest-xdist workers: a module's tests on one engine on one worker (--dist
 # loadgroup, tests/xdist_groups.py groups them), so its servers start once per engine, except modules whose tests
 # share no server, which spread test by test; the longest modules go first. WAIT_WORKERS more workers take only
-# the tests that mostly wait on real time (the live vmalert matrix on one, live Alertmanager runs and the fleet
-# benchmark on the other), so their idle minutes overlap the CPU-bound tests. --durations=30 prints the slowest tests of each tier
+# the tests that mostly wait on real time (live servers scraping the simulator, the live vmalert matrix, live
+# Alertmanager runs, the fleet benchmark), so their idle minutes overlap the CPU-bound tests. --durations=30 prints the slowest tests of each tier
 SLOW_WORKERS ?= 2
-WAIT_WORKERS ?= 2
+WAIT_WORKERS ?= 4
 
 test: $(BIN)/gpumon prometheus-installed tools   ## run the whole test suite (Prometheus 2.42 and 3.x, Thanos, promtool)
 	$(BIN)/python -m tests.engines

@@ -7,8 +7,8 @@ appending ``@group`` to a private node-id field that pytest 9.2 no longer reads
 (pytest-dev/pytest-xdist#1386), and then ``loadgroup`` silently degrades to ``load``: a module's tests
 land on both workers and its servers start on each.
 
-Tests that mostly wait on real time (:data:`WAITING_MODULES`: live Alertmanager runs, the live vmalert
-matrix, the fleet benchmark's sampling windows) go to their own worker(s) (``--wait-workers``), so their idle minutes
+Tests that mostly wait on real time (:data:`WAITING_MODULES`: live servers scraping the simulator, live
+Alertmanager runs, the live vmalert matrix, the fleet benchmark's sampling windows) go to their own workers (``--wait-workers``), so their idle minutes
 overlap the CPU-bound promtool and server work of the others instead of taking a CPU worker's turn.
 """
 
@@ -21,8 +21,19 @@ from xdist.scheduler import LoadScopeScheduling
 #: slow modules whose tests share nothing costly (each test runs its own promtool files; the
 #: module fixtures only render): their tests spread over the workers one by one
 SPREAD_MODULES = {"test_ruletests", "test_fuzz_spec"}
-#: modules whose slow tests spend most of their wall time waiting on real time with idle CPUs
-WAITING_MODULES = {"test_live_alertmanager", "test_bench_fleet", "test_matrix_vmlive"}
+#: modules whose slow tests spend most of their wall time waiting on real time with idle CPUs: live
+#: servers scraping the simulator, evaluating and notifying on their own clocks. Measured alone (one engine,
+#: busy CPU seconds of the whole machine / wall seconds): test_validate_devices 6/74, test_vmalert 8/60,
+#: test_rules_e2e 5/32, test_kubernetes 10/30, test_validate_dashboards 7/32, test_alertmanager 5/35,
+#: test_preview_e2e 10/28, test_validate_e2e 11/29, test_demo 5/20; the promtool, fuzzing and Thanos
+#: modules, by contrast, keep a core busy for most of their wall time (test_sources 48/44, test_thanos 71/73)
+WAITING_MODULES = {
+    "test_live_alertmanager", "test_bench_fleet", "test_matrix_vmlive",
+    "test_validate_devices", "test_vmalert", "test_rules_e2e", "test_kubernetes", "test_healthy_fleet",
+    "test_validate_dashboards", "test_alertmanager", "test_preview_e2e", "test_validate_e2e",
+    "test_validate_kubernetes", "test_dashboards_legacy", "test_dashboards_kubernetes", "test_demo",
+    "test_dashboards", "test_validate_vm", "test_simulate_sources", "test_validate_sources",
+}
 #: an engine's test id (tests/engines.py): ``prom2.42``, ``vm1.151``, ``am0.25``
 _ENGINE_ID = re.compile(r"(?:prom|vm|am)\d+\.\d+")
 

@@ -34,37 +34,55 @@ def _windows(spec: Spec, step: float) -> list[int]:
 
 
 def scenarios(spec: Spec, rules: list[Rule]) -> list[Scenario]:
-    """A healthy fleet of 2 nodes x 2 GPUs with every required and optional field and no sparse
-    field: an exporter pod replaced, the fleet running past every window before a node joins it,
-    and workload labels changing. ``rules`` are the spec's built rules.
+    """A healthy fleet with every required and optional field and no sparse field, as one test
+    group: an exporter pod replaced (nodes 1-2), the fleet running past every window before a node
+    joins it (nodes 3-4, node 5 joins), and workload labels changing (nodes 6-7). ``rules`` are the
+    spec's built rules.
 
-    Scenarios that only assert quiet share one fleet where they can: promtool evaluates every
-    rule at every step of every scenario, so a scenario's steps are what its test costs."""
-    return pod_replaced(spec, rules) + [node_joined(spec, rules), workload_labels(spec, rules)]
-
-
-def pod_replaced(spec: Spec, rules: list[Rule]) -> list[Scenario]:
-    """A DaemonSet rolling update: node 2's exporter pod is replaced and comes back under a new
-    address (``instance``); old and new pod are both scraped for two steps. Nothing fires, and
-    field coverage stays 1 (each GPU counted once) during the overlap."""
+    The three share one group because they only assert quiet and their nodes never meet (a node's
+    alerts name it; the fleet-wide ones must stay quiet through all three): promtool evaluates every
+    rule at every step of every group, so a group's steps are what its test costs."""
     step = test_step(spec)
-    a = spec.alerts
+    length = max(pod_replaced_length(spec, rules, step), node_joined_length(spec, rules, step),
+                 workload_labels_length(spec, rules, step))
+    sc = Scenario("healthy fleet: an exporter pod replaced (nodes 1-2, two steps of overlap), sparse XID absent "
+                  "then a node joins (nodes 3-5; first scrape empty, fields arrive over two scrapes), workload "
+                  "labels change (nodes 6-7; honor_labels false: exported_pod/exported_namespace/exported_container; "
+                  "true: pod/namespace/container): no alert fires, coverage and sample ratios stay 1", length, step)
+    pod_replaced(spec, rules, sc, first_node=1)
+    node_joined(spec, rules, sc, first_node=3)
+    workload_labels(spec, rules, sc, first_node=6)
+    return [sc]
+
+
+def pod_replaced_length(spec: Spec, rules: list[Rule], step: float) -> int:
+    """Steps :func:`pod_replaced` needs: the swap, a gap window and the longest ``for`` after it."""
+    return _SWAP + steps(spec.alerts.gap_window, step) + _hold(rules, step) + 4
+
+
+#: the step at which :func:`pod_replaced` starts the new pod
+_SWAP = 4
+
+
+def pod_replaced(spec: Spec, rules: list[Rule], sc: Scenario, first_node: int) -> None:
+    """A DaemonSet rolling update on nodes ``first_node`` and the next: the second node's exporter
+    pod is replaced and comes back under a new address (``instance``); old and new pod are both
+    scraped for two steps. Nothing fires, and field coverage stays 1 (each GPU counted once) during
+    the overlap."""
+    step, length, swap = sc.step, sc.length, _SWAP
     hold = _hold(rules, step)
-    swap = 4
-    length = swap + steps(a.gap_window, step) + hold + 4
-    sc = Scenario("exporter pod replaced (new instance, two steps of overlap): no alert, coverage stays 1",
-                  length, step)
-    old_gpus, new_gpus = fleet.gpus(2, 2), []
+    moved = first_node + 1
+    old_gpus, new_gpus = fleet.gpus(2, 2, first_node=first_node), []
     for g in old_gpus:
-        if g.node == fleet.node_name(2):
-            new_gpus.append(Gpu(g.node, g.index, g.uuid, "10.0.1.2:9400"))
+        if g.node == fleet.node_name(moved):
+            new_gpus.append(Gpu(g.node, g.index, g.uuid, f"10.0.1.{moved}:{fleet.EXPORTER_PORT}"))
     for inst in sorted({g.instance for g in old_gpus}):
-        up = sc.const(1) if inst != fleet.instance_of(2) else [1] * (swap + 2) + [STALE]
+        up = sc.const(1) if inst != fleet.instance_of(moved) else [1] * (swap + 2) + [STALE]
         add_target(sc, spec, inst, up=up)
     add_target(sc, spec, new_gpus[0].instance, up=["_"] * swap + [1] * (length - swap))
     for g in old_gpus:
         over = None
-        if g.instance == fleet.instance_of(2):
+        if g.instance == fleet.instance_of(moved):
             over = {m.name: fleet.lost_from(fleet.healthy(m, length, step), swap + 2) for m in spec.tracked_metrics}
         add_gpu(sc, spec, g, spec.tracked_metrics, over)
     for g in new_gpus:
@@ -78,26 +96,34 @@ def pod_replaced(spec: Spec, rules: list[Rule]) -> list[Scenario]:
         job = fleet.fleet_labels(spec)
         cov = f'{names.COVERAGE}{{{matcher(names.FIELD_LABEL, m.name)}}}'
         sc.expect_expr(swap + 1, cov, [(selector(names.COVERAGE, {**job, names.FIELD_LABEL: m.name}), 1)])
-    return [sc]
 
 
-def node_joined(spec: Spec, rules: list[Rule]) -> Scenario:
-    """A fleet of 2 nodes x 2 GPUs runs past every window (gap window, inventory lookback,
-    flapping, frozen) with the sparse XID field absent on every GPU (NVIDIA/DCGM#227: it only
-    exists after an event); nothing fires one longest ``for`` after each window. Then a third node
-    joins: its exporter's first scrape is empty (dcgm-exporter serves an empty page while it
-    initialises), the required fields appear one step later, the optional ones another step later
-    (issue 2: "a node that joined a minute ago"). Nothing fires at any step of the longest ``for``
-    after its first scrape, nor one longest ``for`` after each window."""
-    step = test_step(spec)
+def _joined_at(spec: Spec, rules: list[Rule], step: float) -> tuple[int, list[int], list[int]]:
+    """:func:`node_joined`'s join step, the steps after the first windows and after the join."""
     hold, windows = _hold(rules, step), _windows(spec, step)
     join = max(windows) + 2
     settled = sorted({hold + 2} | {w + hold + 2 for w in windows})
     after = sorted({join + w + hold + 2 for w in windows})
-    length = after[-1] + 2
-    sc = Scenario("healthy fleet, sparse XID absent on every GPU, then a node joins it (first scrape empty, "
-                  "fields arrive over two scrapes): no alert fires", length, step)
-    old, new = fleet.gpus(2, 2), fleet.gpus(1, 2, first_node=3)
+    return join, settled, after
+
+
+def node_joined_length(spec: Spec, rules: list[Rule], step: float) -> int:
+    """Steps :func:`node_joined` needs: every window twice, the longest ``for`` after each."""
+    return _joined_at(spec, rules, step)[2][-1] + 2
+
+
+def node_joined(spec: Spec, rules: list[Rule], sc: Scenario, first_node: int) -> None:
+    """Nodes ``first_node`` and the next (2 GPUs each) run past every window (gap window, inventory
+    lookback, flapping, frozen) with the sparse XID field absent on every GPU (NVIDIA/DCGM#227: it
+    only exists after an event); nothing fires one longest ``for`` after each window. Then a third
+    node joins: its exporter's first scrape is empty (dcgm-exporter serves an empty page while it
+    initialises), the required fields appear one step later, the optional ones another step later
+    (issue 2: "a node that joined a minute ago"). Nothing fires at any step of the longest ``for``
+    after its first scrape, nor one longest ``for`` after each window."""
+    step, length = sc.step, sc.length
+    hold = _hold(rules, step)
+    join, settled, after = _joined_at(spec, rules, step)
+    old, new = fleet.gpus(2, 2, first_node=first_node), fleet.gpus(1, 2, first_node=first_node + 2)
     for inst in sorted({g.instance for g in old}):
         add_target(sc, spec, inst)
     for g in old:
@@ -116,7 +142,6 @@ def node_joined(spec: Spec, rules: list[Rule]) -> Scenario:
     names_ = checked_alerts(spec, rules)
     for at in sorted(set(settled) | set(range(join, join + hold + 3)) | set(after)):
         sc.quiet(at, *names_)
-    return sc
 
 
 def _exporter_pod(node: int) -> dict[str, str]:
@@ -169,29 +194,35 @@ def split_series(samples: list[Token], phases: list[tuple[int, int]], count: int
     return out
 
 
-def workload_labels(spec: Spec, rules: list[Rule]) -> Scenario:
-    """One GPU of each node changes its workload labels (issue 2): no pod, then pod ``train-a``,
-    then ``train-b``, then no pod again, after the fleet ran a gap window (so the gap alert is
-    armed while its window holds every change); node 1's as ``honor_labels: false`` renders them
-    (``exported_*`` beside the exporter pod's target labels), node 2's as ``honor_labels: true``.
-    Old series go stale and new ones continue the same readings (the energy counter keeps
-    counting). Nothing fires (presence, gaps, frozen counter, thresholds), field coverage and the
-    GPUs' sample ratios stay 1."""
-    step = test_step(spec)
+def _changes(spec: Spec, step: float) -> tuple[int, int, int]:
+    """The steps at which :func:`workload_labels` changes the labels: after a gap window, then
+    every three steps."""
+    c1 = steps(spec.alerts.gap_window, step) + 2
+    return c1, c1 + 3, c1 + 6
+
+
+def workload_labels_length(spec: Spec, rules: list[Rule], step: float) -> int:
+    """Steps :func:`workload_labels` needs: the changes, then the windows that read a GPU's series
+    (gap ratio, frozen increase; the inventory lookback only reads the label-free inventory) and
+    the longest ``for``."""
+    windows = _windows(spec, step)
+    return _changes(spec, step)[2] + max(steps(spec.alerts.gap_window, step), windows[3]) + _hold(rules, step) + 4
+
+
+def workload_labels(spec: Spec, rules: list[Rule], sc: Scenario, first_node: int) -> None:
+    """One GPU of each of nodes ``first_node`` and the next changes its workload labels (issue 2):
+    no pod, then pod ``train-a``, then ``train-b``, then no pod again, after the fleet ran a gap
+    window (so the gap alert is armed while its window holds every change); the first node's as
+    ``honor_labels: false`` renders them (``exported_*`` beside the exporter pod's target labels),
+    the second's as ``honor_labels: true``. Old series go stale and new ones continue the same
+    readings (the energy counter keeps counting). Nothing fires (presence, gaps, frozen counter,
+    thresholds), field coverage and the GPUs' sample ratios stay 1."""
+    step, length = sc.step, sc.length
     hold, windows = _hold(rules, step), _windows(spec, step)
-    gap = steps(spec.alerts.gap_window, step)
-    c1 = gap + 2
-    c2, c3 = c1 + 3, c1 + 6
-    # the windows that read a GPU's series (gap ratio, frozen increase); the inventory lookback
-    # only reads the label-free inventory, so the run need not last that long after the changes
-    tail = max(gap, windows[3])
-    length = c3 + tail + hold + 4
-    sc = Scenario("one GPU per node changes its workload labels (honor_labels false: exported_pod/"
-                  "exported_namespace/exported_container; true: pod/namespace/container): no alert, "
-                  "coverage and sample ratios stay 1", length, step)
-    gpus = fleet.gpus(2, 2)
-    node_of = {fleet.instance_of(n): n for n in (1, 2)}
-    victims = {gpus[1]: False, gpus[3]: True}   # the second GPU of node 1 and of node 2: honor_labels
+    c1, c2, c3 = _changes(spec, step)
+    gpus = fleet.gpus(2, 2, first_node=first_node)
+    node_of = {fleet.instance_of(n): n for n in (first_node, first_node + 1)}
+    victims = {gpus[1]: False, gpus[3]: True}   # the second GPU of each node: honor_labels
     for inst in sorted({g.instance for g in gpus}):
         add_target(sc, spec, inst, extra=_exporter_pod(node_of[inst]))
     for g in gpus:
@@ -220,4 +251,3 @@ def workload_labels(spec: Spec, rules: list[Rule]) -> Scenario:
         for victim in victims:
             ids = {**fleet.gpu_ids(spec, victim, instance=True), names.FIELD_LABEL: m.name}
             sc.expect_expr(c3 + 1, selector(ratio, ids), [])
-    return sc

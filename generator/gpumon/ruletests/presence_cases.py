@@ -22,37 +22,60 @@ def _fleet(sc: Scenario, spec: Spec, gpus: list[Gpu], overrides: dict[Gpu, dict]
         add_gpu(sc, spec, g, spec.required_metrics, overrides.get(g))
 
 
+def _key(rule: Rule) -> tuple:
+    """What tells a rendered alerting rule from the others: its name and labels."""
+    return rule.alert, rule.labels
+
+
 def _tiers(spec: Spec, m: Metric):
     return presence.metric_absent(spec, m), presence.node_metric_missing(spec, m), presence.gpu_metric_missing(spec, m)
 
 
-def gpu_field_lost(spec: Spec, m: Metric, step: float) -> Scenario:
-    """Field ``m`` goes stale on one GPU: GpuMetricMissing for that GPU only; node, fleet and GpuLost quiet."""
-    absent, node, gpu = _tiers(spec, m)
-    hold = steps(gpu.for_, step)
-    sc = Scenario(f"{m.name} lost for one GPU: one alert for that GPU only", LOSS_AT + hold + 4, step)
-    all_gpus = fleet.gpus(2, 2)
-    victim = all_gpus[1]
-    lost = lost_from(fleet.healthy(m, sc.length, step), LOSS_AT)
-    _fleet(sc, spec, all_gpus, {victim: {m.name: lost}})
+#: the per-GPU and per-node tiers of every required field share one test group each: a GPU or node
+#: misses one field, the alerts carry the field (``dcgm_field``), and promtool's work is per group
+#: and per evaluation
+ALL_FIELDS = "every required field"
+
+
+def gpu_field_lost(spec: Spec, metrics: list[Metric], step: float) -> Scenario:
+    """Each field of ``metrics`` goes stale on one GPU (field *i* on the second GPU of node *i*, so
+    every GPU misses at most one field and every node keeps a GPU with it): GpuMetricMissing for
+    that GPU and field only; node, fleet and GpuLost quiet."""
+    tiers = [_tiers(spec, m) for m in metrics]
+    hold = max(steps(gpu.for_, step) for _, _, gpu in tiers)
+    sc = Scenario(f"{ALL_FIELDS} lost for one GPU each: one alert per field for that GPU only",
+                  LOSS_AT + hold + 4, step)
+    all_gpus = fleet.gpus(len(metrics), 2)
+    victims = all_gpus[1::2]
+    _fleet(sc, spec, all_gpus, {victim: {m.name: lost_from(fleet.healthy(m, sc.length, step), LOSS_AT)}
+                                for victim, m in zip(victims, metrics)})
     at = LOSS_AT + hold + 2
-    sc.expect(at, gpu.alert, [Firing(gpu, gpu_ids(spec, victim), 1)])
-    sc.quiet(at, node.alert, absent.alert, presence.gpu_lost(spec).alert)
+    quiet = {presence.gpu_lost(spec).alert}
+    for victim, (absent, node, gpu) in zip(victims, tiers):
+        sc.expect(at, gpu.alert, [Firing(gpu, gpu_ids(spec, victim), 1)])
+        quiet.update((node.alert, absent.alert))
+    sc.quiet(at, *sorted(quiet - {gpu.alert for _, _, gpu in tiers}))
     return sc
 
 
-def node_field_lost(spec: Spec, m: Metric, step: float) -> Scenario:
-    """Field ``m`` goes stale on both GPUs of node 2: one GpuNodeMetricMissing; GPU and fleet tiers quiet."""
-    absent, node, gpu = _tiers(spec, m)
-    hold = steps(node.for_, step)
-    sc = Scenario(f"{m.name} lost on every GPU of one node: one node alert, no per-GPU alerts",
+def node_field_lost(spec: Spec, metrics: list[Metric], step: float) -> Scenario:
+    """Each field of ``metrics`` goes stale on both GPUs of one node (field *i* on node *i* + 1; node 1
+    keeps every field): one GpuNodeMetricMissing per field for its node; GPU and fleet tiers quiet."""
+    tiers = [_tiers(spec, m) for m in metrics]
+    hold = max(steps(node.for_, step) for _, node, _ in tiers)
+    sc = Scenario(f"{ALL_FIELDS} lost on every GPU of one node each: one node alert per field, no per-GPU alerts",
                   LOSS_AT + hold + 4, step)
-    all_gpus = fleet.gpus(2, 2)
-    lost = lost_from(fleet.healthy(m, sc.length, step), LOSS_AT)
-    _fleet(sc, spec, all_gpus, {g: {m.name: lost} for g in all_gpus if g.node == fleet.node_name(2)})
+    all_gpus = fleet.gpus(len(metrics) + 1, 2)
+    losing = {fleet.node_name(i + 2): m for i, m in enumerate(metrics)}
+    _fleet(sc, spec, all_gpus, {g: {losing[g.node].name: lost_from(fleet.healthy(losing[g.node], sc.length, step),
+                                                                   LOSS_AT)}
+                                for g in all_gpus if g.node in losing})
     at = LOSS_AT + hold + 2
-    sc.expect(at, node.alert, [Firing(node, node_ids(spec, fleet.node_name(2)), 1)])
-    sc.quiet(at, gpu.alert, absent.alert)
+    quiet = set()
+    for i, (absent, node, gpu) in enumerate(tiers):
+        sc.expect(at, node.alert, [Firing(node, node_ids(spec, fleet.node_name(i + 2)), 1)])
+        quiet.update((gpu.alert, absent.alert))
+    sc.quiet(at, *sorted(quiet - {node.alert for _, node, _ in tiers}))
     return sc
 
 
@@ -220,15 +243,15 @@ def scenarios(spec: Spec, rules: list[Rule]) -> list[Scenario]:
     required field, then whole-GPU, target-down, label and MIG scenarios."""
     step = test_step(spec)
     out: list[Scenario] = []
-    rendered = {(r.alert, r.labels) for r in rules if r.alert}
-    for m in spec.required_metrics:
-        absent, node, gpu = _tiers(spec, m)
-        # the node and GPU tiers need another required field to tell "reports other fields"
-        if (gpu.alert, gpu.labels) in rendered:
-            out.append(gpu_field_lost(spec, m, step))
-        if (node.alert, node.labels) in rendered:
-            out.append(node_field_lost(spec, m, step))
-        out.append(fleet_field_lost(spec, m, step))
+    rendered = {_key(r) for r in rules if r.alert}
+    # the node and GPU tiers need another required field to tell "reports other fields"
+    by_gpu = [m for m in spec.required_metrics if _key(_tiers(spec, m)[2]) in rendered]
+    by_node = [m for m in spec.required_metrics if _key(_tiers(spec, m)[1]) in rendered]
+    if by_gpu:
+        out.append(gpu_field_lost(spec, by_gpu, step))
+    if by_node:
+        out.append(node_field_lost(spec, by_node, step))
+    out += [fleet_field_lost(spec, m, step) for m in spec.required_metrics]
     if spec.exporter.labels.cluster and spec.required_metrics:
         out.append(cluster_field_lost(spec, rules, spec.required_metrics[0], step))
     out += [gpu_lost(spec, step), gpu_lost_on_flapping_node(spec, step), target_down(spec, step),

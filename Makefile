@@ -55,18 +55,20 @@ demo-needs:
 demo: demo-needs $(BIN)/gpumon   ## simulator + real Prometheus + rendered rules + gpumon validate (needs Debian's prometheus package)
 	$(BIN)/python scripts/demo.py
 
-# the slow tier in SLOW_WORKERS pytest-xdist workers: a module's tests on one engine on one worker (--dist
-# loadgroup, tests/xdist_groups.py groups them), so its servers start once per engine, except modules whose tests
-# share no server, which spread test by test; the longest modules go first. WAIT_WORKERS more workers take only
-# the tests that mostly wait on real time (live servers scraping the simulator, the live vmalert matrix, live
-# Alertmanager runs, the fleet benchmark), so their idle minutes overlap the CPU-bound tests. --durations=30 prints the slowest tests of each tier
+# the whole suite in one run, SLOW_WORKERS pytest-xdist workers for the CPU-bound tests: a module's tests on one
+# engine on one worker (--dist loadgroup, tests/xdist_groups.py groups them), so its servers start once per engine,
+# except modules whose tests share no server, which spread test by test; the longest modules go first and the
+# fast tier's modules fill the gaps. WAIT_WORKERS more workers take only the tests that mostly wait on real time
+# (live servers scraping the simulator, the live vmalert matrix, live Alertmanager runs, the fleet benchmark), so
+# their idle minutes overlap the CPU-bound tests; the live vmalert matrix (about 14 min of real time) bounds the
+# run. One run, not the fast tier first: both cores stay busy while the live tests wait. --durations=30 prints the
+# slowest tests
 SLOW_WORKERS ?= 2
 WAIT_WORKERS ?= 4
 
 test: $(BIN)/gpumon prometheus-installed tools   ## run the whole test suite (Prometheus 2.42 and 3.x, Thanos, promtool)
 	$(BIN)/python -m tests.engines
-	$(BIN)/python -m pytest -q -m "not slow" -n auto --durations=30
-	$(BIN)/python -m pytest -q -m slow -n $$(( $(SLOW_WORKERS) + $(WAIT_WORKERS) )) --wait-workers $(WAIT_WORKERS) \
+	$(BIN)/python -m pytest -q -n $$(( $(SLOW_WORKERS) + $(WAIT_WORKERS) )) --wait-workers $(WAIT_WORKERS) \
 	  --dist loadgroup --durations=30
 
 test-fast: $(BIN)/gpumon         ## the fast tier: no servers, no promtool, on every core (about 90 s of CPU time)

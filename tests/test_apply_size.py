@@ -201,8 +201,9 @@ def test_a_split_group_has_a_heartbeat_per_part_and_readers_wait_for_every_part(
 
 #: the every-field spec's generated promtool scenarios that run here, by topic and name prefix: the
 #: coverage across the split coverage parts, the freshness guard over the coverage parts'
-#: heartbeats, and the implausible-reading rules of every value part (every field's share one
-#: scenario per tier), with the profiling pair. Each engine's promtool checks all the
+#: heartbeats, and the per-node and fleet-wide implausible-reading rules of every value part (every
+#: field's share one scenario per tier; the per-GPU tier's scenario lasts the longest threshold
+#: ``for``, 26 evaluations of all the rules), with the profiling pair. Each engine's promtool checks all the
 #: rules and runs the topics whose turn it is (topic k on engine k mod engines: about a minute of
 #: CPU each; the split itself is the same text for both, the engines' differences are the other
 #: tests' subject). The whole generated suite does not fit a test run: each of its evaluation steps
@@ -211,7 +212,7 @@ def test_a_split_group_has_a_heartbeat_per_part_and_readers_wait_for_every_part(
 PROMTOOL_SAMPLE = {
     "inventory": ("inventory: GPU counts and field coverage", "coverage of optional"),
     "presence": ("identity label missing",),
-    "values": ("every spec'd field:", "DCGM_FI_DEV_GPU_UTIL 95 with DCGM_FI_PROF_GR_ENGINE_ACTIVE 0:"),
+    "values": ("every spec'd field: a DCGM blank", "DCGM_FI_DEV_GPU_UTIL 95 with DCGM_FI_PROF_GR_ENGINE_ACTIVE 0:"),
 }
 
 

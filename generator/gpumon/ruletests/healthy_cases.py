@@ -55,13 +55,13 @@ def scenarios(spec: Spec, rules: list[Rule]) -> list[Scenario]:
     return [sc]
 
 
+#: the step at which :func:`pod_replaced` starts the new pod
+_SWAP = 4
+
+
 def pod_replaced_length(spec: Spec, rules: list[Rule], step: float) -> int:
     """Steps :func:`pod_replaced` needs: the swap, a gap window and the longest ``for`` after it."""
     return _SWAP + steps(spec.alerts.gap_window, step) + _hold(rules, step) + 4
-
-
-#: the step at which :func:`pod_replaced` starts the new pod
-_SWAP = 4
 
 
 def pod_replaced(spec: Spec, rules: list[Rule], sc: Scenario, first_node: int) -> None:

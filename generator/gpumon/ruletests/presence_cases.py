@@ -119,7 +119,7 @@ def cluster_field_lost(spec: Spec, rules: list[Rule], m: Metric, step: float) ->
         add_gpu(sc, spec, g, spec.required_metrics, extra=other)
     at = LOSS_AT + window + hold + 2
     sc.expect(at, absent.alert, [Firing(absent, fleet.fleet_labels(spec), 1)])
-    if (node.alert, node.labels) in {(r.alert, r.labels) for r in rules if r.alert}:
+    if _key(node) in {_key(r) for r in rules if r.alert}:
         sc.quiet(at, node.alert)
     return sc
 

@@ -241,9 +241,17 @@ def run_size(gpus: int, args, src: Source, rules_file: Path, spec, work: Path) -
     floor_file.write_text(yaml.safe_dump({"groups": floor}, sort_keys=False))
     gpumon_groups = yaml.safe_load(rules_file.read_text())["groups"]
     gpumon_records, floor_records = fl.recorded_names(gpumon_groups), fl.recorded_names(floor)
+    rule_files = [rules_file, floor_file]
+    also_groups = []
+    if args.also_rules:
+        # the other rule file beside this one, renamed: both read the same series under one load
+        also_groups = fl.prefixed(yaml.safe_load(Path(args.also_rules).read_text())["groups"])
+        also_file = work / f"also-{gpus}.rules.yaml"
+        also_file.write_text(yaml.safe_dump({"groups": also_groups}, sort_keys=False))
+        rule_files.append(also_file)
     result: dict = {"gpus": nodes * fl.GPUS_PER_NODE, "nodes": nodes, "faults": len(faults),
                     "page_bytes": sum(len(p.body) for p in healthy.values()),
-                    "groups": [g["name"] for g in gpumon_groups]}
+                    "groups": [g["name"] for g in gpumon_groups], "also_rules": args.also_rules}
 
     def backfill(folder: Path) -> None:
         if args.history <= 0:
@@ -262,14 +270,14 @@ def run_size(gpus: int, args, src: Source, rules_file: Path, spec, work: Path) -
     with ExitStack() as stack:
         gen = stack.enter_context(FleetServer(healthy))
         scrape = fl.scrape_config(job, gen.address, healthy, interval, spec.exporter.scrape_timeout)
-        prom = FleetPrometheus([scrape], [rules_file, floor_file], f"{args.eval_interval:g}s", args.prometheus,
+        prom = FleetPrometheus([scrape], rule_files, f"{args.eval_interval:g}s", args.prometheus,
                                backfill=backfill)
         stack.callback(prom.stop)
         prom.start()
         result["backfill_seconds"] = prom.backfill_seconds
         log(f"Prometheus {prom.url} ready (pid {prom.proc.pid}); waiting for targets and first evaluations")
         prom.wait_for(lambda: scalar(prom.url, f'count(up{{job="{job}"}} == 1)') >= nodes, 300, 2)
-        wait_groups_evaluated(prom.url, [g["name"] for g in gpumon_groups + floor], 900)
+        wait_groups_evaluated(prom.url, [g["name"] for g in gpumon_groups + floor + also_groups], 900)
         log(f"warm-up {args.warmup:g}s")
         time.sleep(args.warmup)
         result["healthy"] = phase(prom, "healthy", args.window, job, gpumon_records, floor_records)
@@ -311,6 +319,11 @@ def report(res: dict, out=sys.stdout) -> None:
         for floor in ("floor.required", "floor.spec"):
             fv = fl.total_per_minute(figs, True, floor)
             p(f"   gpumon total {total:.2f} s/min vs {floor} {fv:.3f} s/min: ratio {fl.ratio(total, fv):.1f}x")
+        if res.get("also_rules"):
+            also = fl.also_per_minute(figs)
+            p(f"   side by side: this {total:.2f} s/min vs --also-rules {res['also_rules']} {also:.2f} s/min: "
+              f"this / also = {fl.ratio(total, also):.2f}x; also / floor.spec = "
+              f"{fl.ratio(also, fl.total_per_minute(figs, True, 'floor.spec')):.1f}x")
         missed = sum(f.missed for n, f in figs.items() if not n.startswith(fl.FLOOR_PREFIX))
         p(f"   gpumon evaluations missed in the window: {missed}")
         left_out = fl.unmeasured(figs, res.get("groups", []))
@@ -393,6 +406,9 @@ def main(argv: list[str] | None = None) -> int:
     code.add_argument("--rev", help="measure this git revision (rules rendered and validate run with its code)")
     code.add_argument("--src", help="measure the gpumon code in this folder")
     ap.add_argument("--rules", help="load this rule file instead of rendering the revision's")
+    ap.add_argument("--also-rules", metavar="FILE",
+                    help="also load this rule file (say, another revision's rendering) beside the measured one, "
+                         "renamed so neither touches the other, and print both costs side by side")
     ap.add_argument("--prometheus", default=os.environ.get("GPUMON_PROMETHEUS") or "/usr/bin/prometheus",
                     help="prometheus binary [/usr/bin/prometheus, Debian's 2.42]")
     ap.add_argument("--fault-copies", type=int, default=1, help="copies of the fault set on distinct nodes [1]")

@@ -36,6 +36,8 @@ PAGE_PATH = "/metrics/"
 INSTANCE_PORT = 9400
 #: name prefix of the floor groups (everything else loaded is gpumon's)
 FLOOR_PREFIX = "floor."
+#: group-name prefix of the second gpumon rule file a run may load beside the first (``--also-rules``)
+ALSO_PREFIX = "also."
 
 
 def fault_set(nodes: int, copies: int = 1) -> list[Fault]:
@@ -304,7 +306,50 @@ def total_per_minute(figures: dict[str, GroupFigure], floor: bool, name: str | N
     if floor:
         f = figures.get(name)
         return f.per_minute if f else 0.0
-    return sum(f.per_minute for n, f in figures.items() if not n.startswith(FLOOR_PREFIX))
+    return sum(f.per_minute for n, f in figures.items() if not n.startswith((FLOOR_PREFIX, ALSO_PREFIX)))
+
+
+def also_per_minute(figures: dict[str, GroupFigure]) -> float:
+    """Sum of busy seconds per minute over the second rule file's groups (:func:`prefixed`)."""
+    return sum(f.per_minute for n, f in figures.items() if n.startswith(ALSO_PREFIX))
+
+
+def prefixed(groups: list[dict], prefix: str = ALSO_PREFIX) -> list[dict]:
+    """A copy of gpumon rule ``groups`` (a rule file's ``groups``) that can run in the same Prometheus
+    as the original without touching it: group names get ``prefix``, recorded series names
+    ``also:`` (and every reference to them in expressions), alert names ``Also`` (and their
+    ``ALERTS{alertname=...}`` reads), and ``rule_group`` labels and matchers name the renamed groups.
+    Both copies then read the same raw series at the same time, so their costs compare side by
+    side on one server under one load."""
+    records = sorted({r["record"] for g in groups for r in g["rules"] if "record" in r}, key=len, reverse=True)
+    alerts = {r["alert"] for g in groups for r in g["rules"] if "alert" in r}
+    group_names = sorted((g["name"] for g in groups), key=len, reverse=True)
+    token = re.compile(r"(?<![A-Za-z0-9_:])(" + "|".join(re.escape(n) for n in records) + r")(?![A-Za-z0-9_:])")
+    quoted = re.compile(r'"(' + "|".join(re.escape(n) for n in group_names) + r')"')
+    alertname = re.compile(r'alertname(=~?)"([A-Za-z0-9_|]+)"')
+
+    def fix(text: str) -> str:
+        text = token.sub(lambda m: "also:" + m.group(1), text) if records else text
+        text = quoted.sub(lambda m: f'"{prefix}{m.group(1)}"', text)
+        return alertname.sub(lambda m: f'alertname{m.group(1)}"' + "|".join(
+            "Also" + a if a in alerts else a for a in m.group(2).split("|")) + '"', text)
+
+    out = []
+    for g in groups:
+        rules = []
+        for r in g["rules"]:
+            r = dict(r)
+            if "record" in r:
+                r["record"] = "also:" + r["record"]
+            if "alert" in r:
+                r["alert"] = "Also" + r["alert"]
+            r["expr"] = fix(str(r["expr"]))
+            if r.get("labels"):
+                r["labels"] = {k: (prefix + v if k == "rule_group" and v in group_names else v)
+                               for k, v in r["labels"].items()}
+            rules.append(r)
+        out.append({**g, "name": prefix + g["name"], "rules": rules})
+    return out
 
 
 def rule_families(groups: Iterable[dict]) -> dict[tuple[str, str], tuple[float, float]]:

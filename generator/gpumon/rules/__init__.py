@@ -50,6 +50,7 @@ def _build(spec: Spec) -> list[RuleGroup]:
     groups = [
         # the normalized readings (issue 13; none without sources) before the inventory that reads them
         RuleGroup(fresh.inventory_group(spec), tuple(sources.recording(spec) + inventory.inventory(spec)
+                                          + inventory.node_counts(spec)
                                           + inventory.target_node(spec) + lost.rules(spec)
                                           + inventory.field_missing(spec, spec.required_metrics)
                                           + inventory.aggregates(spec) + [fresh.heartbeat(fresh.inventory_group(spec))])),

@@ -47,6 +47,24 @@ def inventory(spec: Spec) -> list[Rule]:
     return [record(names.INVENTORY, expr)]
 
 
+def node_count(m) -> str:
+    """The per-node inventory count a field is measured against (:func:`node_counts`): without MIG
+    instances for fields DCGM does not report per instance (as :func:`_inventory`)."""
+    return names.NODE_INVENTORY_NON_MIG if m.mig == "unsupported" else names.NODE_INVENTORY
+
+
+def node_counts(spec: Spec) -> list[Rule]:
+    """The inventory series per node, all and not in MIG mode (coverage's denominators), recorded
+    in the inventory's own group right after it, so they are the inventory of the same evaluation.
+    Per-field rules that only ask "which nodes have inventory GPUs" or "how many" read these (one
+    series per node) instead of the inventory (one per GPU): at 8 GPUs a node, an eighth of the
+    series, once per field and evaluation."""
+    lab = spec.exporter.labels
+    nodes = by(node_ids(spec))
+    return [record(names.NODE_INVENTORY, f"count by ({nodes}) ({names.INVENTORY})"),
+            record(names.NODE_INVENTORY_NON_MIG, f'count by ({nodes}) ({names.INVENTORY}{{{matcher(lab.mig_instance, "")}}})')]
+
+
 def _absent_on(m) -> str:
     """:data:`names.NODE_FIELD_ABSENT` of one field."""
     return f'{names.NODE_FIELD_ABSENT}{{{matcher(names.FIELD_LABEL, m.name)}}}'
@@ -60,7 +78,7 @@ def field_absent(spec: Spec, metrics) -> list[Rule]:
     removed (5,000 of 8,405 recorded series at 1,000 GPUs); a node here counts all its GPUs
     missing in coverage from the node counts instead."""
     nodes = by(node_ids(spec))
-    return [record(names.NODE_FIELD_ABSENT, f"group by ({nodes}) ({_inventory(spec, m)})\nunless on ({nodes})\n"
+    return [record(names.NODE_FIELD_ABSENT, f"group by ({nodes}) ({node_count(m)})\nunless on ({nodes})\n"
                                             f"group by ({nodes}) ({job_sel(spec, m.name)})", {names.FIELD_LABEL: m.name})
             for m in metrics]
 
@@ -109,8 +127,7 @@ def target_node(spec: Spec) -> list[Rule]:
 
 def counts(spec: Spec) -> list[Rule]:
     """Physical GPUs (distinct UUIDs) reporting now per job and node, physical GPUs seen within
-    the inventory lookback, and MIG instances reporting now per job and node, and the inventory
-    series per node (all and not in MIG mode: coverage's denominators). The inventory has
+    the inventory lookback, and MIG instances reporting now per job and node. The inventory has
     one series per MIG instance: counted as is, one GPU in 4 MIG slices read 4 GPUs (issue 11,
     item 7), so physical GPUs and MIG instances are counted apart and named so. The physical GPUs
     include those of nodes on dcgm-exporter 1.x names (:func:`.lost.reporting_sets`), which the
@@ -125,8 +142,6 @@ def counts(spec: Spec) -> list[Rule]:
     now = " or ".join(sets)
     seen = " or ".join(f"max_over_time({s}[{lookback}])" for s in sets)
     return [
-        record(names.NODE_INVENTORY, f"count by ({nodes}) ({names.INVENTORY})"),
-        record(names.NODE_INVENTORY_NON_MIG, f'count by ({nodes}) ({names.INVENTORY}{{{matcher(lab.mig_instance, "")}}})'),
         record(names.NODE_GPU_DEVICES_REPORTING, f"count by ({nodes}) (group by ({device}) ({now}))"),
         record(names.GPU_DEVICES_REPORTING, f"sum by ({fleet}) ({names.NODE_GPU_DEVICES_REPORTING})"),
         record(names.GPU_DEVICES_KNOWN, f"count by ({fleet}) (group by ({device}) ({seen}))"),

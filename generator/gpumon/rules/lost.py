@@ -176,7 +176,7 @@ def xid_lost(spec: Spec) -> list[Rule]:
     # only an XID still new when the GPU went (GpuXidCritical's own test: not the value of a
     # policy window before): a code left set from a fault the GPU was reset from long ago does not
     # make an unrelated loss an XID page (GpuLost pages it)
-    s = job_sel(spec, m.name)
+    s = sel if "err_code" in m.alert_labels else job_sel(spec, m.name)  # the critical codes' series only
     last = (f"(\n      {last}\n      unless\n      (last_over_time({s}[{w}] offset {dur(m.xid.window)}) "
             f"== last_over_time({s}[{w}]))\n    )")
     dev = by(device_ids(spec))

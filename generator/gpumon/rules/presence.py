@@ -15,7 +15,7 @@ from ..spec import Metric, Spec
 from . import fresh, lost, names, sources
 from .common import alert
 from .model import Rule
-from .inventory import _inventory
+from .inventory import node_count
 from .promql import by, dur, fleet_ids, gpu_ids, job_sel, node_ids
 
 
@@ -26,10 +26,20 @@ def _missing(spec: Spec, m: Metric) -> str:
     return fresh.fresh(sel, fresh.inventory_group(spec))
 
 
-def _present(spec: Spec, m: Metric) -> str:
-    """The inventory GPUs that report ``m`` now: the inventory ``unless`` the sparse missing set
-    (a required field's series put its GPU in the inventory, so this is every GPU reporting it)."""
-    return f"({_inventory(spec, m)} unless on ({by(gpu_ids(spec))}) {_missing(spec, m)})"
+def _some_present(spec: Spec, m: Metric, level: tuple[str, ...]) -> str:
+    """The ``level`` groups (nodes, or jobs and clusters) of those in :func:`_missing` where some
+    inventory GPU reports ``m`` now: fewer GPUs miss it there than the inventory counts (the
+    missing set is part of the inventory of the same evaluation, :func:`.inventory.node_counts`).
+    Counted from the per-node counts, not by reading the inventory (a series per GPU) per field."""
+    at = by(level)
+    total = node_count(m) if tuple(level) == node_ids(spec) else f"sum by ({at}) ({node_count(m)})"
+    return f"count by ({at}) ({_missing(spec, m)})\n  < on ({at})\n  {total}"
+
+
+def _none_present(spec: Spec, m: Metric) -> str:
+    """The nodes where every inventory GPU misses ``m`` now (1 each)."""
+    nodes = by(node_ids(spec))
+    return f"group by ({nodes}) (\n  count by ({nodes}) ({_missing(spec, m)})\n  >= on ({nodes})\n  {node_count(m)}\n)"
 
 
 def _absent_window(spec: Spec) -> float:
@@ -56,8 +66,9 @@ def metric_absent(spec: Spec, m: Metric) -> Rule:
         # something": when this is the only required field, losing it empties the inventory and
         # that guard would keep the alert quiet (found by the spec fuzzer)
         mig = spec.exporter.labels.mig_instance
-        guard += (f"\nunless on ({keep})\n(\n  group by ({keep}) ({names.INVENTORY}{{{matcher(mig, '', '!=')}}})\n"
-                  f"  unless on ({keep})\n  group by ({keep}) ({_inventory(spec, m)})\n)")
+        # (fleets with inventory GPUs, none of them outside MIG mode: from the per-node counts)
+        guard += (f"\nunless on ({keep})\n(\n  group by ({keep}) ({names.NODE_INVENTORY})\n"
+                  f"  unless on ({keep})\n  group by ({keep}) ({node_count(m)})\n)")
     if cluster:
         expr = f"{guard}\nunless on ({keep})\npresent_over_time({job_sel(spec, m.name)}[{w}])"
     else:
@@ -77,11 +88,14 @@ def node_metric_missing(spec: Spec, m: Metric) -> Rule:
     # with sources, "has it" means any source serves it (the normalized series): a node a fallback
     # serves is GpuMetricFallbackServing's, and a fleet served only by fallbacks still finds its
     # node without any source
-    has = sources.normalized_sel(spec, m) if m.sources else _present(spec, m)
-    # the nodes with inventory GPUs and none of them reporting it are among those of the missing set
-    expr = (f"(\n  group by ({nodes}) ({_missing(spec, m)})\n"
-            f"  unless on ({nodes})\n  group by ({nodes}) ({has})\n)\n"
-            f"and on ({fleet})\ngroup by ({fleet}) ({has})")
+    if m.sources:
+        has = sources.normalized_sel(spec, m)
+        # the nodes with inventory GPUs and none of them reporting it are among those of the missing set
+        expr = (f"(\n  group by ({nodes}) ({_missing(spec, m)})\n"
+                f"  unless on ({nodes})\n  group by ({nodes}) ({has})\n)\n"
+                f"and on ({fleet})\ngroup by ({fleet}) ({has})")
+    else:
+        expr = f"{_none_present(spec, m)}\nand on ({fleet})\n(\n  {_some_present(spec, m, fleet_ids(spec))}\n)"
     return alert(spec, "GpuNodeMetricMissing", expr, severity="warning", for_=spec.alerts.for_,
                  kind="node_metric_missing", labels={names.FIELD_LABEL: m.name}, metric=m.name, title=m.title)
 
@@ -92,9 +106,9 @@ def gpu_metric_missing(spec: Spec, m: Metric) -> Rule:
     served = ""
     if m.sources:  # a GPU a fallback serves (matched per device: a source may lack the GPU index)
         served = f"\n  unless on ({by(sources.device_ids(spec))})\n  {sources.fallback_sel(spec, m)}"
-    has = sources.normalized_sel(spec, m) if m.sources else _present(spec, m)
-    expr = (f"(\n  {_missing(spec, m)}{served}\n)\n"
-            f"and on ({nodes})\ngroup by ({nodes}) ({has})")
+    has = (f"group by ({nodes}) ({sources.normalized_sel(spec, m)})" if m.sources
+           else _some_present(spec, m, node_ids(spec)))
+    expr = f"(\n  {_missing(spec, m)}{served}\n)\nand on ({nodes})\n(\n  {has}\n)"
     return alert(spec, "GpuMetricMissing", expr, severity="warning", for_=spec.alerts.for_,
                  kind="gpu_metric_missing", labels={names.FIELD_LABEL: m.name}, metric=m.name, title=m.title)
 

@@ -160,6 +160,20 @@ def _xid_selected(spec: Spec, m: Metric, codes: tuple[int, ...], others: tuple[i
     return "(" + " or ".join(f"{s} == {c}" for c in codes) + ")"
 
 
+def _xid_compared(spec: Spec, m: Metric, codes: tuple[int, ...], listed: tuple[int, ...] | None) -> str:
+    """The selector of the "same value one window ago" side of an XID alert: with the ``err_code``
+    label, only the codes the alert selects (``listed``: the policy's other codes too, as
+    :func:`_xid_selected`'s ``others`` with this severity's codes taken back), so a rule reads the
+    XID series of those codes, not every GPU's (exact: ``unless`` matches whole label sets, and
+    the alert's series all carry one of these codes). Without the label, every series."""
+    if "err_code" not in m.alert_labels:
+        return job_sel(spec, m.name)
+    if listed is None:
+        return f'{m.name}{{{matcher("job", spec.exporter.job)},{matcher("err_code", "|".join(map(str, codes)), "=~")}}}'
+    left_out = "|".join(str(c) for c in (0,) + listed if c not in codes)
+    return f'{m.name}{{{matcher("job", spec.exporter.job)},{matcher("err_code", left_out, "!~")}}}'
+
+
 def xid(spec: Spec, m: Metric, severity: str) -> Rule | None:
     """An XID whose code the spec's policy puts at ``severity`` appeared within the policy window.
     The field holds the *last* code until the exporter restarts (NVIDIA/DCGM#227,
@@ -188,7 +202,7 @@ def xid(spec: Spec, m: Metric, severity: str) -> Rule | None:
         selected = _xid_selected(spec, m, codes, held=held)
     else:
         return None
-    s = job_sel(spec, m.name)
+    s = _xid_compared(spec, m, codes, listed if policy.other == severity else None)
     w = dur(policy.window)
     keep = by(gpu_ids(spec, m) + m.alert_labels)
     # "new": not the same value one window ago (read as held too: a held XID already seen then is not new)

@@ -162,10 +162,13 @@ def test_a_missing_set_readable_as_of_an_earlier_evaluation_still_pages(tmp_path
             "values": "1x40"} for n, u, g in gpus]
     missing = [{"series": f'job_gpu:dcgm_field_missing:group{{job="dcgm-exporter",Hostname="{n}",UUID="{u}",gpu="{g}",'
                           f'dcgm_field="DCGM_FI_DEV_GPU_TEMP"}}', "values": "1x20"} for n, u, g in gpus[:2]]
+    # the per-node counts the inventory group records with the inventory
+    counts = [{"series": f'job_node:gpumon_inventory:count{{job="dcgm-exporter",Hostname="{n}"}}', "values": f"{k}x40"}
+              for n, k in (("n1", 2), ("n2", 1))]
     beat = [{"series": 'rule_group:gpumon_evaluation:timestamp{rule_group="gpumon.inventory"}', "values": "0+5x40"}]
     node = [{"labels": '{job="dcgm-exporter",Hostname="n1"}', "value": 1}]
     _promtool_test(tmp_path, promtool, [rule], [{
-        "interval": "5s", "input_series": inv + missing + beat,
+        "interval": "5s", "input_series": inv + counts + missing + beat,
         # the set's last sample at 100 s; the heartbeat's at 105 s, then at 125 s
         "promql_expr_test": [{"expr": rule["expr"], "eval_time": "99s", "exp_samples": node},
                              {"expr": rule["expr"], "eval_time": "107s", "exp_samples": node},

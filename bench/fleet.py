@@ -40,6 +40,7 @@ import json
 import os
 import random
 import signal
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -56,6 +57,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from gpumon.simpages import gpu_uuid  # noqa: E402
+from gpumon.durations import parse_duration  # noqa: E402
 from gpumon.spec import load_spec  # noqa: E402
 
 import fleetlib as fl  # noqa: E402
@@ -159,6 +161,37 @@ def phase(prom: FleetPrometheus, name: str, window: float, job: str, gpumon_reco
     series = count_series(prom.url, job, gpumon_records, floor_records)
     return {"figures": figures, "series": series, "prometheus_rss": prom.rss_bytes(),
             "costliest": fl.costliest(snapshots)}
+
+
+def query_timed(prom_url: str, this: list[dict], also: list[dict], rounds: int,
+                floor: list[dict] = ()) -> dict[str, tuple[float, float]]:
+    """Each rule of ``this`` and of its renamed copy ``also`` (:func:`fleetlib.prefixed`, loaded in
+    the same server) run as an instant query, one at a time, the two copies' queries alternating,
+    ``rounds`` times; Prometheus' own ``evalTotalTime`` (``stats=all``) of each. Returns {group
+    (this copy's name): (this, also)} of the medians summed over the group's rules, seconds. One
+    query at a time with the copies interleaved, so neither copy's groups meet the other's
+    evaluations more often (the busy seconds of the rule groups themselves depend on which groups
+    happen to evaluate at the same moment on the same cores). The ``floor`` groups' rules are timed
+    in the same rounds, under this copy's side (their names start with ``floor.``)."""
+    sides = [[(g["name"].removeprefix(fl.ALSO_PREFIX), i, r["expr"]) for g in groups for i, r in enumerate(g["rules"])]
+             for groups in (list(this) + list(floor), also)]
+    client = httpx.Client(timeout=600)
+    times: dict[tuple[int, str, int], list[float]] = {}
+    for _ in range(rounds):
+        for k in range(max(map(len, sides))):
+            for side, queries in enumerate(sides):
+                if k < len(queries):
+                    group, i, expr = queries[k]
+                    ans = client.get(f"{prom_url}/api/v1/query", params={"query": expr, "stats": "all"}).json()
+                    took = ans.get("data", {}).get("stats", {}).get("timings", {}).get("evalTotalTime", 0.0)
+                    times.setdefault((side, group, i), []).append(float(took))
+    client.close()
+    out: dict[str, tuple[float, float]] = {}
+    for (side, group, _), seen in times.items():
+        a, b = out.get(group, (0.0, 0.0))
+        med = statistics.median(seen)
+        out[group] = (a + med, b) if side == 0 else (a, b + med)
+    return out
 
 
 def wait_groups_evaluated(prom_url: str, groups: list[str], timeout: float) -> None:
@@ -285,6 +318,13 @@ def run_size(gpus: int, args, src: Source, rules_file: Path, spec, work: Path) -
         log(f"faults injected ({len(faults)}); settling {2 * max(interval, args.eval_interval):g}s")
         time.sleep(2 * max(interval, args.eval_interval))
         result["faults_phase"] = phase(prom, "faults", args.window, job, gpumon_records, floor_records)
+        if also_groups and args.query_rounds:
+            log(f"every rule of both files as an instant query, one at a time, {args.query_rounds} rounds")
+            timed = query_timed(prom.url, gpumon_groups, also_groups, args.query_rounds, floor)
+            every = {g["name"]: parse_duration(g["interval"]) if g.get("interval") else args.eval_interval
+                     for g in gpumon_groups + floor
+                     + [{**g, "name": g["name"].removeprefix(fl.ALSO_PREFIX)} for g in also_groups]}
+            result["query_timed"] = {k: (a, b, every.get(k, args.eval_interval)) for k, (a, b) in timed.items()}
         if not args.skip_validate:
             proxy = stack.enter_context(CountingProxy(prom.url))
             log("gpumon validate through the counting proxy")
@@ -342,6 +382,20 @@ def report(res: dict, out=sys.stdout) -> None:
             p("   costliest gpumon rules (all rules of one name; median s per evaluation, s/min):")
             for group, name, med, per_min in ph["costliest"]:
                 p(f"     {per_min:6.2f} s/min {med:8.3f} s  {group}  {name}")
+    if res.get("query_timed"):
+        qt = res["query_timed"]
+        p("-- each rule as an instant query, one at a time, the two files alternating (median evalTotalTime, "
+          "summed per group; faults phase)")
+        floors = {k: v[0] * 60 / v[2] for k, v in qt.items() if k.startswith(fl.FLOOR_PREFIX)}
+        qt = {k: v for k, v in qt.items() if not k.startswith(fl.FLOOR_PREFIX)}
+        for group, (a, b, every) in sorted(qt.items(), key=lambda kv: -kv[1][1] * 60 / kv[1][2]):
+            p(f"   {group:24} every {every:4g}s: this {a:7.3f} s ({a * 60 / every:6.2f} s/min)   also {b:7.3f} s "
+              f"({b * 60 / every:6.2f} s/min)   this / also {fl.ratio(a, b):5.2f}x")
+        a, b = (sum(v[i] * 60 / v[2] for v in qt.values()) for i in (0, 1))
+        p(f"   all groups, per minute at their intervals: this {a:.2f} s/min   also {b:.2f} s/min   "
+          f"this / also {fl.ratio(a, b):.2f}x")
+        for name, fv in sorted(floors.items()):
+            p(f"   {name} {fv:.3f} s/min: this / {name} {fl.ratio(a, fv):.2f}x, also / {name} {fl.ratio(b, fv):.2f}x")
     if "validate" in res:
         v, n = res["validate"], res["naive"]
         p(f"-- validate (faults phase): exit {v['exit']}, {v['findings']} findings, {v['requests']} requests, "
@@ -409,6 +463,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--also-rules", metavar="FILE",
                     help="also load this rule file (say, another revision's rendering) beside the measured one, "
                          "renamed so neither touches the other, and print both costs side by side")
+    ap.add_argument("--query-rounds", type=int, default=3,
+                    help="with --also-rules: then time every rule of both as instant queries, this many rounds [3]")
     ap.add_argument("--prometheus", default=os.environ.get("GPUMON_PROMETHEUS") or "/usr/bin/prometheus",
                     help="prometheus binary [/usr/bin/prometheus, Debian's 2.42]")
     ap.add_argument("--fault-copies", type=int, default=1, help="copies of the fault set on distinct nodes [1]")

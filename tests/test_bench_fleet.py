@@ -237,3 +237,27 @@ def test_a_group_without_an_evaluation_in_the_window_is_named():
     figs = {"gpumon.values": fl.GroupFigure("gpumon.values", 13, 30.0, 2, 1.0, 1.0, 2.0, 0)}
     assert fl.unmeasured(figs, ["gpumon.values", "gpumon.gaps"]) == ["gpumon.gaps"]
     assert fl.unmeasured(figs, ["gpumon.values"]) == []
+
+
+def test_a_second_rule_file_runs_beside_the_first_without_touching_it():
+    """--also-rules: the renamed copy records, alerts and reads only its own names, so in one server
+    neither copy reads (or overwrites) the other's series."""
+    import yaml
+    groups = yaml.safe_load((ROOT / "output" / "rules" / "gpumon.rules.yaml").read_text())["groups"]
+    copy = fl.prefixed(groups)
+    own = {r["record"] for g in groups for r in g["rules"] if "record" in r}
+    alerts = {r["alert"] for g in groups for r in g["rules"] if "alert" in r}
+    assert [g["name"] for g in copy] == [fl.ALSO_PREFIX + g["name"] for g in groups]
+    assert all(r.get("record", "also:").startswith("also:") and r.get("alert", "Also").startswith("Also")
+               for g in copy for r in g["rules"])
+    for g in copy:
+        for r in g["rules"]:
+            expr = r["expr"]
+            read = set(re.findall(r"(?<![A-Za-z0-9_:])([a-z_]+:[A-Za-z0-9_:]+)", expr))
+            assert not read & own, f"{r.get('record') or r.get('alert')} reads the original's {read & own}"
+            for names in re.findall(r'alertname=~?"([^"]*)"', expr):
+                assert not set(names.split("|")) & alerts
+            for group in re.findall(r'rule_group=~?"([^"]*)"', expr):
+                assert group.startswith(fl.ALSO_PREFIX)
+    # the original is left as it was
+    assert {r["record"] for g in groups for r in g["rules"] if "record" in r} == own

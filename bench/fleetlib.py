@@ -328,9 +328,18 @@ def prefixed(groups: list[dict], prefix: str = ALSO_PREFIX) -> list[dict]:
     quoted = re.compile(r'"(' + "|".join(re.escape(n) for n in group_names) + r')"')
     alertname = re.compile(r'alertname(=~?)"([A-Za-z0-9_|]+)"')
 
+    # a split group's readers match its parts' heartbeats by a regex of their escaped names
+    parts = re.compile(r'rule_group=~"([^"]*)"')
+
+    def escaped(name: str) -> str:
+        dot = re.search(r"(\\*)\.", name)
+        return (prefix.replace(".", dot.group(1) + ".") if dot else prefix) + name
+
     def fix(text: str) -> str:
         text = token.sub(lambda m: "also:" + m.group(1), text) if records else text
         text = quoted.sub(lambda m: f'"{prefix}{m.group(1)}"', text)
+        text = parts.sub(lambda m: 'rule_group=~"' + "|".join(
+            escaped(a) if a.replace("\\", "") in group_names else a for a in m.group(1).split("|")) + '"', text)
         return alertname.sub(lambda m: f'alertname{m.group(1)}"' + "|".join(
             "Also" + a if a in alerts else a for a in m.group(2).split("|")) + '"', text)
 

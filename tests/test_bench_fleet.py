@@ -261,3 +261,13 @@ def test_a_second_rule_file_runs_beside_the_first_without_touching_it():
                 assert group.startswith(fl.ALSO_PREFIX)
     # the original is left as it was
     assert {r["record"] for g in groups for r in g["rules"] if "record" in r} == own
+
+
+def test_the_renamed_copy_reads_its_own_split_groups_heartbeats():
+    """A split group's readers match its parts' heartbeats by a regex of escaped names."""
+    groups = [{"name": "gpumon.coverage", "rules": [
+        {"record": "job:x:count", "expr": 'max(timestamp(rule_group:gpumon_evaluation:timestamp'
+                                          '{rule_group=~"gpumon\\\\.coverage|gpumon\\\\.coverage-2|other"}))'}]},
+        {"name": "gpumon.coverage-2", "rules": []}]
+    expr = fl.prefixed(groups)[0]["rules"][0]["expr"]
+    assert 'rule_group=~"also\\\\.gpumon\\\\.coverage|also\\\\.gpumon\\\\.coverage-2|other"' in expr

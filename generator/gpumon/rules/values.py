@@ -152,7 +152,7 @@ def _xid_selected(spec: Spec, m: Metric, codes: tuple[int, ...], others: tuple[i
     if "err_code" in m.alert_labels:
         listed = "|".join(str(c) for c in (others if others is not None else codes))
         op = "!~" if others is not None else "=~"
-        sel = f'{m.name}{{{matcher("job", spec.exporter.job)},{matcher("err_code", listed or "0", op)}}}'
+        sel = _xid_series(spec, m, listed or "0", op)
         return (f"last_over_time({sel}[{held}])" if held else sel) + " > 0"
     if others is not None:
         chain = " or ".join(f"{s} == {c}" for c in others)
@@ -169,9 +169,13 @@ def _xid_compared(spec: Spec, m: Metric, codes: tuple[int, ...], listed: tuple[i
     if "err_code" not in m.alert_labels:
         return job_sel(spec, m.name)
     if listed is None:
-        return f'{m.name}{{{matcher("job", spec.exporter.job)},{matcher("err_code", "|".join(map(str, codes)), "=~")}}}'
-    left_out = "|".join(str(c) for c in (0,) + listed if c not in codes)
-    return f'{m.name}{{{matcher("job", spec.exporter.job)},{matcher("err_code", left_out, "!~")}}}'
+        return _xid_series(spec, m, "|".join(map(str, codes)), "=~")
+    return _xid_series(spec, m, "|".join(str(c) for c in (0,) + listed if c not in codes), "!~")
+
+
+def _xid_series(spec: Spec, m: Metric, codes: str, op: str) -> str:
+    """``m`` of the exporter's job whose ``err_code`` matches (``=~``) or not (``!~``) ``codes``."""
+    return f'{m.name}{{{matcher("job", spec.exporter.job)},{matcher("err_code", codes, op)}}}'
 
 
 def xid(spec: Spec, m: Metric, severity: str) -> Rule | None:

@@ -183,7 +183,9 @@ def query_timed(prom_url: str, this: list[dict], also: list[dict], rounds: int,
                 if k < len(queries):
                     group, i, expr = queries[k]
                     ans = client.get(f"{prom_url}/api/v1/query", params={"query": expr, "stats": "all"}).json()
-                    took = ans.get("data", {}).get("stats", {}).get("timings", {}).get("evalTotalTime", 0.0)
+                    if ans.get("status") != "success":  # a failed query is not a cheap one
+                        raise RuntimeError(f"{group}: {ans.get('error')}")
+                    took = ans["data"]["stats"]["timings"]["evalTotalTime"]
                     times.setdefault((side, group, i), []).append(float(took))
     client.close()
     out: dict[str, tuple[float, float]] = {}

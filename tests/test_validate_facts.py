@@ -163,22 +163,31 @@ def test_optional_metrics_read_the_lookback_only_when_absent():
 def test_prefetched_queries_are_sent_once_and_taken_over():
     """Queries started ahead (the values, continuity, counters, duplicates and metadata checks')
     are answered from the prefetched request: each call reaches the server once, the count of
-    queries includes it once, and a fold still sees the answer."""
+    queries includes it once, and a streaming ``each`` still gets the samples of both the
+    prefetched answer and the one it streamed itself, and neither keeps them."""
     from gpumon.promapi import Answer
 
     sent = []
 
     class Client:
-        def query(self, expr, at):
+        def query(self, expr, at, each=None):
             sent.append(expr)
-            return Answer([{"metric": {}, "value": [at, expr]}], [], [])
+            samples = [{"metric": {}, "value": [at, expr]}]
+            if each:
+                for item in samples:
+                    each(item)
+                return Answer([], [], [])
+            return Answer(samples, [], [])
 
     ctx = Context(load_spec(ROOT / "gpumon.yaml"), Client(), concurrency=2, progress=False)
     try:
         ctx.prefetch([("query", "a", ctx.now), ("query", "b", ctx.now), ("query", "a", ctx.now)])
-        got = ctx.queries_at_now({"x": "a", "y": "c"}, fold=lambda key, ans: (key, ans.data[0]["value"][1]))
-        assert got == {"x": ("x", "a"), "y": ("y", "c")}
+        seen = []
+        got = ctx.queries_at_now({"x": "a", "y": "c", "w": "d"},
+                                 each=lambda key: None if key == "w" else (lambda item: seen.append((key, item["value"][1]))))
+        assert sorted(seen) == [("x", "a"), ("y", "c")]
+        assert got["x"].data == got["y"].data == [] and got["w"].data[0]["value"][1] == "d"
         assert ctx.queries_at_now({"z": "b"})["z"].data[0]["value"][1] == "b"
-        assert sorted(sent) == ["a", "b", "c"] and ctx.queries == 3
+        assert sorted(sent) == ["a", "b", "c", "d"] and ctx.queries == 4
     finally:
         ctx.close()

@@ -322,3 +322,25 @@ def test_optional_fields_behind_a_partial_response_are_not_called_absent():
     absent = " ".join(f.message for f in report.findings if f.severity != "inconclusive")
     assert "DCGM_FI_PROF_GR_ENGINE_ACTIVE" not in absent and "DCGM_FI_PROF_DRAM_ACTIVE" in absent
     assert code == 3
+
+
+def test_streamed_samples_reach_each_and_are_not_kept():
+    """``query(..., each=f)`` hands every sample to ``f`` as the answer is decoded and keeps
+    none; a result with anything but samples, or not a vector, is a shape error, and an error
+    status is a PromError whatever was streamed before it."""
+    samples = [({"UUID": f"GPU-{i}", "gpu": str(i % 8)}, "1") for i in range(1000)]
+    got = []
+    with client(lambda req: ok(vector(*samples))) as c:
+        ans = c.query("group by (UUID) (up)", each=got.append)
+    assert ans.data == [] and [s["metric"] for s in got] == [m for m, _ in samples]
+    hostile = {"resultType": "vector", "result": [{"metric": {"UUID": "GPU-1"}, "value": [1.0, "1"]}, 7]}
+    matrix = {"resultType": "matrix", "result": [{"metric": {}, "values": [[1.0, "1"]]}]}
+    for data in (hostile, matrix):
+        with client(lambda req, data=data: ok(data)) as c, pytest.raises(PromError) as err:
+            c.query("up", each=[].append)
+        assert err.value.kind == "not-json" and "unexpected query answer" in err.value.message
+    error = {"status": "error", "errorType": "execution", "error": "query timed out",
+             "data": vector(*samples[:3])}
+    with client(lambda req: httpx.Response(422, json=error)) as c, pytest.raises(PromError) as err:
+        c.query("up", each=[].append)
+    assert err.value.kind == "api" and "query timed out" in err.value.message

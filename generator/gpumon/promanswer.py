@@ -106,3 +106,31 @@ def _is_target(item: object) -> bool:
                                                                  "scrapeTimeout"))
             and isinstance(item.get("lastScrapeDuration", 0), (int, float))
             and not isinstance(item.get("lastScrapeDuration", 0), bool))
+
+
+def streaming(each):
+    """A ``json.loads`` object hook passing each decoded sample (an object with ``metric`` labels
+    and a ``value`` pair) to ``each`` and keeping None in its place: the decoder builds a
+    sample's dicts and hands them over, and nothing of it stays in the decoded answer."""
+    def hook(obj: dict):
+        if "metric" in obj and "value" in obj and _is_sample(obj):
+            each(obj)
+            return None
+        return obj
+    return hook
+
+
+#: what :func:`targets_hook` leaves in place of a target ``keep`` dropped
+LEFT_OUT = object()
+
+
+def targets_hook(keep):
+    """A ``json.loads`` object hook passing each target (an object with ``health`` and
+    ``labels``) to ``keep`` as it is decoded; a target that is not well formed stays as it is,
+    for :meth:`gpumon.promapi.PromClient.targets` to refuse the answer."""
+    def hook(obj: dict):
+        if "health" in obj and "labels" in obj and _is_target(obj):
+            kept = keep(obj)
+            return LEFT_OUT if kept is None else kept
+        return obj
+    return hook

@@ -27,21 +27,27 @@ targets that are not objects) and refused as ``not-json`` instead of crashing a 
 from __future__ import annotations
 
 import base64
-import json
 import os
+import sys
 import threading
 import time
 import zlib
 from pathlib import Path
 from urllib.parse import urljoin, urlsplit
 
-import httpx
+if "httpx" not in sys.modules:
+    # httpx imports its own command-line client (click, rich, pygments) whenever they are
+    # installed, as gpumon's are; a None entry makes that import fail as httpx expects when they
+    # are not ("except ImportError"): about 5 MB less of every validate's memory
+    sys.modules.setdefault("httpx._main", None)
+import httpx  # noqa: E402
 
 from . import redact
 # the answer types and the credential helpers live in their own modules; read through this one
-from .promanswer import (Answer, PromError, _is_labels, _is_sample, _is_series,  # noqa: F401
-                         _is_target, _is_value, _known_codec, _strings, count)
+from .promanswer import (LEFT_OUT, Answer, PromError, _is_labels, _is_sample, _is_series,  # noqa: F401
+                         _is_target, _is_value, _known_codec, _strings, count, streaming, targets_hook)
 from .promauth import _bad_header_char, _read_secret, check_header, strip_userinfo  # noqa: F401
+from .promdecode import decode
 
 MAX_REDIRECTS = 5
 #: timeouts in a row after which a client sends nothing more (see the module docstring)
@@ -53,8 +59,6 @@ TIMEOUT_BUDGET = 6
 MAX_BYTES = 64 << 20
 #: ``/api/v1/rules`` pages followed at most (each ``group_limit=100`` groups)
 MAX_RULE_PAGES = 1000
-#: words that mark an HTML answer as a login page (oauth2-proxy, OpenShift oauth-proxy, SSO portals)
-_LOGIN_WORDS = ("sign in", "sign-in", "signin", "log in", "login", "password", "oauth", "sso", "authenticate")
 
 
 #: Query parameters each backend needs on every query. Thanos Query: ``dedup`` merges the
@@ -160,8 +164,11 @@ class PromClient:
         return out
 
     # ------------------------------------------------------------------ requests
-    def get(self, path: str, params: dict | list | None = None) -> Answer:
+    def get(self, path: str, params: dict | list | None = None, hook=None) -> Answer:
         """GET ``<base><path>`` and return the decoded envelope, within the request deadline.
+
+        ``hook``: a ``json.loads`` object hook, called on every object of the answer as it is
+        decoded (:meth:`query`'s ``each``, :meth:`targets`' ``keep``).
 
         Redirects are followed (up to 5); secrets are dropped when one leaves the origin host.
         Nothing is sent after :data:`STALL_LIMIT` timeouts in a row or :data:`TIMEOUT_BUDGET` in
@@ -178,7 +185,7 @@ class PromClient:
                             f"(--timeout {self.timeout:g}s each); the server stopped answering in time",
                             hint="check the server's load, or raise --timeout")
         try:
-            answer = self._get(path, params)
+            answer = self._get(path, params, hook)
         except PromError as exc:
             if exc.kind == "timeout":
                 with self._count_lock:
@@ -189,7 +196,7 @@ class PromClient:
             self.stalled = 0
         return answer
 
-    def _get(self, path: str, params: dict | list | None) -> Answer:
+    def _get(self, path: str, params: dict | list | None, hook=None) -> Answer:
         url = self.base + path
         # only encodings _read can bound (httpx would otherwise also offer br/zstd when installed)
         headers = {**self.public_headers, **self.secret_headers, "Accept-Encoding": "gzip, deflate"}
@@ -222,7 +229,7 @@ class PromClient:
             except httpx.HTTPError as exc:
                 raise PromError("connection", strip_userinfo(url), f"cannot connect: {exc}",
                                 hint="check the URL, port, proxy and TLS options (--ca-file, --insecure-skip-verify)") from None
-            return self._decode(resp, body)
+            return decode(resp, body, hook)
         raise PromError("http", strip_userinfo(url), f"more than {MAX_REDIRECTS} redirects",
                         hint="a redirect loop (an auth proxy or ingress sending the request back): check --prom")
 
@@ -234,8 +241,9 @@ class PromClient:
                          hint="raise --timeout, or narrow --lookback; a slow query may also "
                               "mean the server is overloaded")
 
-    def _read(self, resp: httpx.Response, deadline: float, overall: bool) -> bytes:
-        """The body, decompressed, at most ``max_bytes`` of it, before ``deadline``."""
+    def _read(self, resp: httpx.Response, deadline: float, overall: bool) -> bytes | bytearray:
+        """The body, decompressed, at most ``max_bytes`` of it, before ``deadline`` (a bytearray
+        :meth:`_decode` empties once it has the text, not a copy of it)."""
         url, cap = strip_userinfo(str(resp.url)), self.max_bytes
         encoding = resp.headers.get("content-encoding", "identity").strip().lower()
         if encoding not in ("", "identity", "gzip", "x-gzip", "deflate"):
@@ -267,64 +275,36 @@ class PromClient:
                                     resp.status_code) from None
             if len(body) > cap:
                 raise too_big
-        return bytes(body)
-
-    def _decode(self, resp: httpx.Response, raw: bytes) -> Answer:
-        url, status = strip_userinfo(str(resp.url)), resp.status_code
-        ctype = resp.headers.get("content-type", "")
-        body = raw.decode(resp.charset_encoding or "utf-8", "replace") if _known_codec(resp.charset_encoding) \
-            else raw.decode("utf-8", "replace")
-        snippet = " ".join(body.strip().split())[:200]
-        if "html" in ctype or body.lstrip()[:1] == "<":
-            login = status in (401, 403) or any(w in body.lower() for w in _LOGIN_WORDS)
-            if status < 400 and not login:
-                raise PromError("not-json", url, f"received an HTML page, not the Prometheus API: {snippet[:120]!r}",
-                                status, hint="--prom points at a web page (a UI, an index, an ingress default "
-                                "backend), not at the API: check --prom and --path-prefix")
-            if login:
-                raise PromError("auth", url, "received HTML (likely a login page from an auth proxy), not the "
-                                "Prometheus API", status, hint="pass credentials (--bearer-token-file, "
-                                "--basic-auth-file, --header) or point --prom at the API behind the proxy")
-            raise PromError("not-found" if status == 404 else "http", url,
-                            f"received an HTML error page, not the Prometheus API: {snippet[:120]!r}", status,
-                            hint="a proxy or ingress answered instead of Prometheus: check --prom and --path-prefix")
-        try:
-            doc = json.loads(body)
-        except (ValueError, RecursionError):  # RecursionError: nesting deeper than the parser goes
-            doc = None
-        if isinstance(doc, dict) and doc.get("status") in ("success", "error"):
-            if doc["status"] == "error":
-                kind = "auth" if status in (401, 403) else "api"
-                raise PromError(kind, url, f"{str(doc.get('errorType', 'error'))[:100]}: "
-                                f"{str(doc.get('error', ''))[:300]}".strip(), status)
-            if status >= 400:
-                raise PromError("http", url, snippet, status)
-            return Answer(doc.get("data"), _strings(doc.get("warnings")), _strings(doc.get("infos")))
-        if status in (401, 403):
-            hint = ("the server needs a tenant: set --tenant (sent as X-Scope-OrgID)" if "org id" in body.lower()
-                    else "pass credentials (--bearer-token-file, --basic-auth-file, --header)")
-            raise PromError("auth", url, f"{snippet or 'unauthorized'}", status, hint=hint)
-        if status == 404:
-            raise PromError("not-found", url, snippet or "not found", status,
-                            hint="check --prom and --path-prefix (Mimir serves the API under /prometheus)")
-        if status >= 400:
-            raise PromError("http", url, snippet or resp.reason_phrase, status)
-        raise PromError("not-json", url, f"not a Prometheus API answer (Content-Type {ctype or 'none'}): {snippet!r}",
-                        status, hint="check --prom and --path-prefix")
+        return body
 
     def _shape(self, path: str, what: str, data: object) -> PromError:
-        return PromError("not-json", self.base + path, f"unexpected {what} answer: {str(data)[:200]}",
+        data = str(data)[:200]  # the repr of a large answer is not built whole for 200 characters
+        return PromError("not-json", self.base + path, f"unexpected {what} answer: {data}",
                          hint="not the Prometheus API (or a broken proxy in front of it): check --prom and --path-prefix")
 
-    def query(self, expr: str, time: float | None = None) -> Answer:
+    def query(self, expr: str, time: float | None = None, each=None) -> Answer:
         """Instant query; ``data`` becomes the ``result`` list (each ``{"metric", "value"}``, the
-        metric a mapping of strings, the value ``[time, "string"]``)."""
+        metric a mapping of strings, the value ``[time, "string"]``).
+
+        ``each``: a callable given every sample of the vector result as it is decoded; the samples
+        are not kept (``data`` is ``[]``), so an answer of a sample per GPU of a large fleet is
+        never held decoded all at once. It must be thread-safe when queries run concurrently. It
+        may have been given samples of an answer that then fails (a body cut short, an error
+        status): the caller drops what it gathered when this raises. An answer other than a
+        vector with ``each`` is a shape error.
+        """
         params = {"query": expr, **self.query_params}
         if time is not None:
             params["time"] = f"{time:.3f}"
-        ans = self.get("/api/v1/query", params)
+        ans = self.get("/api/v1/query", params, streaming(each) if each else None)
         data = ans.data if isinstance(ans.data, dict) else {}
         kind, result = data.get("resultType"), data.get("result")
+        if each is not None:
+            # streamed samples are None in the list; anything else in it is not a sample
+            if kind == "vector" and isinstance(result, list) and all(item is None for item in result):
+                ans.data = []
+                return ans
+            raise self._shape("/api/v1/query", "query", ans.data)
         if kind == "vector" and isinstance(result, list) and all(map(_is_sample, result)):
             ans.data = result
         elif kind == "matrix" and isinstance(result, list) and all(map(_is_series, result)):
@@ -335,12 +315,20 @@ class PromClient:
             raise self._shape("/api/v1/query", "query", ans.data)
         return ans
 
-    def targets(self) -> Answer:
+    def targets(self, keep=None) -> Answer:
         """``/api/v1/targets?state=active``; ``data`` is the ``activeTargets`` list (objects with
-        string labels; ``scrapeInterval``, ``health``, ``lastError`` strings when present)."""
-        ans = self.get("/api/v1/targets", {"state": "active"})
+        string labels; ``scrapeInterval``, ``health``, ``lastError`` strings when present).
+
+        ``keep``: called with each target as it is decoded, returns what to keep of it (a
+        smaller mapping, itself a valid target) or None to leave it out: the answer lists every
+        job's targets with their discovered labels, several KB each, and a large cluster has
+        thousands of them.
+        """
+        ans = self.get("/api/v1/targets", {"state": "active"}, targets_hook(keep) if keep else None)
         data = ans.data if isinstance(ans.data, dict) else None
         active = (data.get("activeTargets") or []) if data is not None else None
+        if isinstance(active, list) and keep:
+            active = [t for t in active if t is not LEFT_OUT]
         if not isinstance(active, list) or not all(map(_is_target, active)):
             raise self._shape("/api/v1/targets", "targets", ans.data)
         ans.data = active
@@ -393,3 +381,4 @@ class PromClient:
             raise self._shape("/api/v1/series", "series", ans.data)
         ans.data = data
         return ans
+

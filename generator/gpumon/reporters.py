@@ -13,9 +13,6 @@ import xml.etree.ElementTree as ET
 from collections import defaultdict
 from dataclasses import replace
 
-from rich.console import Console
-from rich.table import Table
-
 from . import redact
 from .findings import Finding, Location, Report
 
@@ -58,6 +55,8 @@ def text(report: Report, *, color: bool = False, width: int = 120) -> str:
     sorted by file and line; the others (validate) as a table per check, failures first, each with
     its hint, in sections by what they ask of the reader: errors, warnings, could-not-tell, notes.
     Ends with a one-line tally."""
+    from rich.console import Console  # only the text report draws tables: the others skip ~5 MB of imports
+
     buf = io.StringIO()
     console = Console(file=buf, force_terminal=color, no_color=not color, width=width, highlight=False,
                       soft_wrap=True)
@@ -89,8 +88,10 @@ _SECTIONS = (("error", "== errors: fix these"), ("warning", "== warnings: look i
              ("inconclusive", "== could not tell: fix access or rerun"), ("info", "== notes: nothing to do"))
 
 
-def _check_table(console: Console, check: str, items: list[Finding]) -> None:
-    """One table of one check's findings, each with its hint."""
+def _check_table(console, check: str, items: list[Finding]) -> None:
+    """One table of one check's findings, each with its hint (``console``: a rich Console)."""
+    from rich.table import Table
+
     table = Table(title=f"{check} ({len(items)})", title_justify="left", show_lines=False, expand=False)
     table.add_column("severity", no_wrap=True)
     table.add_column("subject", overflow="fold")

@@ -78,6 +78,9 @@ def validate(args, url, server, timeout, deadline, max_response_mib, lookback, c
     and why; paths after SPEC (or instead of it) are more dashboards, so
     `--dashboards output/dashboards extra.json` works as written."""
     from .. import reporters, writer
+    from ..heap import return_large_buffers
+
+    return_large_buffers()  # answers of a large fleet are megabytes each: give them back when freed
     from ..durations import parse_duration
     from ..validate import CHECKS
     from ..validate import validate as run_validate
@@ -91,12 +94,14 @@ def validate(args, url, server, timeout, deadline, max_response_mib, lookback, c
         lookback_s = parse_duration(lookback)
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--lookback") from None
-    from ..preview.fetch import parse_range
+    preview_s = None
+    if preview_range:  # the preview's modules (and the dashboards' they import) only when asked for
+        from ..preview.fetch import parse_range
 
-    try:
-        preview_s = parse_range(preview_range)
-    except ValueError as exc:
-        raise click.BadParameter(str(exc), param_hint="--preview-range") from None
+        try:
+            preview_s = parse_range(preview_range)
+        except ValueError as exc:
+            raise click.BadParameter(str(exc), param_hint="--preview-range") from None
     chosen = tuple(c.strip() for c in checks.split(",")) if checks else () if dashboards and not spec else tuple(CHECKS)
     unknown = [c for c in chosen if c not in CHECKS]
     if unknown:

@@ -173,33 +173,37 @@ class Context:
                 sys.stderr.write(f"\rgpumon validate: {self.done}/{self.queries} queries")
                 sys.stderr.flush()
 
-    def run(self, calls: dict[str, tuple], fold=None) -> dict[str, "Answer | PromError"]:
+    def run(self, calls: dict[str, tuple], each=None) -> dict[str, "Answer | PromError"]:
         """Run ``{key: (method name, *args)}`` on the client concurrently (bounded).
 
-        ``fold(key, answer)``, when given, is called in the worker thread as each answer (or
-        PromError) arrives, and what it returns stands for the answer: a large answer is read
-        into what the caller keeps and released before the next arrives, instead of all of them
-        waiting decoded at once (the reporting parts of a 64,000-GPU fleet). It must be thread-safe.
+        ``each(key)``, when given, returns for a query's key a callable (or None) given every
+        sample of its answer as it is decoded (:meth:`gpumon.promapi.PromClient.query`'s
+        ``each``; the answer's ``data`` is then ``[]``): a large answer is read into what the
+        caller keeps without ever being held decoded, instead of several waiting decoded at once
+        (the reporting parts of a 64,000-GPU fleet). The callables must be thread-safe.
 
         Returns:
-            {key: Answer, or the PromError it raised, or what ``fold`` made of it}.
+            {key: Answer, or the PromError it raised}.
         """
         with self._lock:
             ahead = {key: self._ahead.pop(call) for key, call in calls.items() if call in self._ahead}
             self.queries += len(calls) - len(ahead)
+        sinks = {key: each(key) for key in calls} if each else {}
+        futures = {key: ahead.get(key) or self.pool.submit(self._one, call, sinks.get(key))
+                   for key, call in calls.items()}
+        out = {key: future.result() for key, future in futures.items()}
+        for key in ahead:
+            # started before this run knew it streams: hand its samples over now
+            if sinks.get(key) and not isinstance(out[key], PromError):
+                for item in out[key].data:
+                    sinks[key](item)
+                out[key] = Answer([], out[key].warnings, out[key].infos)
+        return out
 
-        def one(key, call):
-            answer = self._one(call)
-            return fold(key, answer) if fold else answer
-
-        futures = {key: ahead.get(key) or self.pool.submit(one, key, call) for key, call in calls.items()}
-        return {key: fold(key, futures[key].result()) if fold and key in ahead else futures[key].result()
-                for key in futures}
-
-    def _one(self, call: tuple) -> "Answer | PromError":
+    def _one(self, call: tuple, each=None) -> "Answer | PromError":
         name, *args = call
         try:
-            answer = getattr(self.client, name)(*args)
+            answer = getattr(self.client, name)(*args, **({"each": each} if each else {}))
         except PromError as exc:
             return exc
         finally:
@@ -223,10 +227,10 @@ class Context:
                     self._ahead[call] = self.pool.submit(self._one, call)
                     self.queries += 1
 
-    def queries_at_now(self, exprs: dict[str, str], fold=None) -> dict[str, "Answer | PromError"]:
-        """Instant queries ``{key: expr}`` at the run's evaluation time, concurrently (``fold``:
+    def queries_at_now(self, exprs: dict[str, str], each=None) -> dict[str, "Answer | PromError"]:
+        """Instant queries ``{key: expr}`` at the run's evaluation time, concurrently (``each``:
         see :meth:`run`)."""
-        return self.run({k: ("query", e, self.now) for k, e in exprs.items()}, fold)
+        return self.run({k: ("query", e, self.now) for k, e in exprs.items()}, each)
 
     def close(self) -> None:
         self.pool.shutdown(wait=True)

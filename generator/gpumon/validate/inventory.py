@@ -25,6 +25,10 @@ LOOKS_AT = ('nodes x `modelName` x `DCGM_FI_DRIVER_VERSION`: the version matrix,
             '(distinct UUID: MIG instances of one GPU, one GPU under two targets or two node names count once; '
             'every GPU count in a finding message does the same); nodes whose driver differs from the majority, '
             'or from `exporter.driver_version` when the spec pins one')
+#: nodes up to which the gpu-inventory message lists every node (:func:`_lines`)
+LIST_NODES = 16
+#: node names shown for a group of nodes of the same composition
+EXAMPLES = 3
 FINDING_NOTES = {'gpu-inventory': 'info', 'driver-mismatch': 'warning', 'driver-version-unknown': 'info'}
 
 
@@ -59,6 +63,26 @@ def _summary(ctx: Context, table: dict[str, dict[tuple[str, str], set]]) -> str:
     return f"{text} in {len(clusters)} cluster(s) ({parts})"
 
 
+def _lines(table: dict[str, dict[tuple[str, str], set]]) -> list[str]:
+    """The matrix as text: ``node: 8 x MODEL, driver D`` per node for up to :data:`LIST_NODES`
+    nodes; above, one line per composition (GPU count, model and driver of a node) with how many
+    nodes have it and the first :data:`EXAMPLES` of their names, largest group first, so the
+    message stays a few lines on a fleet of thousands of identical nodes (listed per node, a
+    64,000-GPU fleet's message was over 500 KB) and an odd node stands out on a line of its own."""
+    def describe(node: str) -> str:
+        return " + ".join(f"{len(gpus)} x {model or 'unknown model'}, driver {driver or 'unknown'}"
+                          for (model, driver), gpus in sorted(table[node].items()))
+    if len(table) <= LIST_NODES:
+        return [f"{node}: {describe(node)}" for node in sorted(table)]
+    groups: dict[str, list[str]] = defaultdict(list)
+    for node in sorted(table):
+        groups[describe(node)].append(node)
+    ordered = sorted(groups.items(), key=lambda kv: (-len(kv[1]), kv[1][0]))
+    return [f"{nodes[0]}: {text}" if len(nodes) == 1 else
+            f"{len(nodes)} nodes ({', '.join(nodes[:EXAMPLES])}{', ...' if len(nodes) > EXAMPLES else ''}): {text}"
+            for text, nodes in ordered]
+
+
 def run(ctx: Context) -> CheckResult:
     """Findings: ``gpu-inventory`` (info, the matrix), ``driver-mismatch`` (warning: differs from
     the majority), ``driver-not-pinned-version`` (error: differs from ``exporter.driver_version``)."""
@@ -69,14 +93,11 @@ def run(ctx: Context) -> CheckResult:
     case = cases[0]
     if not table:
         return CheckResult([], cases)
-    lines = []
     drivers: dict[str, set[str]] = defaultdict(set)
-    for node in sorted(table):
-        for (model, driver), gpus in sorted(table[node].items()):
-            lines.append(f"{node}: {len(gpus)} x {model or 'unknown model'}, driver {driver or 'unknown'}")
-            if driver:
-                drivers[node].add(driver)
-    findings = [Finding("gpu-inventory", "info", ctx.job, _summary(ctx, table) + ": " + "; ".join(lines), case=case)]
+    for node in table:
+        drivers[node].update(driver for _, driver in table[node] if driver)
+    findings = [Finding("gpu-inventory", "info", ctx.job, _summary(ctx, table) + ": " + "; ".join(_lines(table)),
+                        case=case)]
     pinned = ctx.spec.exporter.driver_version
     votes = Counter(d for ds in drivers.values() for d in ds)
     if not votes:

@@ -61,7 +61,7 @@ def inventory(ctx) -> Inventory:
     metric in the lookback (or lack it on a node where others carry it)."""
     inv = Inventory()
     fold = _Reporting(ctx, inv)
-    first = ctx.queries_at_now(inventory_queries(ctx), fold)
+    first = ctx.queries_at_now(inventory_queries(ctx), fold.each)
     fleet = _status(*(first[k] for k in first if k.startswith("fleet|now|")))
     sets = fold.sets if not isinstance(fleet, PromError) else {}
     reporting = set(sets.values())
@@ -110,8 +110,8 @@ def inventory(ctx) -> Inventory:
 
 
 class _Reporting:
-    """Reads the reporting parts' answers as they arrive (``fold`` of :meth:`Context.run`), so
-    each is released before the next is decoded: ``sets`` ({GPU label values, in
+    """Reads the reporting parts' samples as they are decoded (``each`` of :meth:`Context.run`),
+    so no part's answer is ever held decoded: ``sets`` ({GPU label values, in
     :func:`_id_names` order: its key}; the parts are disjoint, a label set all the same) and the
     inventory's GPUs, targets and model/driver labels. Label values are interned (one string per
     node, target, model and driver, not one per GPU), and GPUs of one model and driver share one
@@ -124,17 +124,18 @@ class _Reporting:
         self.strings: dict[str, str] = {}
         self.attrs: dict[tuple, dict[str, str]] = {}
 
-    def __call__(self, key: str, answer):
-        if not key.startswith("fleet|now|") or isinstance(answer, PromError):
-            return answer
+    def each(self, key: str):
+        """The per-sample callable for a reporting part's key; None for the other queries."""
+        return self.sample if key.startswith("fleet|now|") else None
+
+    def sample(self, item: dict) -> None:
         with self.lock:
-            for item in answer.data:
-                self.add(item["metric"])
-        return Answer([], answer.warnings, answer.infos)
+            self.add(item["metric"])
 
     def add(self, metric: dict) -> None:
         lab, inv, intern = self.ctx.labels, self.inv, self.strings.setdefault
-        metric = {k: intern(v, v) for k, v in metric.items()}
+        for k, v in metric.items():  # in place: the decoded sample is not kept
+            metric[k] = intern(v, v)
         gpu = self.ctx.gpu(metric)
         key = gpu.key
         self.sets[_values(self.names, metric)] = key

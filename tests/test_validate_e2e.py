@@ -184,8 +184,13 @@ class CountingClient(PromClient):
 
     returned = 0
 
-    def query(self, expr, time=None):
-        answer = super().query(expr, time)
+    def query(self, expr, time=None, each=None):
+        counted = None
+        if each:  # a streamed answer keeps no data: count the samples as they pass
+            def counted(item):
+                self.returned += 1
+                each(item)
+        answer = super().query(expr, time, counted)
         self.returned += len(answer.data)
         return answer
 

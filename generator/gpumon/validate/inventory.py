@@ -3,6 +3,9 @@ labels (``modelName``, ``DCGM_FI_DRIVER_VERSION`` when the exporter sets it), fl
 driver differs from the fleet majority or from the version the spec pins. Keeping a driver /
 exporter version matrix is the field's advice for fleets where fields come and go with versions
 (dcgm-exporter#71, #143, #460). Reads the shared inventory (``ctx.inventory``, the presence check's queries): no extra query.
+The ``gpu-inventory`` note lists every node of a fleet of up to 16 nodes; a larger fleet gets one
+line per node composition (GPU count, model, driver) with how many nodes have it and the first
+names, so a node that differs stands on a line of its own.
 
 Why: Drivers and exporter versions decide which fields exist; a node on another driver is the usual
 reason one node lacks a field.

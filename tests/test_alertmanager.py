@@ -7,6 +7,7 @@ from __future__ import annotations
 import copy
 import subprocess
 import time
+from pathlib import Path
 
 import pytest
 import yaml
@@ -229,3 +230,26 @@ def test_matrix_pages_give_one_notification_group_per_cause(root, am_engine):
         assert got == want
         suppressed = {a["labels"]["alertname"] for a in am.alerts() if a["status"]["state"] == "suppressed"}
         assert suppressed == {"GpuTemperatureHigh"}
+
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.mark.parametrize("path", ["gpumon.yaml", *sorted(f"examples/{p.name}" for p in (ROOT / "examples").glob("*.yaml"))])
+def test_an_inhibiting_alert_is_evaluated_before_the_alerts_it_mutes(path):
+    """Prometheus and vmalert send each alerting rule's alerts as soon as that rule is evaluated,
+    in its group's order, and Alertmanager mutes a warning only if its critical inhibitor has
+    arrived when the warning's group is flushed: within a group, every critical alert of a field
+    comes before every warning of that field."""
+    from gpumon.spec import load_spec
+
+    spec = load_spec(ROOT / path)
+    for group in build_groups(spec):
+        seen_warning: set[str] = set()
+        for rule in (r for r in group.rules if r.alert and not r.disabled):
+            labels = rule.label_map
+            field, severity = labels.get("dcgm_field", ""), labels.get("severity")
+            if severity == "warning":
+                seen_warning.add(field)
+            elif severity == "critical":
+                assert field not in seen_warning, (group.name, rule.alert, field)

@@ -80,8 +80,32 @@ def _build(spec: Spec) -> list[RuleGroup]:
         groups.insert(3, RuleGroup(f"{p}.kubernetes", tuple(kube), interval=slow))
     # rules the spec's overrides switch off are left out here, once for every writer; a group too
     # big for one object is split into parts, the same for every writer (rules/split.py)
-    return split.split_groups([RuleGroup(g.name, tuple(r for r in g.rules if not r.disabled), g.interval)
+    return split.split_groups([RuleGroup(g.name, _inhibitors_first([r for r in g.rules if not r.disabled]), g.interval)
                                for g in groups], GROUP_BUDGET)
+
+
+#: severities in the order a group's alerting rules are evaluated: the ones that mute others first
+SEVERITY_FIRST = ("critical", "warning", "info")
+
+
+def _inhibitors_first(rules: list[Rule]) -> tuple[Rule, ...]:
+    """``rules`` with the alerting rules, among themselves, critical first, then warning, then
+    the rest (stable); recording rules keep their places (a rule reading a record of its group
+    still comes after it).
+
+    Why: Prometheus and vmalert send each alerting rule's alerts as soon as that rule has been
+    evaluated, in the group's order, and Alertmanager mutes a warning (gpumon's inhibition: a
+    critical alert mutes the warning of the same GPU, node or target and field) only if the
+    critical alert has arrived when the warning's notification group is flushed. With the
+    warning first, a slow evaluation of the critical rule let the warning out under a short
+    ``group_wait``."""
+    alerts = sorted((r for r in rules if r.alert), key=lambda r: _rank(r.label_map.get("severity")))
+    it = iter(alerts)
+    return tuple(next(it) if r.alert else r for r in rules)
+
+
+def _rank(severity: str | None) -> int:
+    return SEVERITY_FIRST.index(severity) if severity in SEVERITY_FIRST else len(SEVERITY_FIRST)
 
 
 def alert_catalogue(spec: Spec) -> dict[str, list[str]]:

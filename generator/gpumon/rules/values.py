@@ -275,7 +275,8 @@ def plausibility_rules(spec: Spec) -> list[Rule]:
 
 
 def _per_metric(spec: Spec, m: Metric) -> list[Rule]:
-    """The value alerts of one metric: thresholds, XID policy levels, frozen counter."""
+    """The value alerts of one metric: thresholds, XID policy levels, frozen counter (the group
+    puts critical alerts first: :func:`gpumon.rules._inhibitors_first`)."""
     alerts = [threshold(spec, m, t) for t in m.thresholds]
     if m.xid is not None:
         alerts += [r for r in (xid(spec, m, sev) for sev in ("critical", "warning", "info")) if r]

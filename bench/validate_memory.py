@@ -14,11 +14,15 @@ validate keeps in memory depends only on the answers, so a stand-in that answers
 * every other query an empty vector (a healthy fleet: no bad value, gap, duplicate or reset);
   ``/api/v1/rules`` no group, ``/api/v1/metadata`` nothing.
 
+With ``--global-view`` it answers as Thanos Query over 4 clusters does: no targets API (404), the
+job's ``up`` from a query instead (every target's sample for ``up{job=...}``, the count for the
+"not up, and how many" query), and a ``cluster`` label on every series.
+
 For each ``--gpus`` size, ``gpumon validate`` of each revision runs under ``/usr/bin/time``
 (``--format json``, the default concurrency) and its peak RSS prints, with the growth per 1,000
 GPUs between the smallest and largest size and the ratio of the two revisions.
 
-Usage: .venv/bin/python bench/validate_memory.py [--gpus 1000,16000,64000] [--rev REV] [--also REV]
+Usage: .venv/bin/python bench/validate_memory.py [--gpus 1000,16000,64000] [--rev REV] [--also REV] [--global-view]
 The stand-in binds 127.0.0.1 and is stopped at exit.
 """
 
@@ -59,9 +63,13 @@ def node_address(n: int) -> str:
 class Fleet:
     """The stand-in's answers for a healthy fleet of ``gpus`` GPUs, 8 per node."""
 
-    def __init__(self, gpus: int):
-        self.gpus = gpus
+    def __init__(self, gpus: int, global_view: bool = False):
+        self.gpus, self.global_view = gpus, global_view
         self.nodes = (gpus + PER_NODE - 1) // PER_NODE
+
+    def cluster(self, node: int) -> dict:
+        """The Thanos external label of a node's series (4 clusters), none for one Prometheus."""
+        return {"cluster": f"c{node * 4 // self.nodes}"} if self.global_view else {}
 
     def reporting(self, query: str) -> list[dict]:
         """The GPUs of the part the query's shard matcher selects (all without one)."""
@@ -74,7 +82,8 @@ class Fleet:
             if keep(g % 10):
                 out.append({"metric": {"instance": node_address(n), "Hostname": node_name(n),
                                        "UUID": gpu_uuid(node_name(n), g), "gpu": str(g), "modelName": MODEL,
-                                       "DCGM_FI_DRIVER_VERSION": DRIVER}, "value": [time.time(), "1"]})
+                                       "DCGM_FI_DRIVER_VERSION": DRIVER, **self.cluster(n)},
+                            "value": [time.time(), "1"]})
         return out
 
     def query(self, query: str) -> list[dict]:
@@ -82,6 +91,12 @@ class Fleet:
             return [{"metric": {}, "value": [time.time(), "1"]}]
         if query.startswith("group by (") and "\n or last_over_time(" in query:
             return self.reporting(query)
+        up = f'up{{job="{JOB}"}}'
+        if query == up:
+            return [{"metric": {"__name__": "up", "job": JOB, "instance": node_address(n), **self.cluster(n)},
+                     "value": [time.time(), "1"]} for n in range(self.nodes)]
+        if query.startswith(f"{up} != 1 or "):
+            return [{"metric": {"gpumon_targets": "all"}, "value": [time.time(), str(self.nodes)]}]
         if query.startswith("label_replace(count("):
             return [{"metric": {"gpumon_state": "now"}, "value": [time.time(), str(self.gpus)]}]
         return []
@@ -112,7 +127,7 @@ def serve(fleet: Fleet) -> ThreadingHTTPServer:
         def answer(self, path: str, params: dict):
             if path == "/api/v1/query":
                 data = {"resultType": "vector", "result": fleet.query(params.get("query", ""))}
-            elif path == "/api/v1/targets":
+            elif path == "/api/v1/targets" and not fleet.global_view:
                 data = {"activeTargets": fleet.targets(), "droppedTargets": []}
             elif path == "/api/v1/rules":
                 data = {"groups": []}
@@ -159,13 +174,14 @@ def main() -> None:
     ap.add_argument("--gpus", default="1000,16000,64000", help="fleet sizes, comma-separated")
     ap.add_argument("--rev", help="measure this git revision (default: this checkout)")
     ap.add_argument("--also", help="a second revision measured beside it, on the same stand-in")
+    ap.add_argument("--global-view", action="store_true", help="answer as Thanos Query over 4 clusters")
     args = ap.parse_args()
     sizes = [int(s) for s in args.gpus.split(",")]
     sources = [Source(args.rev, None)] + ([Source(args.also, None)] if args.also else [])
     rows: dict[str, list[float]] = {s.label: [] for s in sources}
     try:
         for gpus in sizes:
-            server = serve(Fleet(gpus))
+            server = serve(Fleet(gpus, args.global_view))
             url = f"http://127.0.0.1:{server.server_address[1]}"
             for src in sources:
                 mib, code, wall = peak_rss(src, url)

@@ -69,8 +69,8 @@ def test_mimir_plain_text_401_no_org_id():
         q = request.url.params.get("query", "")
         if q == "vector(1)":
             return ok({"resultType": "vector", "result": [{"metric": {}, "value": [1.0, "1"]}]})
-        if q == 'up{job="dcgm-exporter"}':
-            return ok(vector(({"job": "dcgm-exporter", "instance": "10.0.0.11:9400", "__name__": "up"}, "1")))
+        if q.startswith('up{job="dcgm-exporter"} != 1 or '):  # the targets not up, and how many there are
+            return ok(vector(({"gpumon_targets": "all"}, "1")))
         return ok(vector())
 
     report, code, out = run(handler, path_prefix="/prometheus")
@@ -84,6 +84,7 @@ def test_mimir_plain_text_401_no_org_id():
     assert all(r.url.path.startswith("/prometheus/api/v1/") for r in seen)
     checks = {f.check for f in report.findings}
     assert "targets-api-unavailable" in checks and "rules-not-loaded" in checks
+    assert "target-missing" not in checks and "target-down" not in checks
     assert code == 1
 
 

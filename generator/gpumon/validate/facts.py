@@ -18,7 +18,7 @@ from .inventoryqueries import (DETAIL_CHARS, LEGACY_FIELD, LEGACY_NAME, STATE, _
                                _shard_matchers, inventory_queries, last_seen_query, node_count_query,
                                reporting_query, seen_query)
 from .sourcefacts import Sources, sources  # noqa: F401
-from .targetfacts import Targets, instance, seconds, targets  # noqa: F401
+from .targetfacts import Targets, instance, not_up, seconds, targets  # noqa: F401
 
 
 def other_spelling(label: str) -> str:

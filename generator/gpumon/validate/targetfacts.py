@@ -17,7 +17,8 @@ class Targets:
     """What the server says about the exporter job's targets.
 
     ``api`` is the ``/api/v1/targets`` answer (a PromError with kind ``not-found`` where the API
-    does not exist: Mimir, Thanos Query); ``up``, ``empty`` (``scrape_samples_scraped == 0``) and
+    does not exist: Mimir, Thanos Query); ``up`` (the targets not up, and their count labelled
+    :data:`COUNTED`), ``empty`` (``scrape_samples_scraped == 0``) and
     ``flapping`` ({instance: share of successful scrapes} over ``window``) come from instant
     queries (``up`` only where the targets API does not exist: it is read only then, and holds a
     sample per target). ``targets`` are the job's active targets from the API. ``down`` are the instances
@@ -47,7 +48,10 @@ def targets(ctx) -> Targets:
     window = format_duration(min(ctx.spec.alerts.flapping_window, ctx.lookback))
     up_sel = f"up{{{matcher('job', job)}}}"
     no_api = isinstance(res, PromError) and res.kind == "not-found"
-    extra = ctx.queries_at_now({**({"up": up_sel} if no_api else {}),
+    # where there is no targets API: the targets not up, and how many there are (not every
+    # target's ``up``: a sample per node, 8,000 of them for 64,000 GPUs)
+    up_query = f'{up_sel} != 1 or label_replace(count({up_sel}), "{COUNTED}", "all", "", "")'
+    extra = ctx.queries_at_now({**({"up": up_query} if no_api else {}),
                                 "samples": f"scrape_samples_scraped{{{matcher('job', job)}}} == 0",
                                 # flapping: often down, and changing state (not just down since a while)
                                 "flapping": f"avg_over_time({up_sel}[{window}]) < "
@@ -66,7 +70,7 @@ def targets(ctx) -> Targets:
             return base
         if not up.data:
             return replace(base, missing=True)
-        return replace(base, down=frozenset(i["metric"].get("instance", "?") for i in up.data if i["value"][1] != "1"))
+        return replace(base, down=frozenset(i["metric"].get("instance", "?") for i in not_up(up)))
     # the job's targets, each :func:`_slim` as the answer was decoded (one the client did not
     # recognise as a target while decoding is still left out here)
     found = tuple(t for t in res.data if _job(t) == job)
@@ -78,6 +82,16 @@ def targets(ctx) -> Targets:
         down |= {i["metric"].get("instance", "?") for i in extra["samples"].data}
     return replace(base, targets=found, down=frozenset(down),
                     scrape_interval=max(intervals) if intervals else base.scrape_interval)
+
+
+#: the label marking the count of the job's targets in the ``up`` answer (never an exporter label)
+COUNTED = "gpumon_targets"
+
+
+def not_up(up: Answer) -> list[dict]:
+    """The samples of the ``up`` answer (where there is no targets API) of targets not up: every
+    one but the count of all targets."""
+    return [i for i in up.data if COUNTED not in i["metric"]]
 
 
 #: the fields of a target the checks read (``/api/v1/targets`` sends more: discovered labels,

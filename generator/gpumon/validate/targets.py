@@ -14,7 +14,7 @@ from ..findings import Finding
 from ..promapi import PromError, count
 from . import hints
 from .base import CheckResult, Context, partial, query_failed
-from .facts import instance, seconds
+from .facts import instance, not_up, seconds
 
 CHECK = "targets"
 ORDER = 20
@@ -136,7 +136,7 @@ def _from_up(ctx: Context, up, findings: list[Finding], case: str) -> CheckResul
         return CheckResult(findings, [case])
     if not up.data:
         return _missing(ctx, findings, case)
-    for item in up.data:
+    for item in not_up(up):
         inst = item["metric"].get("instance", "?")
         if item["value"][1] != "1":
             findings.append(Finding("target-down", "error", inst, f"up{{instance=\"{inst}\"}} is {item['value'][1]}",

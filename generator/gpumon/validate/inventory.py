@@ -19,7 +19,7 @@ from collections import Counter, defaultdict
 
 from ..findings import Finding
 from . import hints
-from .base import CheckResult, Context, device
+from .base import CheckResult, Context, device_id
 
 CHECK = "inventory"
 ORDER = 110
@@ -38,15 +38,17 @@ FINDING_NOTES = {'gpu-inventory': 'info', 'driver-mismatch': 'warning', 'driver-
 def matrix(ctx: Context) -> dict[str, dict[tuple[str, str], set[tuple[str, str]]]]:
     """``{node: {(model, driver): physical GPUs}}`` for GPUs reporting now, under current or 1.x
     names, each GPU a :func:`~.base.device` (MIG instances of one GPU and one GPU under two targets
-    are one; ``node`` reads ``cluster/node`` when the spec names a cluster label)."""
+    are one, :func:`~.base.device_id`; ``node`` reads ``cluster/node`` when the spec names a cluster label)."""
     inv = ctx.inventory
     lab = ctx.labels
     seen: dict[str, dict[tuple[str, str], set]] = defaultdict(lambda: defaultdict(set))
-    for key in inv.reporting | {k for keys in inv.legacy.values() for k in keys}:
+    legacy = {k for keys in inv.legacy.values() for k in keys}
+    for key in (inv.reporting | legacy) if legacy else inv.reporting:
         attrs = inv.attrs.get(key, {})
         node = f"{key[5]}/{key[1]}" if key[5] else key[1]  # cluster/node under a global view
-        seen[node][(attrs.get(lab.model, ""), attrs.get(lab.driver_version, ""))].add(device(key))
+        seen[node][(attrs.get(lab.model, ""), attrs.get(lab.driver_version, ""))].add(device_id(key))
     return {node: dict(combos) for node, combos in seen.items()}
+
 
 
 def _summary(ctx: Context, table: dict[str, dict[tuple[str, str], set]]) -> str:
@@ -54,7 +56,7 @@ def _summary(ctx: Context, table: dict[str, dict[tuple[str, str], set]]) -> str:
     (``8 GPUs on 4 nodes in 2 clusters (a: 4 GPUs on 2 nodes; b: ...)``). GPUs are distinct
     devices: one UUID under two node names or two driver labels counts once."""
     def count(nodes) -> str:
-        gpus = set().union(*(d for n in nodes for d in table[n].values()))
+        gpus = {g for n in nodes for d in table[n].values() for g in d}
         return f"{len(gpus)} GPUs on {len(nodes)} nodes"
     text = count(list(table))
     if not ctx.labels.cluster:

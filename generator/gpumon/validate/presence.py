@@ -27,7 +27,7 @@ from ..promapi import Answer, PromError
 from ..rules.names import FIELD_LABEL
 from ..spec import Metric
 from . import hints
-from .base import CheckResult, Context, Gpu, ago, device, gpu_count, gpu_list, other_spelling, partial, query_failed, utc
+from .base import CheckResult, Context, Gpu, ago, device_id, gpu_count, gpu_list, other_spelling, partial, query_failed, utc
 from .facts import Inventory
 
 CHECK = "presence"
@@ -52,6 +52,7 @@ def run(ctx: Context) -> CheckResult:
     inv = ctx.inventory
     answers = inv.answers
     findings: list[Finding] = []
+    expected: dict[bool, set[tuple]] = {}  # GPUs expected to carry a metric, with and without MIG
     for m in required:
         case = f"{CHECK}/{m.name}"
         failed = [a for k, a in answers.items() if k.split("|")[1] == m.name and isinstance(a, PromError)]
@@ -60,7 +61,10 @@ def run(ctx: Context) -> CheckResult:
             continue
         own = [a for k, a in answers.items() if k.split("|")[1] == m.name]
         warned = next((a for a in own if isinstance(a, Answer) and a.partial), None)
-        findings += partial(_metric(ctx, inv, m, case), warned, case, CHECK, m.name)
+        mig = m.mig != "unsupported"
+        if mig not in expected:
+            expected[mig] = _checked(ctx, inv, m)
+        findings += partial(_metric(ctx, inv, m, case, expected[mig]), warned, case, CHECK, m.name)
     findings += _lost(ctx, inv)
     findings += _identity(ctx, inv)
     return CheckResult(findings, cases)
@@ -94,8 +98,9 @@ def _evidence(ctx: Context, inv: Inventory, m: Metric, keys: set[tuple]) -> str:
     return text if len(seen) == len(keys) else f"{len(keys) - len(seen)} never seen in the last {window}, others {text}"
 
 
-def _metric(ctx: Context, inv: Inventory, m: Metric, case: str) -> list[Finding]:
-    expected = _checked(ctx, inv, m)
+def _metric(ctx: Context, inv: Inventory, m: Metric, case: str, expected: set[tuple]) -> list[Finding]:
+    """``m``'s findings; ``expected`` is :func:`_checked` (the same for every metric of one MIG
+    support: built once per run, not once per metric)."""
     missing = expected - inv.now[m.name]
     if m.sources and missing:
         # a GPU a fallback source serves is the sources check's warning (fallback-serving), not an error
@@ -126,7 +131,7 @@ def _metric(ctx: Context, inv: Inventory, m: Metric, case: str) -> list[Finding]
     # cluster b is one finding for cluster b, as GpuMetricAbsent pages once per cluster
     clusters = sorted({k[5] for k in expected})
     for cluster in clusters:
-        in_cluster = {k for k in expected if k[5] == cluster}
+        in_cluster = expected if len(clusters) == 1 else {k for k in expected if k[5] == cluster}
         out += _tiers(ctx, inv, m, in_cluster, rest & in_cluster, case, cluster)
     return out
 
@@ -181,8 +186,8 @@ def _lost(ctx: Context, inv: Inventory) -> list[Finding]:
     with the new pod's host name) is not lost: it is the same device."""
     case = f"{CHECK}/gpu-inventory"
     reporting = inv.reporting | {k for v in inv.legacy.values() for k in v}
-    alive = {device(k) for k in reporting}
-    lost = [k for k in inv.gpus if k not in reporting and device(k) not in alive
+    alive = {device_id(k) for k in reporting}
+    lost = [k for k in inv.gpus if k not in reporting and device_id(k) not in alive
             and not ctx.target_down(inv.instance.get(k, ""))]
     out = []
     nodes_now = {_node(k) for k in reporting}

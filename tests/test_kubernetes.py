@@ -112,9 +112,10 @@ def test_group_only_with_the_section_and_promtool_accepts_it(tmp_path, promtool)
     group = next(g for g in build_groups(spec) if g.name == "gpumon.kubernetes")
     for rule in group.rules:
         promql_parser.parse(rule.expr)
+    # critical alerts first (an inhibiting alert reaches Alertmanager before the warnings it mutes)
     assert [r.name for r in group.rules if r.alert] == [
-        "GpuNodeExporterMissing", "GpuNodeGpusMissing", "GpuNodeCapacityMissing", "GpuExporterPodRestarting", "GpuExporterOOMKilled",
-        "GpuExporterDaemonSetNotReady", "GpuExporterDaemonSetMissing", "GpuKubeStateMetricsMissing",
+        "GpuNodeExporterMissing", "GpuExporterDaemonSetMissing", "GpuNodeGpusMissing", "GpuNodeCapacityMissing",
+        "GpuExporterPodRestarting", "GpuExporterOOMKilled", "GpuExporterDaemonSetNotReady", "GpuKubeStateMetricsMissing",
         "GpuDevicePluginUnhealthy"]
     recorded = [r.record for r in group.rules if r.record]
     assert recorded == [names.NODE_GPUS_EXPECTED, names.GPUS_EXPECTED, names.NODE_GPUS_MISSING, names.GPUS_MISSING, names.NODE_EXPORTER_PODS,

@@ -20,8 +20,7 @@ class Targets:
     does not exist: Mimir, Thanos Query); ``up`` (the targets not up, and their count labelled
     :data:`COUNTED`), ``empty`` (``scrape_samples_scraped == 0``) and
     ``flapping`` ({instance: share of successful scrapes} over ``window``) come from instant
-    queries (``up`` only where the targets API does not exist: it is read only then, and holds a
-    sample per target). ``targets`` are the job's active targets from the API. ``down`` are the instances
+    queries (``up`` only where the targets API does not exist: it is read only then). ``targets`` are the job's active targets from the API. ``down`` are the instances
     whose GPUs per-GPU checks leave alone (down, flapping, or scraped with 0 samples: one outage,
     one finding, from the targets check). ``missing`` is true when the job has no target at all
     (every per-GPU check is skipped). ``scrape_interval`` (seconds) is the targets' own
@@ -41,7 +40,7 @@ class Targets:
 
 def targets(ctx) -> Targets:
     """Ask the targets API, then two instant queries at once (three where the API does not
-    exist: ``up`` of every target), and derive :class:`Targets`."""
+    exist: the targets not up and their count), and derive :class:`Targets`."""
     job = ctx.job
     strings: dict = {}
     res = ctx.run({"targets": ("targets", lambda t: _slim(t, strings) if _job(t) == job else None)})["targets"]

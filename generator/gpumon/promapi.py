@@ -243,7 +243,7 @@ class PromClient:
 
     def _read(self, resp: httpx.Response, deadline: float, overall: bool) -> bytes | bytearray:
         """The body, decompressed, at most ``max_bytes`` of it, before ``deadline`` (a bytearray
-        :meth:`_decode` empties once it has the text, not a copy of it)."""
+        :func:`gpumon.promdecode.decode` empties once it has the text, not a copy of it)."""
         url, cap = strip_userinfo(str(resp.url)), self.max_bytes
         encoding = resp.headers.get("content-encoding", "identity").strip().lower()
         if encoding not in ("", "identity", "gzip", "x-gzip", "deflate"):
@@ -381,4 +381,3 @@ class PromClient:
             raise self._shape("/api/v1/series", "series", ans.data)
         ans.data = data
         return ans
-

@@ -42,8 +42,7 @@ def matrix(ctx: Context) -> dict[str, dict[tuple[str, str], set[tuple[str, str]]
     inv = ctx.inventory
     lab = ctx.labels
     seen: dict[str, dict[tuple[str, str], set]] = defaultdict(lambda: defaultdict(set))
-    legacy = {k for keys in inv.legacy.values() for k in keys}
-    for key in (inv.reporting | legacy) if legacy else inv.reporting:
+    for key in inv.reporting_any_name:
         attrs = inv.attrs.get(key, {})
         node = f"{key[5]}/{key[1]}" if key[5] else key[1]  # cluster/node under a global view
         seen[node][(attrs.get(lab.model, ""), attrs.get(lab.driver_version, ""))].add(device_id(key))

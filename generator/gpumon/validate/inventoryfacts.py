@@ -37,6 +37,13 @@ class Inventory:
         self._reporting: set[tuple] | None = None
 
     @property
+    def reporting_any_name(self) -> set[tuple]:
+        """GPUs reporting now under current or 1.x names (:attr:`reporting` itself, not a copy,
+        when no GPU uses 1.x names)."""
+        legacy = {k for keys in self.legacy.values() for k in keys}
+        return self.reporting | legacy if legacy else self.reporting
+
+    @property
     def reporting(self) -> set[tuple]:
         """GPUs carrying at least one tracked metric now."""
         if self._reporting is not None:

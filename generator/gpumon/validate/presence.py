@@ -72,8 +72,7 @@ def run(ctx: Context) -> CheckResult:
 
 def _checked(ctx: Context, inv: Inventory, m: Metric) -> set[tuple]:
     """GPUs expected to carry ``m`` now: reporting (or on legacy names), target up, MIG-aware."""
-    keys = inv.reporting | set().union(*[set(v) for v in inv.legacy.values()]) if inv.legacy else inv.reporting
-    keys = {k for k in keys if not ctx.target_down(inv.instance.get(k, ""))}
+    keys = {k for k in inv.reporting_any_name if not ctx.target_down(inv.instance.get(k, ""))}
     if m.mig == "unsupported":
         keys = {k for k in keys if not k[4]}
     return keys
@@ -185,7 +184,7 @@ def _lost(ctx: Context, inv: Inventory) -> list[Finding]:
     whose UUID reports now under another node name (an exporter pod replaced, its series labelled
     with the new pod's host name) is not lost: it is the same device."""
     case = f"{CHECK}/gpu-inventory"
-    reporting = inv.reporting | {k for v in inv.legacy.values() for k in v}
+    reporting = inv.reporting_any_name
     alive = {device_id(k) for k in reporting}
     lost = [k for k in inv.gpus if k not in reporting and device_id(k) not in alive
             and not ctx.target_down(inv.instance.get(k, ""))]

@@ -16,47 +16,7 @@ from ..promapi import Answer, PromClient, PromError
 from ..rules import RuleGroup, build_groups
 from ..spec import Spec
 from . import facts
-from .facts import other_spelling  # noqa: F401  (checks import it from here)
-
-
-@dataclass(frozen=True, slots=True)
-class Gpu:
-    """One GPU (or MIG instance) as its series identify it.
-
-    ``node`` is the value of the spec's node label, or of its other spelling (``hostname`` /
-    ``Hostname``) when the series carry that one; ``node_label`` says which was found.
-    ``cluster`` is the value of the spec's cluster label (empty when the spec names none): under
-    a global view (Thanos Query, Mimir) one node name may exist in two clusters, so a node is
-    always (cluster, node) and reads ``cluster/node``.
-    """
-
-    job: str
-    node: str
-    uuid: str
-    index: str
-    mig: str = ""
-    cluster: str = ""
-    node_label: str = ""
-    uuid_label: str = ""
-
-    @property
-    def key(self) -> tuple[str, str, str, str, str, str]:
-        """(job, node, UUID, index, MIG instance, cluster): positions 0-4 are what they always were."""
-        return (self.job, self.node, self.uuid, self.index, self.mig, self.cluster)
-
-    @property
-    def where(self) -> str:
-        """The node as people read it: ``gpu-node-1``, or ``b/gpu-node-1`` with a cluster label."""
-        return f"{self.cluster}/{self.node or '?'}" if self.cluster else self.node
-
-    def node_labels(self, lab) -> tuple[tuple[str, str], ...]:
-        """``((cluster label, cluster), (node label, node))`` for a finding's labels (``lab``:
-        the spec's exporter labels); without a cluster label only the node."""
-        return (((lab.cluster, self.cluster),) if lab.cluster else ()) + ((lab.node, self.node),)
-
-    def __str__(self) -> str:
-        mig = f" MIG {self.mig}" if self.mig else ""
-        return f"{self.where or '?'} gpu {self.index or '?'} ({self.uuid or 'no UUID'}{mig})"
+from .gpus import Gpu, device, device_id, other_spelling  # noqa: F401  (checks import them from here)
 
 
 class Context:
@@ -287,23 +247,6 @@ def ago(seconds: float) -> str:
 def utc(ts: float) -> str:
     """RFC 3339 UTC time, second resolution."""
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ts))
-
-
-def device(gpu) -> tuple[str, str]:
-    """The physical GPU a :class:`Gpu` (or its ``key``) is: ``(cluster, UUID)``. MIG instances of
-    one GPU share its UUID (dcgm-exporter labels them with ``GPU_I_ID``), and one GPU reported under
-    two targets or two node names (a second scrape config, an exporter pod replaced) keeps its UUID:
-    each is one device. Without a UUID label, ``(cluster, node/index)``."""
-    if isinstance(gpu, tuple):
-        gpu = Gpu(*gpu)
-    return (gpu.cluster, gpu.uuid) if gpu.uuid else (gpu.cluster, f"{gpu.node}/{gpu.index}")
-
-
-def device_id(key: tuple):
-    """:func:`device` of a GPU key, as the key's own UUID string when it has one and no cluster
-    (equal for equal devices, never equal to a tuple): counting or matching a fleet's devices then
-    makes no new object per GPU (64,000 tuples and their Gpu objects were about 10 MB)."""
-    return key[2] if key[2] and not key[5] else device(key)
 
 
 def gpu_count(gpus) -> int:

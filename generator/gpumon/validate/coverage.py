@@ -46,8 +46,10 @@ def matrix(ctx, findings: list[Finding]) -> dict:
     reporting = inv.reporting | {k for v in inv.legacy.values() for k in v}
     served = {m.name: ctx.sources.fallback(m.name) for m in metrics if m.sources}
     rows = []
-    for key, gpu in sorted(inv.gpus.items(), key=lambda kv: (kv[1].cluster, kv[1].node, _num(kv[1].index), kv[1].mig)):
-        down = ctx.target_down(inv.instance.get(key, ""))
+    # by (cluster, node, index, MIG instance): key positions 5, 1, 3, 4
+    for key in sorted(inv.sites, key=lambda k: (k[5], k[1], _num(k[3]), k[4])):
+        gpu = inv.gpu(key)
+        down = ctx.target_down(inv.instance(key))
         cells = {}
         for m in metrics:
             cells[m.name] = _cell(m, key, gpu, inv, by_field.get(m.name, []), down, key in reporting)
@@ -62,7 +64,7 @@ def matrix(ctx, findings: list[Finding]) -> dict:
     for row in rows:
         for cell in row["cells"].values():
             counts[cell["state"]] = counts.get(cell["state"], 0) + 1
-    seen_on = {inv.instance.get(k, "") for k in inv.gpus}
+    seen_on = {site.instance for site in inv.sites.values()}
     dark = sorted(i for i in ctx.targets.down if i not in seen_on)  # down since before the lookback
     return {"fields": [m.name for m in metrics], "required": [m.name for m in metrics if m.required],
             "rows": rows, "counts": counts, "dark_targets": dark}

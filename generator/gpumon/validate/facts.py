@@ -17,14 +17,9 @@ from .inventoryfacts import Inventory, _lacking, inventory  # noqa: F401
 from .inventoryqueries import (DETAIL_CHARS, LEGACY_FIELD, LEGACY_NAME, STATE, _detail_queries,  # noqa: F401
                                _shard_matchers, inventory_queries, last_seen_query, node_count_query,
                                reporting_query, seen_query)
+from .gpus import other_spelling  # noqa: F401  (checks import it from here)
 from .sourcefacts import Sources, sources  # noqa: F401
 from .targetfacts import Targets, instance, not_up, seconds, targets  # noqa: F401
-
-
-def other_spelling(label: str) -> str:
-    """The label name an exporter version may use instead (``Hostname`` <-> ``hostname``,
-    ``UUID`` <-> ``uuid``; NVIDIA/dcgm-exporter#655 and the 1.x ``use-old-namespace`` option)."""
-    return label.lower() if label != label.lower() else label.capitalize() if label == "hostname" else label.upper()
 
 
 def loaded_groups(answer: "Answer | PromError") -> dict[str, list[dict]] | None:

@@ -43,7 +43,7 @@ def matrix(ctx: Context) -> dict[str, dict[tuple[str, str], set[tuple[str, str]]
     lab = ctx.labels
     seen: dict[str, dict[tuple[str, str], set]] = defaultdict(lambda: defaultdict(set))
     for key in inv.reporting_any_name:
-        attrs = inv.attrs.get(key, {})
+        attrs = inv.attrs(key)
         node = f"{key[5]}/{key[1]}" if key[5] else key[1]  # cluster/node under a global view
         seen[node][(attrs.get(lab.model, ""), attrs.get(lab.driver_version, ""))].add(device_id(key))
     return {node: dict(combos) for node, combos in seen.items()}

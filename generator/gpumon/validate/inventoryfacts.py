@@ -9,6 +9,7 @@ import threading
 from collections import defaultdict
 
 from ..promapi import Answer, PromError
+from .gpus import NOWHERE, Gpu, Site, other_spelling
 from .inventoryqueries import (LEGACY_FIELD, LEGACY_NAME, STATE, _detail_queries, _last_seen_queries, _LastSeen,
                                inventory_queries, node_count_query, seen_query)
 
@@ -29,12 +30,31 @@ class Inventory:
         self.now: dict[str, set[tuple]] = defaultdict(set)          # metric -> GPU keys present now
         self.seen: dict[str, set[tuple]] = defaultdict(set)          # metric -> GPU keys seen in the lookback
         self.last_seen: dict[str, dict[tuple, float]] = defaultdict(dict)  # metric -> key -> unix time (gaps only)
-        self.gpus: dict[tuple, object] = {}                           # every GPU seen in the lookback
-        self.instance: dict[tuple, str] = {}                          # key -> target (instance label)
-        self.attrs: dict[tuple, dict[str, str]] = {}                  # key -> model/driver labels
+        self.sites: dict[tuple, Site] = {}                            # every GPU seen in the lookback -> its Site
         self.legacy: dict[str, dict[tuple, str]] = defaultdict(dict)  # metric -> key -> legacy name
         self.answers: dict[str, "Answer | PromError"] = {}
         self._reporting: set[tuple] | None = None
+        self._interned: dict[tuple, Site] = {}
+
+    def site(self, instance: str, attrs: dict, node_label: str, uuid_label: str) -> Site:
+        """The one :class:`Site` of these values (interned: the GPUs of a node share it)."""
+        values = (instance, tuple(sorted(attrs.items())), node_label, uuid_label)
+        found = self._interned.get(values)
+        if found is None:
+            found = self._interned[values] = Site(instance, attrs, node_label, uuid_label)
+        return found
+
+    def gpu(self, key: tuple) -> Gpu:
+        """The :class:`Gpu` of a key, with the label spellings its series carry."""
+        return self.sites.get(key, NOWHERE).gpu(key)
+
+    def instance(self, key: tuple) -> str:
+        """The target a GPU reports from ("" when not seen)."""
+        return self.sites.get(key, NOWHERE).instance
+
+    def attrs(self, key: tuple) -> dict:
+        """A GPU's model and driver labels ({label: value}; {} when not known)."""
+        return self.sites.get(key, NOWHERE).attrs
 
     @property
     def reporting_any_name(self) -> set[tuple]:
@@ -130,6 +150,7 @@ class _Reporting:
         self.lock = threading.Lock()
         self.strings: dict[str, str] = {}
         self.attrs: dict[tuple, dict[str, str]] = {}
+        self.unique = {ctx.labels.gpu, other_spelling(ctx.labels.gpu)}
 
     def each(self, key: str):
         """The per-sample callable for a reporting part's key; None for the other queries."""
@@ -142,14 +163,14 @@ class _Reporting:
     def add(self, metric: dict) -> None:
         lab, inv, intern = self.ctx.labels, self.inv, self.strings.setdefault
         for k, v in metric.items():  # in place: the decoded sample is not kept
-            metric[k] = intern(v, v)
+            if k not in self.unique:  # a UUID is one string per GPU anyway
+                metric[k] = intern(v, v)
         gpu = self.ctx.gpu(metric)
         key = gpu.key
         self.sets[_values(self.names, metric)] = key
-        inv.gpus.setdefault(key, gpu)
-        inv.instance[key] = metric.get("instance", "")
         model, driver = metric.get(lab.model, ""), metric.get(lab.driver_version, "")
-        inv.attrs[key] = self.attrs.setdefault((model, driver), {lab.model: model, lab.driver_version: driver})
+        attrs = self.attrs.setdefault((model, driver), {lab.model: model, lab.driver_version: driver})
+        inv.sites[key] = inv.site(metric.get("instance", ""), attrs, gpu.node_label, gpu.uuid_label)
 
 
 def _id_names(ctx) -> list[str]:
@@ -187,8 +208,7 @@ def _gone(ctx, inv: Inventory, ans: Answer, out: list) -> None:
             labels = {k: v for k, v in item["metric"].items() if k != STATE}
             gpu = ctx.gpu(labels)
             out.append(gpu)
-            inv.gpus.setdefault(gpu.key, gpu)
-            inv.instance.setdefault(gpu.key, labels.get("instance", ""))
+            inv.sites.setdefault(gpu.key, inv.site(labels.get("instance", ""), {}, gpu.node_label, gpu.uuid_label))
 
 
 def _lacking(ctx, sets: dict[tuple, tuple], faulty: set[str], second: dict,
@@ -240,10 +260,9 @@ def _legacy(ctx, inv: Inventory, legacy) -> None:
             labels = {k: v for k, v in item["metric"].items() if k not in (LEGACY_FIELD, LEGACY_NAME)}
             gpu = ctx.gpu(labels)
             inv.legacy[item["metric"].get(LEGACY_FIELD, "")][gpu.key] = item["metric"].get(LEGACY_NAME, "")
-            inv.instance.setdefault(gpu.key, labels.get("instance", ""))
             # a GPU of a node on 1.x names is in the fleet (the inventory's count, the coverage rows)
-            inv.gpus.setdefault(gpu.key, gpu)
-            inv.attrs.setdefault(gpu.key, {k: labels.get(k, "") for k in (ctx.labels.model, ctx.labels.driver_version)})
+            attrs = {k: labels.get(k, "") for k in (ctx.labels.model, ctx.labels.driver_version)}
+            inv.sites.setdefault(gpu.key, inv.site(labels.get("instance", ""), attrs, gpu.node_label, gpu.uuid_label))
 
 
 def _last_seen(ctx, inv: Inventory, last: "_LastSeen", second: dict) -> None:

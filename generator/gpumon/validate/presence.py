@@ -72,14 +72,14 @@ def run(ctx: Context) -> CheckResult:
 
 def _checked(ctx: Context, inv: Inventory, m: Metric) -> set[tuple]:
     """GPUs expected to carry ``m`` now: reporting (or on legacy names), target up, MIG-aware."""
-    keys = {k for k in inv.reporting_any_name if not ctx.target_down(inv.instance.get(k, ""))}
+    keys = {k for k in inv.reporting_any_name if not ctx.target_down(inv.instance(k))}
     if m.mig == "unsupported":
         keys = {k for k in keys if not k[4]}
     return keys
 
 
 def _gpu(inv: Inventory, key: tuple) -> Gpu:
-    return inv.gpus.get(key) or Gpu(*key)
+    return inv.gpu(key)
 
 
 def _node(key: tuple) -> tuple[str, str]:
@@ -144,7 +144,7 @@ def _tiers(ctx: Context, inv: Inventory, m: Metric, expected: set[tuple], rest: 
     out: list[Finding] = []
     labels = ((FIELD_LABEL, m.name), ("job", ctx.job)) + (((ctx.labels.cluster, cluster),) if ctx.labels.cluster else ())
     if not (expected & inv.now[m.name]):
-        targets = sorted({inv.instance.get(k, "") for k in rest})
+        targets = sorted({inv.instance(k) for k in rest})
         scope = f" of cluster {cluster}" if ctx.labels.cluster else ""
         out.append(Finding("series-missing", "error", f"{m.name} in {cluster}" if ctx.labels.cluster else m.name,
                            f"{m.name} is absent on all {gpu_count(rest)} GPUs{scope} of {len(targets)} healthy target(s) "
@@ -160,7 +160,7 @@ def _tiers(ctx: Context, inv: Inventory, m: Metric, expected: set[tuple], rest: 
         node_gpus = {k for k in expected if _node(k) == _node(next(iter(keys)))}
         one = _gpu(inv, next(iter(keys)))
         node = one.where
-        targets = sorted({inv.instance.get(k, "") for k in keys})
+        targets = sorted({inv.instance(k) for k in keys})
         where = f"node {node or '?'} (target {', '.join(targets)})"
         node_labels = labels + one.node_labels(ctx.labels) + ((("instance", targets[0]),) if len(targets) == 1 else ())
         listed = f"{gpu_list([_gpu(inv, k) for k in keys])}; {_evidence(ctx, inv, m, keys)}"
@@ -186,8 +186,8 @@ def _lost(ctx: Context, inv: Inventory) -> list[Finding]:
     case = f"{CHECK}/gpu-inventory"
     reporting = inv.reporting_any_name
     alive = {device_id(k) for k in reporting}
-    lost = [k for k in inv.gpus if k not in reporting and device_id(k) not in alive
-            and not ctx.target_down(inv.instance.get(k, ""))]
+    lost = [k for k in inv.sites if k not in reporting and device_id(k) not in alive
+            and not ctx.target_down(inv.instance(k))]
     out = []
     nodes_now = {_node(k) for k in reporting}
     by_node: dict[tuple[str, str], list[tuple]] = defaultdict(list)
@@ -217,7 +217,7 @@ def _identity(ctx: Context, inv: Inventory) -> list[Finding]:
     by_target: dict[tuple[str, str], set[str]] = defaultdict(set)
     for k in inv.reporting:
         g = _gpu(inv, k)
-        inst = inv.instance.get(k, "")
+        inst = inv.instance(k)
         if g.node_label != lab.node:
             by_target[(inst, "node")].add(g.node)
         if g.uuid_label != lab.gpu:

@@ -247,7 +247,7 @@ class Judge:
     # ------------------------------------------------------------------ GPU coverage
     def _expected(self, metrics: list[str], pr=None):
         inv = self.ctx.inventory
-        gpus = [inv.gpus[k] for k in inv.reporting if k in inv.gpus]
+        gpus = [inv.gpu(k) for k in inv.reporting if k in inv.sites]
         if not gpus and pr is not None:
             gpus = self.seen_gpus.get(pr.dash.file, [])
         unsupported_on_mig = any(getattr(self.spec.get(m), "mig", "") == "unsupported" for m in metrics)
@@ -342,7 +342,8 @@ class Judge:
         """The value a GPU has for ``label``, when it is one gpumon knows (identity or instance)."""
         lab = self.ctx.labels
         if label == "instance":
-            return self.ctx.inventory.instance.get(gpu.key)
+            site = self.ctx.inventory.sites.get(gpu.key)
+            return site.instance if site else None
         if label in (lab.node, other_spelling(lab.node)):
             return gpu.node
         if label in (lab.gpu, other_spelling(lab.gpu)):

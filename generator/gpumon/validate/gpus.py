@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,16 +49,18 @@ class Gpu:
 @dataclass(frozen=True, slots=True)
 class Site:
     """Where a GPU's series come from: the target (``instance``), the model and driver labels
-    (``attrs``: {label: value}), and which spelling of the node and UUID labels they carry
-    (:class:`Gpu`'s ``node_label`` / ``uuid_label``). The GPUs of one node share one Site (the
+    (``attrs``: (label, value) pairs), which spelling of the node and UUID labels they carry
+    (:class:`Gpu`'s ``node_label`` / ``uuid_label``) and, for series that carry both spellings,
+    the other one's values (``others``: node, UUID). The GPUs of one node share one Site (the
     inventory interns them), so what the inventory keeps per GPU is its key and one reference (a
     Gpu object, a target and a model/driver mapping per GPU, in three dicts, were 9 MiB of
     validate's peak RSS at 64,000 GPUs: bench/validate_memory.py)."""
 
     instance: str = ""
-    attrs: dict = field(default_factory=dict, compare=False)
+    attrs: tuple[tuple[str, str], ...] = ()
     node_label: str = ""
     uuid_label: str = ""
+    others: tuple[str, ...] = ()
 
     def gpu(self, key: tuple) -> Gpu:
         """The :class:`Gpu` of ``key`` (:attr:`Gpu.key`) reporting from here."""

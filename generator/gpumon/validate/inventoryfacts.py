@@ -6,7 +6,7 @@ context."""
 from __future__ import annotations
 
 import threading
-from collections import defaultdict
+from collections import Counter, defaultdict
 
 from ..promapi import Answer, PromError
 from .gpus import NOWHERE, Gpu, Site, other_spelling
@@ -34,15 +34,12 @@ class Inventory:
         self.legacy: dict[str, dict[tuple, str]] = defaultdict(dict)  # metric -> key -> legacy name
         self.answers: dict[str, "Answer | PromError"] = {}
         self._reporting: set[tuple] | None = None
-        self._interned: dict[tuple, Site] = {}
+        self._interned: dict[Site, Site] = {}
 
-    def site(self, instance: str, attrs: dict, node_label: str, uuid_label: str) -> Site:
+    def site(self, instance: str, attrs: tuple, node_label: str, uuid_label: str, others: tuple = ()) -> Site:
         """The one :class:`Site` of these values (interned: the GPUs of a node share it)."""
-        values = (instance, tuple(sorted(attrs.items())), node_label, uuid_label)
-        found = self._interned.get(values)
-        if found is None:
-            found = self._interned[values] = Site(instance, attrs, node_label, uuid_label)
-        return found
+        site = Site(instance, attrs, node_label, uuid_label, others)
+        return self._interned.setdefault(site, site)
 
     def gpu(self, key: tuple) -> Gpu:
         """The :class:`Gpu` of a key, with the label spellings its series carry."""
@@ -54,7 +51,7 @@ class Inventory:
 
     def attrs(self, key: tuple) -> dict:
         """A GPU's model and driver labels ({label: value}; {} when not known)."""
-        return self.sites.get(key, NOWHERE).attrs
+        return dict(self.sites.get(key, NOWHERE).attrs)
 
     @property
     def reporting_any_name(self) -> set[tuple]:
@@ -90,12 +87,13 @@ def inventory(ctx) -> Inventory:
     fold = _Reporting(ctx, inv)
     first = ctx.queries_at_now(inventory_queries(ctx), fold.each)
     fleet = _status(*(first[k] for k in first if k.startswith("fleet|now|")))
-    sets = fold.sets if not isinstance(fleet, PromError) else {}
-    reporting = set(sets.values())
-    inv._reporting = reporting
+    if isinstance(fleet, PromError):
+        fold.clear()
+    reporting = inv._reporting = fold.keys
     counts, gone = _states(ctx, inv, first)
-    faulty = {name for name, n in counts.items() if 0 < n < len(sets)} if not isinstance(fleet, PromError) else set()
-    full = next((m.name for m in ctx.spec.tracked_metrics if sets and counts.get(m.name) == len(sets)), None)
+    sets = fold.count()  # label sets reporting now: what the server's counts count
+    faulty = {name for name, n in counts.items() if 0 < n < sets} if not isinstance(fleet, PromError) else set()
+    full = next((m.name for m in ctx.spec.tracked_metrics if sets and counts.get(m.name) == sets), None)
     need = {f"count|{name}": node_count_query(ctx, name, full) for name in sorted(faulty)}
     # when each gone GPU was last seen, in the same round: a metric whose "now" set is yet to be
     # told asks for the nodes of all its gone GPUs (the answer's extra GPUs are never read); the
@@ -112,7 +110,7 @@ def inventory(ctx) -> Inventory:
         first[f"state|{name}"] = _status(first[f"state|{name}"], second[key])
         if not isinstance(second[key], PromError):
             _gone(ctx, inv, second[key], gone[name])
-    lacking, status = _lacking(ctx, sets, faulty, second, short_only=full is not None)
+    lacking, status = _lacking(ctx, fold, faulty, second, short_only=full is not None)
     for m in ctx.spec.tracked_metrics:
         name, state = m.name, first[f"state|{m.name}"]
         diff = status.get(name)
@@ -125,7 +123,7 @@ def inventory(ctx) -> Inventory:
         elif name not in faulty:
             now = reporting  # every reporting GPU carries it: the shared set, not a copy
         else:
-            now = {key for s, key in sets.items() if s not in lacking[name]}
+            now = {key for key, site in fold.label_sets() if (key, site) not in lacking[name]}
         if now:
             inv.now[name] = now
         seen = (now | {g.key for g in gone[name]}) if gone[name] else now
@@ -138,19 +136,23 @@ def inventory(ctx) -> Inventory:
 
 class _Reporting:
     """Reads the reporting parts' samples as they are decoded (``each`` of :meth:`Context.run`),
-    so no part's answer is ever held decoded: ``sets`` ({GPU label values, in
-    :func:`_id_names` order: its key}; the parts are disjoint, a label set all the same) and the
-    inventory's GPUs, targets and model/driver labels. Label values are interned (one string per
-    node, target, model and driver, not one per GPU), and GPUs of one model and driver share one
-    ``attrs`` mapping: memory follows the GPUs' UUIDs, not their label text."""
+    so no part's answer is ever held decoded: ``keys``, the GPUs reporting now, each with its
+    :class:`Site` in ``inv.sites``. A label set the inventory groups by is one (key, Site) pair
+    (:meth:`pair`); a GPU reported under several (two targets: an exporter pod replaced) keeps the
+    Sites besides its last in ``more``. Label values but UUIDs are interned (one string per node,
+    target, model and driver), so memory follows the GPUs' keys and UUIDs, not their label text
+    (a tuple of label values per GPU, kept until the inventory was built, was 9 MiB of peak RSS
+    at 64,000 GPUs)."""
 
     def __init__(self, ctx, inv: Inventory):
-        self.ctx, self.inv, self.names = ctx, inv, _id_names(ctx)
-        self.sets: dict[tuple, tuple] = {}
+        self.ctx, self.inv = ctx, inv
+        self.keys: set[tuple] = set()
+        self.more: dict[tuple, list[Site]] = {}
         self.lock = threading.Lock()
         self.strings: dict[str, str] = {}
-        self.attrs: dict[tuple, dict[str, str]] = {}
-        self.unique = {ctx.labels.gpu, other_spelling(ctx.labels.gpu)}
+        lab = ctx.labels
+        self.unique = {lab.gpu, other_spelling(lab.gpu)}
+        self.spellings = ((lab.node, other_spelling(lab.node)), (lab.gpu, other_spelling(lab.gpu)))
 
     def each(self, key: str):
         """The per-sample callable for a reporting part's key; None for the other queries."""
@@ -160,29 +162,45 @@ class _Reporting:
         with self.lock:
             self.add(item["metric"])
 
+    def pair(self, metric: dict) -> tuple[tuple, Site]:
+        """(GPU key, Site) of a result's label set, equal for equal label sets of the inventory's
+        ``group by`` (:func:`.inventoryqueries._ids`): the key holds job, node, UUID, index, MIG
+        instance and cluster, the Site the target, model, driver, which spelling of the node and
+        UUID labels was read and, when a series carries both, the other one's value."""
+        lab = self.ctx.labels
+        gpu = self.ctx.gpu(metric)
+        others = tuple(metric.get(b if chosen == a else a, "") for (a, b), chosen
+                       in zip(self.spellings, (gpu.node_label, gpu.uuid_label)))
+        attrs = ((lab.model, metric.get(lab.model, "")), (lab.driver_version, metric.get(lab.driver_version, "")))
+        return gpu.key, self.inv.site(metric.get("instance", ""), attrs, gpu.node_label, gpu.uuid_label,
+                                      others if any(others) else ())
+
     def add(self, metric: dict) -> None:
-        lab, inv, intern = self.ctx.labels, self.inv, self.strings.setdefault
+        intern = self.strings.setdefault
         for k, v in metric.items():  # in place: the decoded sample is not kept
             if k not in self.unique:  # a UUID is one string per GPU anyway
                 metric[k] = intern(v, v)
-        gpu = self.ctx.gpu(metric)
-        key = gpu.key
-        self.sets[_values(self.names, metric)] = key
-        model, driver = metric.get(lab.model, ""), metric.get(lab.driver_version, "")
-        attrs = self.attrs.setdefault((model, driver), {lab.model: model, lab.driver_version: driver})
-        inv.sites[key] = inv.site(metric.get("instance", ""), attrs, gpu.node_label, gpu.uuid_label)
+        key, site = self.pair(metric)
+        if key in self.keys and self.inv.sites[key] != site:
+            self.more.setdefault(key, []).append(self.inv.sites[key])
+        self.keys.add(key)
+        self.inv.sites[key] = site
 
+    def clear(self) -> None:
+        """Forget the reporting GPUs (the reporting query failed: a part is not the fleet)."""
+        self.keys, self.more = set(), {}
 
-def _id_names(ctx) -> list[str]:
-    """The labels the inventory's ``group by`` keeps, in order (:func:`.inventoryqueries._ids`)."""
-    return [label for label in ctx.id_labels if label != "job"]
+    def label_sets(self):
+        """Every reporting label set as a (key, Site) pair."""
+        for key in self.keys:
+            yield key, self.inv.sites[key]
+        for key, sites in self.more.items():
+            for site in sites:
+                yield key, site
 
-
-def _values(names: list[str], metric: dict) -> tuple:
-    """A result's label set as its values of ``names`` ("" for a label it lacks: Prometheus does
-    not tell an empty label from a missing one): for answers grouped by those labels, the same
-    key as the whole label set, in a fraction of the memory."""
-    return tuple(metric.get(name, "") for name in names)
+    def count(self) -> int:
+        """How many label sets report now (a GPU under two targets counts twice, as on the server)."""
+        return len(self.keys) + sum(len(sites) for sites in self.more.values())
 
 
 def _states(ctx, inv: Inventory, first: dict) -> tuple[dict[str, int], dict[str, list]]:
@@ -208,23 +226,22 @@ def _gone(ctx, inv: Inventory, ans: Answer, out: list) -> None:
             labels = {k: v for k, v in item["metric"].items() if k != STATE}
             gpu = ctx.gpu(labels)
             out.append(gpu)
-            inv.sites.setdefault(gpu.key, inv.site(labels.get("instance", ""), {}, gpu.node_label, gpu.uuid_label))
+            inv.sites.setdefault(gpu.key, inv.site(labels.get("instance", ""), (), gpu.node_label, gpu.uuid_label))
 
 
-def _lacking(ctx, sets: dict[tuple, tuple], faulty: set[str], second: dict,
+def _lacking(ctx, fold: _Reporting, faulty: set[str], second: dict,
              short_only: bool = False) -> tuple[dict[str, set], dict]:
-    """The reporting label sets lacking each faulty metric now, from its per-node counts (a node
-    reporting more GPUs than carry the metric there lacks it on some; on a node that does not
-    carry it at all, on every one) and, for nodes where only some GPUs lack it, from a third round
-    of :func:`_detail_queries`. ``short_only``: the counts list only the nodes where the metric is
-    short (:func:`node_count_query` with ``full``), a node not listed carries it on every GPU.
+    """The reporting label sets ((key, Site) pairs, :meth:`_Reporting.pair`) lacking each faulty
+    metric now, from its per-node counts (a node reporting more GPUs than carry the metric there
+    lacks it on some; on a node that does not carry it at all, on every one) and, for nodes where
+    only some GPUs lack it, from a third round of :func:`_detail_queries`. ``short_only``: the
+    counts list only the nodes where the metric is short (:func:`node_count_query` with ``full``),
+    a node not listed carries it on every GPU. Only the short nodes' label sets are listed.
     Returns ({metric: label sets}, {metric: the answer standing for its counts and details})."""
-    names = _id_names(ctx)
-    at = names.index("instance")
-    by_node: dict[str, list[tuple]] = defaultdict(list)
-    for s in sets:
-        by_node[s[at]].append(s)
-    lacking: dict[str, set] = {}
+    if not faulty:
+        return {}, {}
+    sizes = Counter(site.instance for _, site in fold.label_sets())
+    empty: dict[str, set[str]] = {}
     partial: dict[str, set[str]] = {}
     status: dict = {}
     for name in faulty:
@@ -232,10 +249,16 @@ def _lacking(ctx, sets: dict[tuple, tuple], faulty: set[str], second: dict,
         if isinstance(ans, PromError):
             continue
         carried = {i["metric"].get("instance", ""): int(float(i["value"][1])) for i in ans.data}
-        nodes = [n for n in carried if n in by_node] if short_only else by_node
-        short = [node for node in nodes if carried.get(node, 0) < len(by_node[node])]
-        lacking[name] = {s for node in short if not carried.get(node) for s in by_node[node]}
+        nodes = [n for n in carried if n in sizes] if short_only else sizes
+        short = [node for node in nodes if carried.get(node, 0) < sizes[node]]
+        empty[name] = {node for node in short if not carried.get(node)}
         partial[name] = {node for node in short if carried.get(node)}
+    wanted = set().union(*empty.values(), *partial.values())
+    by_node: dict[str, list[tuple]] = defaultdict(list)
+    for key, site in fold.label_sets():
+        if site.instance in wanted:
+            by_node[site.instance].append((key, site))
+    lacking = {name: {p for node in nodes for p in by_node[node]} for name, nodes in empty.items()}
     detail = _detail_queries(ctx, {k: v for k, v in partial.items() if v})
     third = ctx.queries_at_now(detail) if detail else {}
     for key, metrics in detail.metrics.items():
@@ -243,10 +266,10 @@ def _lacking(ctx, sets: dict[tuple, tuple], faulty: set[str], second: dict,
         has: dict[str, set] = defaultdict(set)
         if not isinstance(ans, PromError):
             for item in ans.data:
-                has[item["metric"].get(LEGACY_FIELD, "")].add(_values(names, item["metric"]))
+                has[item["metric"].get(LEGACY_FIELD, "")].add(fold.pair(item["metric"]))
         for name in metrics:
             status[name] = _status(status[name], ans)
-            lacking[name] |= {s for node in partial[name] for s in by_node[node] if s not in has[name]}
+            lacking[name] |= {p for node in partial[name] for p in by_node[node] if p not in has[name]}
     return lacking, status
 
 
@@ -261,7 +284,7 @@ def _legacy(ctx, inv: Inventory, legacy) -> None:
             gpu = ctx.gpu(labels)
             inv.legacy[item["metric"].get(LEGACY_FIELD, "")][gpu.key] = item["metric"].get(LEGACY_NAME, "")
             # a GPU of a node on 1.x names is in the fleet (the inventory's count, the coverage rows)
-            attrs = {k: labels.get(k, "") for k in (ctx.labels.model, ctx.labels.driver_version)}
+            attrs = tuple((k, labels.get(k, "")) for k in (ctx.labels.model, ctx.labels.driver_version))
             inv.sites.setdefault(gpu.key, inv.site(labels.get("instance", ""), attrs, gpu.node_label, gpu.uuid_label))
 
 

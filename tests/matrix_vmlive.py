@@ -33,6 +33,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import tempfile
 import threading
 import time
@@ -58,6 +59,11 @@ LEAD = 1.0
 WARMUP = 5
 #: the series that shows each inventory evaluation (the inventory group's heartbeat, rules/fresh.py)
 HEARTBEAT = 'rule_group:gpumon_evaluation:timestamp{rule_group="gpumon.inventory"}'
+#: vmalert's own figures that tell a gap in a group's pages from the engine's side (a group that
+#: missed iterations or took long, failed queries, notifications or writes): read from its
+#: ``/metrics`` before each stop, printed for a scenario that fails
+HEALTH = re.compile(r'^vmalert_(iteration_missed_total|execution_errors_total|alerts_send_errors_total|'
+                    r'remotewrite_errors_total|remotewrite_dropped_rows_total|iteration_duration_seconds\{.*quantile="1"\})')
 
 
 def _cpu_seconds(pid: int) -> float:
@@ -84,6 +90,8 @@ class LiveOutcome:
     late: float = 0.0
     cpu: float = 0.0
     log: str = ""
+    #: per vmalert run, its :data:`HEALTH` figures (counters above 0, the slowest iteration per group)
+    health: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -141,6 +149,7 @@ class Scenario:
         self.late = -LEAD
         self.cpu = 0.0
         self.logs: list[str] = []
+        self.health: list[str] = []
         self.client = httpx.Client(timeout=30)
 
     def start_store(self) -> None:
@@ -181,9 +190,26 @@ class Scenario:
         """Stop vmalert by PID (a restart, or the end), keeping its CPU seconds and log."""
         if self.vmalert:
             self.cpu += _cpu_seconds(self.vmalert.proc.pid)
+            self.health.append(self.read_health())
             self.logs.append(self.vmalert.logs())
             self.vmalert.stop()
             self.vmalert = None
+
+    def read_health(self) -> str:
+        """The running vmalert's :data:`HEALTH` lines that say something: counters above 0, and
+        each group's slowest iteration when it took over a second."""
+        try:
+            text = self.client.get(f"{self.vmalert.url}/metrics", timeout=5).text
+        except httpx.HTTPError as exc:
+            return f"/metrics unreadable: {exc!r}"
+        out = []
+        for line in text.splitlines():
+            if not HEALTH.match(line):
+                continue
+            value = float(line.rsplit(" ", 1)[1])
+            if value > (1.0 if "iteration_duration" in line else 0.0):
+                out.append(line)
+        return "\n".join(out) or "nothing missed, failed or slow"
 
     def play(self, t0: int) -> None:
         """Step through the scenario from wall time ``t0`` (Unix seconds): write each step's samples
@@ -229,7 +255,7 @@ class Scenario:
         missed = [s for s in range(self.case.steps) if s not in down and s - 1 not in down and s
                   and not any(t0 + s * STEP <= b < t0 + (s + 1) * STEP for b in beats)]
         return LiveOutcome(self.case, judge(self.case, seen), missed, self.starts, self.late, self.cpu,
-                           "\n".join(self.logs)[-3000:])
+                           "\n".join(self.logs)[-3000:], list(self.health))
 
     def close(self) -> None:
         """Stop every server of the scenario."""

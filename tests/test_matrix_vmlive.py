@@ -53,8 +53,20 @@ def played():
             print(f"  {'ok  ' if o.ok else 'FAIL'} {o.case.name}: "
                   + matrix_timeline.describe(o.timeline, matrix.STEP, o.case.steps - 1).replace("<br>", "; ")
                   + "".join(f"\n      ! {p}" for p in o.verdict.problems))
+            if not o.ok and o.case is not LIMIT:
+                _explain(o)
         out[engine.id] = outcomes
     return out
+
+
+def _explain(o) -> None:
+    """What vmalert itself said about a failed scenario: per run, its missed iterations, failed
+    queries, notifications and writes and slow groups (``matrix_vmlive.HEALTH``), and its log's
+    warnings and errors."""
+    for i, text in enumerate(o.health):
+        print(f"      vmalert run {i + 1}: " + text.replace("\n", "\n        "))
+    noisy = [line for line in o.log.splitlines() if "\twarn\t" in line or "\terror\t" in line]
+    print("".join(f"\n      log: {line[:300]}" for line in noisy[-20:]))
 
 
 def test_every_scenario_pages_exactly_as_expected_on_live_vmalert(played):

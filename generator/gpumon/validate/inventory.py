@@ -19,7 +19,7 @@ from collections import Counter, defaultdict
 
 from ..findings import Finding
 from . import hints
-from .base import CheckResult, Context, device_id
+from .base import CheckResult, Context
 
 CHECK = "inventory"
 ORDER = 110
@@ -35,47 +35,59 @@ EXAMPLES = 3
 FINDING_NOTES = {'gpu-inventory': 'info', 'driver-mismatch': 'warning', 'driver-version-unknown': 'info'}
 
 
-def matrix(ctx: Context) -> dict[str, dict[tuple[str, str], set[tuple[str, str]]]]:
-    """``{node: {(model, driver): physical GPUs}}`` for GPUs reporting now, under current or 1.x
-    names, each GPU a :func:`~.base.device` (MIG instances of one GPU and one GPU under two targets
-    are one, :func:`~.base.device_id`; ``node`` reads ``cluster/node`` when the spec names a cluster label)."""
-    inv = ctx.inventory
-    lab = ctx.labels
-    seen: dict[str, dict[tuple[str, str], set]] = defaultdict(lambda: defaultdict(set))
-    for key in inv.reporting_any_name:
-        attrs = inv.attrs(key)
-        node = f"{key[5]}/{key[1]}" if key[5] else key[1]  # cluster/node under a global view
-        seen[node][(attrs.get(lab.model, ""), attrs.get(lab.driver_version, ""))].add(device_id(key))
-    return {node: dict(combos) for node, combos in seen.items()}
+def matrix(ctx: Context) -> tuple[dict[str, tuple], dict[str, int]]:
+    """For GPUs reporting now, under current or 1.x names: ``{node: ((model, driver), GPUs) pairs,
+    sorted}`` and ``{cluster: GPUs}`` ("" without a cluster label). ``node`` reads ``cluster/node``
+    when the spec names a cluster label. GPUs are devices (:func:`_device`): MIG instances of one
+    GPU count once; one GPU under two node names counts on each node and once in its cluster.
+    Nodes of one composition share one tuple, so the table costs a dict entry per node, not a
+    set per node and model (those were 12 MiB at 64,000 GPUs)."""
+    by_node: dict[tuple[str, str], list[tuple]] = defaultdict(list)
+    devices: dict[str, set[str]] = defaultdict(set)
+    for key in ctx.inventory.reporting_any_name:
+        by_node[(key[5], key[1])].append(key)
+        devices[key[5]].add(_device(key))
+    attrs, lab = ctx.inventory.attrs, ctx.labels
+    shared: dict[tuple, tuple] = {}
+    table: dict[str, tuple] = {}
+    for (cluster, name), keys in by_node.items():
+        combos: dict[tuple[str, str], set[str]] = defaultdict(set)
+        for key in keys:
+            a = attrs(key)
+            combos[(a.get(lab.model, ""), a.get(lab.driver_version, ""))].add(_device(key))
+        row = tuple(sorted((combo, len(gpus)) for combo, gpus in combos.items()))
+        table[f"{cluster}/{name}" if cluster else name] = shared.setdefault(row, row)
+    return table, {cluster: len(d) for cluster, d in devices.items()}
 
 
+def _device(key: tuple) -> str:
+    """The physical GPU of a key within its cluster (:func:`~.base.device` without the cluster):
+    its UUID, or ``node/index`` without one."""
+    return key[2] or f"{key[1]}/{key[3]}"
 
-def _summary(ctx: Context, table: dict[str, dict[tuple[str, str], set]]) -> str:
+
+def _summary(ctx: Context, table: dict[str, tuple], devices: dict[str, int]) -> str:
     """``8 GPUs on 4 nodes``, and per cluster when the spec names a cluster label
     (``8 GPUs on 4 nodes in 2 clusters (a: 4 GPUs on 2 nodes; b: ...)``). GPUs are distinct
     devices: one UUID under two node names or two driver labels counts once."""
-    def count(nodes) -> str:
-        gpus = {g for n in nodes for d in table[n].values() for g in d}
-        return f"{len(gpus)} GPUs on {len(nodes)} nodes"
-    text = count(list(table))
+    text = f"{sum(devices.values())} GPUs on {len(table)} nodes"
     if not ctx.labels.cluster:
         return text
-    clusters: dict[str, list[str]] = defaultdict(list)
-    for node in table:
-        clusters[node.rpartition("/")[0]].append(node)
-    parts = "; ".join(f"{c or '(no ' + ctx.labels.cluster + ')'}: {count(ns)}" for c, ns in sorted(clusters.items()))
+    clusters = Counter(node.rpartition("/")[0] for node in table)
+    parts = "; ".join(f"{c or '(no ' + ctx.labels.cluster + ')'}: {devices.get(c, 0)} GPUs on {n} nodes"
+                      for c, n in sorted(clusters.items()))
     return f"{text} in {len(clusters)} cluster(s) ({parts})"
 
 
-def _lines(table: dict[str, dict[tuple[str, str], set]]) -> list[str]:
+def _lines(table: dict[str, tuple]) -> list[str]:
     """The matrix as text: ``node: 8 x MODEL, driver D`` per node for up to :data:`LIST_NODES`
     nodes; above, one line per composition (GPU count, model and driver of a node) with how many
     nodes have it and the first :data:`EXAMPLES` of their names, largest group first, so the
     message stays a few lines on a fleet of thousands of identical nodes (listed per node, a
     64,000-GPU fleet's message was over 500 KB) and an odd node stands out on a line of its own."""
     def describe(node: str) -> str:
-        return " + ".join(f"{len(gpus)} x {model or 'unknown model'}, driver {driver or 'unknown'}"
-                          for (model, driver), gpus in sorted(table[node].items()))
+        return " + ".join(f"{gpus} x {model or 'unknown model'}, driver {driver or 'unknown'}"
+                          for (model, driver), gpus in table[node])
     if len(table) <= LIST_NODES:
         return [f"{node}: {describe(node)}" for node in sorted(table)]
     groups: dict[str, list[str]] = defaultdict(list)
@@ -93,14 +105,14 @@ def run(ctx: Context) -> CheckResult:
     cases = [f"{CHECK}/driver-version"]
     if ctx.skip_gpu_checks:
         return CheckResult([], cases)
-    table = matrix(ctx)
+    table, devices = matrix(ctx)
     case = cases[0]
     if not table:
         return CheckResult([], cases)
     drivers: dict[str, set[str]] = defaultdict(set)
     for node in table:
-        drivers[node].update(driver for _, driver in table[node] if driver)
-    findings = [Finding("gpu-inventory", "info", ctx.job, _summary(ctx, table) + ": " + "; ".join(_lines(table)),
+        drivers[node].update(driver for (_, driver), _ in table[node] if driver)
+    findings = [Finding("gpu-inventory", "info", ctx.job, _summary(ctx, table, devices) + ": " + "; ".join(_lines(table)),
                         case=case)]
     pinned = ctx.spec.exporter.driver_version
     votes = Counter(d for ds in drivers.values() for d in ds)

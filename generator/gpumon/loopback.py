@@ -21,6 +21,16 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
+class _Server(ThreadingHTTPServer):
+    """A ThreadingHTTPServer whose listen backlog holds a burst of connections: the standard
+    library's 5 overflows when tens of clients connect at once (dozens of vmalerts notifying one
+    webhook receiver, Prometheus scraping many simulated nodes) while the serving thread waits for
+    the interpreter lock, and each dropped connection attempt costs its client a retry a second or
+    more later (a vmalert blocked that long misses its group's evaluations)."""
+
+    request_queue_size = 128
+
+
 class ServedInThread:
     """A ThreadingHTTPServer (``self.httpd``) served by a daemon thread (``self.thread``) while
     the ``with`` block runs: the part every loopback test server shares."""
@@ -66,7 +76,7 @@ class ExpositionServer(ServedInThread):
             def log_message(self, *args):  # keep test output clean
                 pass
 
-        self.httpd = ThreadingHTTPServer((host, self.port), Handler)
+        self.httpd = _Server((host, self.port), Handler)
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
 
     @property
@@ -96,7 +106,7 @@ class WebhookReceiver(ServedInThread):
             def log_message(self, *args):
                 pass
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", self.port), Handler)
+        self.httpd = _Server(("127.0.0.1", self.port), Handler)
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
 
     @property

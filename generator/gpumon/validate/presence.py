@@ -185,9 +185,11 @@ def _lost(ctx: Context, inv: Inventory) -> list[Finding]:
     with the new pod's host name) is not lost: it is the same device."""
     case = f"{CHECK}/gpu-inventory"
     reporting = inv.reporting_any_name
-    alive = {device_id(k) for k in reporting}
-    lost = [k for k in inv.sites if k not in reporting and device_id(k) not in alive
-            and not ctx.target_down(inv.instance(k))]
+    gone = [k for k in inv.sites if k not in reporting and not ctx.target_down(inv.instance(k))]
+    # the devices of the few gone keys that report now under another key (not a set of the fleet)
+    wanted = {device_id(k) for k in gone}
+    alive = {d for d in map(device_id, reporting) if d in wanted} if wanted else set()
+    lost = [k for k in gone if device_id(k) not in alive]
     out = []
     nodes_now = {_node(k) for k in reporting}
     by_node: dict[tuple[str, str], list[tuple]] = defaultdict(list)

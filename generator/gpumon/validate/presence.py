@@ -27,7 +27,7 @@ from ..promapi import Answer, PromError
 from ..rules.names import FIELD_LABEL
 from ..spec import Metric
 from . import hints
-from .base import CheckResult, Context, Gpu, ago, device_id, gpu_count, gpu_list, other_spelling, partial, query_failed, utc
+from .base import CheckResult, Context, ago, device_id, gpu_count, gpu_list, other_spelling, partial, query_failed, utc
 from .facts import Inventory
 
 CHECK = "presence"
@@ -78,10 +78,6 @@ def _checked(ctx: Context, inv: Inventory, m: Metric) -> set[tuple]:
     return keys
 
 
-def _gpu(inv: Inventory, key: tuple) -> Gpu:
-    return inv.gpu(key)
-
-
 def _node(key: tuple) -> tuple[str, str]:
     """(cluster, node) of a GPU key: node names repeat across clusters under a global view."""
     return (key[5], key[1])
@@ -111,7 +107,7 @@ def _metric(ctx: Context, inv: Inventory, m: Metric, case: str, expected: set[tu
     legacy = {k for k in missing if k in inv.legacy[m.name]}
     if legacy:
         names = sorted({inv.legacy[m.name][k] for k in legacy})
-        gpus = [_gpu(inv, k) for k in legacy]
+        gpus = [inv.gpu(k) for k in legacy]
         out.append(Finding("legacy-metric-names", "error", m.name,
                            f"{m.name} absent but its 1.x name {', '.join(names)} is present on {len(legacy)} GPU(s): "
                            f"{gpu_list(gpus)}", hints.LEGACY,
@@ -121,7 +117,7 @@ def _metric(ctx: Context, inv: Inventory, m: Metric, case: str, expected: set[tu
     if mig and mig == rest and inv.now[m.name]:
         out.append(Finding("field-unsupported-on-mig", "warning", m.name,
                            f"{m.name} is missing on {len(mig)} MIG instance(s) and present on non-MIG GPUs: "
-                           f"{gpu_list([_gpu(inv, k) for k in mig])}", hints.MIG,
+                           f"{gpu_list([inv.gpu(k) for k in mig])}", hints.MIG,
                            labels=((FIELD_LABEL, m.name), ("job", ctx.job)), case=case))
         return out
     if not rest:
@@ -149,7 +145,7 @@ def _tiers(ctx: Context, inv: Inventory, m: Metric, expected: set[tuple], rest: 
         out.append(Finding("series-missing", "error", f"{m.name} in {cluster}" if ctx.labels.cluster else m.name,
                            f"{m.name} is absent on all {gpu_count(rest)} GPUs{scope} of {len(targets)} healthy target(s) "
                            f"({', '.join(targets[:5])}{' ...' if len(targets) > 5 else ''}); {_evidence(ctx, inv, m, rest)}. "
-                           f"GPUs: {gpu_list([_gpu(inv, k) for k in rest])}",
+                           f"GPUs: {gpu_list([inv.gpu(k) for k in rest])}",
                            hints.METRIC_ABSENT + (f"; {hints.DISAPPEARED}" if rest & inv.seen[m.name] else ""),
                            labels=labels + ((("instance", targets[0]),) if len(targets) == 1 else ()), case=case))
         return out
@@ -158,12 +154,12 @@ def _tiers(ctx: Context, inv: Inventory, m: Metric, expected: set[tuple], rest: 
         by_node[_node(k)].add(k)
     for (_, name), keys in sorted(by_node.items()):
         node_gpus = {k for k in expected if _node(k) == _node(next(iter(keys)))}
-        one = _gpu(inv, next(iter(keys)))
+        one = inv.gpu(next(iter(keys)))
         node = one.where
         targets = sorted({inv.instance(k) for k in keys})
         where = f"node {node or '?'} (target {', '.join(targets)})"
         node_labels = labels + one.node_labels(ctx.labels) + ((("instance", targets[0]),) if len(targets) == 1 else ())
-        listed = f"{gpu_list([_gpu(inv, k) for k in keys])}; {_evidence(ctx, inv, m, keys)}"
+        listed = f"{gpu_list([inv.gpu(k) for k in keys])}; {_evidence(ctx, inv, m, keys)}"
         if keys == node_gpus and len(keys) > 1:
             msg = f"{m.name} is missing on all {gpu_count(keys)} GPUs of {where}; other nodes report it. Missing on: {listed}"
             hint = hints.NODE_MISSING
@@ -198,7 +194,7 @@ def _lost(ctx: Context, inv: Inventory) -> list[Finding]:
     for pair, keys in sorted(by_node.items()):
         last = max((t for m in inv.last_seen.values() for k, t in m.items() if k in keys), default=None)
         when = f"last seen {utc(last)} ({ago(ctx.now - last)})" if last else "seen earlier"
-        gpus = [_gpu(inv, k) for k in keys]
+        gpus = [inv.gpu(k) for k in keys]
         node, node_labels = gpus[0].where, gpus[0].node_labels(ctx.labels)
         if pair in nodes_now:
             out.append(Finding("gpu-lost", "error", f"{node}", f"{gpu_count(keys)} GPU(s) of node {node} report nothing now "
@@ -218,7 +214,7 @@ def _identity(ctx: Context, inv: Inventory) -> list[Finding]:
     lab = ctx.labels
     by_target: dict[tuple[str, str], set[str]] = defaultdict(set)
     for k in inv.reporting:
-        g = _gpu(inv, k)
+        g = inv.gpu(k)
         inst = inv.instance(k)
         if g.node_label != lab.node:
             by_target[(inst, "node")].add(g.node)

@@ -16,7 +16,7 @@ from ..promapi import Answer, PromClient, PromError
 from ..rules import RuleGroup, build_groups
 from ..spec import Spec
 from . import facts
-from .gpus import Gpu, device, device_id, other_spelling  # noqa: F401  (checks import them from here)
+from .gpus import Gpu, device, device_id, device_in_cluster, other_spelling  # noqa: F401  (checks import them from here)
 
 
 class Context:

@@ -82,9 +82,14 @@ def device(gpu) -> tuple[str, str]:
     one GPU share its UUID (dcgm-exporter labels them with ``GPU_I_ID``), and one GPU reported under
     two targets or two node names (a second scrape config, an exporter pod replaced) keeps its UUID:
     each is one device. Without a UUID label, ``(cluster, node/index)``."""
-    if isinstance(gpu, tuple):
-        gpu = Gpu(*gpu)
-    return (gpu.cluster, gpu.uuid) if gpu.uuid else (gpu.cluster, f"{gpu.node}/{gpu.index}")
+    key = gpu if isinstance(gpu, tuple) else gpu.key
+    return (key[5], device_in_cluster(key))
+
+
+def device_in_cluster(key: tuple) -> str:
+    """The physical GPU of a GPU key within its cluster (:func:`device` without the cluster): its
+    UUID, or ``node/index`` without one."""
+    return key[2] or f"{key[1]}/{key[3]}"
 
 
 def device_id(key: tuple):

@@ -19,7 +19,7 @@ from collections import Counter, defaultdict
 
 from ..findings import Finding
 from . import hints
-from .base import CheckResult, Context
+from .base import CheckResult, Context, device_in_cluster
 
 CHECK = "inventory"
 ORDER = 110
@@ -38,15 +38,16 @@ FINDING_NOTES = {'gpu-inventory': 'info', 'driver-mismatch': 'warning', 'driver-
 def matrix(ctx: Context) -> tuple[dict[str, tuple], dict[str, int]]:
     """For GPUs reporting now, under current or 1.x names: ``{node: ((model, driver), GPUs) pairs,
     sorted}`` and ``{cluster: GPUs}`` ("" without a cluster label). ``node`` reads ``cluster/node``
-    when the spec names a cluster label. GPUs are devices (:func:`_device`): MIG instances of one
-    GPU count once; one GPU under two node names counts on each node and once in its cluster.
+    when the spec names a cluster label. GPUs are devices (:func:`~.base.device_in_cluster`): MIG
+    instances of one GPU count once; one GPU under two node names counts on each node and once in
+    its cluster.
     Nodes of one composition share one tuple, so the table costs a dict entry per node, not a
     set per node and model (those were 12 MiB at 64,000 GPUs)."""
     by_node: dict[tuple[str, str], list[tuple]] = defaultdict(list)
     devices: dict[str, set[str]] = defaultdict(set)
     for key in ctx.inventory.reporting_any_name:
         by_node[(key[5], key[1])].append(key)
-        devices[key[5]].add(_device(key))
+        devices[key[5]].add(device_in_cluster(key))
     attrs, lab = ctx.inventory.attrs, ctx.labels
     shared: dict[tuple, tuple] = {}
     table: dict[str, tuple] = {}
@@ -54,16 +55,10 @@ def matrix(ctx: Context) -> tuple[dict[str, tuple], dict[str, int]]:
         combos: dict[tuple[str, str], set[str]] = defaultdict(set)
         for key in keys:
             a = attrs(key)
-            combos[(a.get(lab.model, ""), a.get(lab.driver_version, ""))].add(_device(key))
+            combos[(a.get(lab.model, ""), a.get(lab.driver_version, ""))].add(device_in_cluster(key))
         row = tuple(sorted((combo, len(gpus)) for combo, gpus in combos.items()))
         table[f"{cluster}/{name}" if cluster else name] = shared.setdefault(row, row)
     return table, {cluster: len(d) for cluster, d in devices.items()}
-
-
-def _device(key: tuple) -> str:
-    """The physical GPU of a key within its cluster (:func:`~.base.device` without the cluster):
-    its UUID, or ``node/index`` without one."""
-    return key[2] or f"{key[1]}/{key[3]}"
 
 
 def _summary(ctx: Context, table: dict[str, tuple], devices: dict[str, int]) -> str:

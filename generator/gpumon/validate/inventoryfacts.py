@@ -91,9 +91,9 @@ def inventory(ctx) -> Inventory:
         fold.clear()
     reporting = inv._reporting = fold.keys
     counts, gone = _states(ctx, inv, first)
-    sets = fold.count()  # label sets reporting now: what the server's counts count
-    faulty = {name for name, n in counts.items() if 0 < n < sets} if not isinstance(fleet, PromError) else set()
-    full = next((m.name for m in ctx.spec.tracked_metrics if sets and counts.get(m.name) == sets), None)
+    label_sets = fold.count()  # label sets reporting now: what the server's counts count
+    faulty = {name for name, n in counts.items() if 0 < n < label_sets} if not isinstance(fleet, PromError) else set()
+    full = next((m.name for m in ctx.spec.tracked_metrics if label_sets and counts.get(m.name) == label_sets), None)
     need = {f"count|{name}": node_count_query(ctx, name, full) for name in sorted(faulty)}
     # when each gone GPU was last seen, in the same round: a metric whose "now" set is yet to be
     # told asks for the nodes of all its gone GPUs (the answer's extra GPUs are never read); the

@@ -23,6 +23,26 @@ DATA = Path(__file__).resolve().parent / "data"
 os.environ.setdefault("GOGC", "400")
 
 
+def _own_scheduler_group() -> None:
+    """Put this xdist worker in a session of its own. With the kernel's scheduler autogroups on
+    (``/proc/sys/kernel/sched_autogroup_enabled``, Debian's default) the CPU is shared per session,
+    not per process: every server a test starts runs in a new session (gpumon.localprom), so the
+    live vmalert matrix's ~60 servers held ~60 shares against ONE for every worker of the run and
+    their children. The simulated exporters and the webhook receivers the waiting tests serve from
+    their worker then answered late behind the CPU-bound workers' promtool runs (1 s scrapes timed
+    out on every node, a fleet-wide alert ended and paged again). One session per worker gives each
+    worker its own share, and a mostly idle waiting worker is served as soon as it wakes.
+    A process that already leads a group (a worker started by hand) stays where it is."""
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        try:
+            os.setsid()
+        except OSError:
+            pass
+
+
+_own_scheduler_group()
+
+
 #: modules whose every test starts a server (Prometheus, vmalert, VictoriaMetrics, the simulator)
 #: or builds and installs the package
 _SLOW_MODULES = {"test_rules_e2e", "test_live_alertmanager", "test_thanos", "test_validate_e2e", "test_validate_kubernetes", "test_validate_vm", "test_validate_devices", "test_matrix_vm", "test_matrix_vmlive", "test_package", "test_demo",

@@ -319,17 +319,17 @@ class PromClient:
         """``/api/v1/targets?state=active``; ``data`` is the ``activeTargets`` list (objects with
         string labels; ``scrapeInterval``, ``health``, ``lastError`` strings when present).
 
-        ``keep``: called with each target as it is decoded, returns what to keep of it (a
-        smaller mapping, itself a valid target) or None to leave it out: the answer lists every
-        job's targets with their discovered labels, several KB each, and a large cluster has
-        thousands of them.
+        ``keep``: called with each well-formed target as it is decoded, returns what to keep of
+        it (a tuple, which the JSON decoder never makes, or a smaller mapping, itself a valid
+        target) or None to leave it out: the answer lists every job's targets with their
+        discovered labels, several KB each, and a large cluster has thousands of them.
         """
         ans = self.get("/api/v1/targets", {"state": "active"}, targets_hook(keep) if keep else None)
         data = ans.data if isinstance(ans.data, dict) else None
         active = (data.get("activeTargets") or []) if data is not None else None
         if isinstance(active, list) and keep:
             active = [t for t in active if t is not LEFT_OUT]
-        if not isinstance(active, list) or not all(map(_is_target, active)):
+        if not isinstance(active, list) or not all(isinstance(t, tuple) or _is_target(t) for t in active):
             raise self._shape("/api/v1/targets", "targets", ans.data)
         ans.data = active
         return ans

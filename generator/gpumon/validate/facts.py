@@ -19,7 +19,7 @@ from .inventoryqueries import (DETAIL_CHARS, LEGACY_FIELD, LEGACY_NAME, STATE, _
                                reporting_query, seen_query)
 from .gpus import other_spelling  # noqa: F401  (checks import it from here)
 from .sourcefacts import Sources, sources  # noqa: F401
-from .targetfacts import Targets, instance, not_up, seconds, targets  # noqa: F401
+from .targetfacts import Target, Targets, not_up, seconds, targets  # noqa: F401
 
 
 def loaded_groups(answer: "Answer | PromError") -> dict[str, list[dict]] | None:

@@ -14,7 +14,7 @@ from ..findings import Finding
 from ..promapi import PromError, count
 from . import hints
 from .base import CheckResult, Context, partial, query_failed
-from .facts import instance, not_up, seconds
+from .facts import Target, not_up
 
 CHECK = "targets"
 ORDER = 20
@@ -30,11 +30,11 @@ LOOKS_AT = ("`/api/v1/targets` for the spec's job: health, `lastError`, `lastScr
 FINDING_NOTES = {'scrape-slow': 'warning', 'targets-api-unavailable': 'warning'}
 
 
-def _classify(target: dict) -> tuple[str, str]:
+def _classify(target: Target) -> tuple[str, str]:
     """(check id, hint) for a target whose health is not ``up``; message shapes verified against
     Prometheus 2.42 (NVIDIA/dcgm-exporter#607, utkuozdemir/nvidia_gpu_exporter#389,
     nginx/nginx-prometheus-exporter#917)."""
-    err = target.get("lastError", "") or ""
+    err = target.last_error
     if "deadline exceeded" in err or "Client.Timeout" in err:
         return "scrape-timeout", hints.SCRAPE_TIMEOUT
     if "Content-Type" in err:
@@ -63,25 +63,25 @@ def run(ctx: Context) -> CheckResult:
     ratio = ctx.spec.alerts.scrape_slow_ratio
     reported: set[str] = set()
     for t in facts.targets:
-        inst = instance(t)
+        inst = t.instance
         labels = (("instance", inst), ("job", job))
-        timeout = seconds(t.get("scrapeTimeout")) or ctx.spec.exporter.scrape_timeout
-        took = float(t.get("lastScrapeDuration") or 0)
+        timeout = t.scrape_timeout or ctx.spec.exporter.scrape_timeout
+        took = t.scrape_duration
         if inst in facts.flapping:
             # GPUs behind it come and go with the scrapes: one finding for the target, none per GPU
             reported.add(inst)
             findings.append(Finding("target-flapping", "error", inst,
                                     f"target {inst} succeeded in only {facts.flapping[inst]:.0%} of its scrapes over the "
-                                    f"last {w}, switching between up and down (now {t.get('health')}; last error: "
-                                    f"{t.get('lastError') or 'none'}); each recovery resets the `for` of a down alert",
+                                    f"last {w}, switching between up and down (now {t.health}; last error: "
+                                    f"{t.last_error or 'none'}); each recovery resets the `for` of a down alert",
                                     hints.FLAPPING, labels=labels, case=case))
-        elif t.get("health") == "down":
+        elif t.health == "down":
             reported.add(inst)
             check, hint = _classify(t)
             findings.append(Finding(check, "error", inst,
-                                    f"target {inst} ({t.get('scrapeUrl', '')}) is down: {t.get('lastError') or 'no error given'}; "
+                                    f"target {inst} ({t.scrape_url}) is down: {t.last_error or 'no error given'}; "
                                     f"last scrape took {took:.3f}s of a {timeout:g}s timeout", hint, labels=labels, case=case))
-        elif t.get("health") == "up" and timeout and took >= ratio * timeout:
+        elif t.health == "up" and timeout and took >= ratio * timeout:
             findings.append(Finding("scrape-slow", "warning", inst,
                                     f"last scrape of {inst} took {took:.3f}s, {took / timeout:.0%} of the {timeout:g}s "
                                     "scrapeTimeout", hints.SCRAPE_TIMEOUT, labels=labels, case=case))

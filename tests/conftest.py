@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 import gpumon.spec
+from gpumon.priority import lower_priority
 from gpumon.spec import load_spec
 
 from .engines import AlertmanagerEngine, Engine, VmEngine, alertmanager_engines, describe, prometheus_engines, vm_engines
@@ -23,16 +24,21 @@ DATA = Path(__file__).resolve().parent / "data"
 os.environ.setdefault("GOGC", "400")
 
 
+#: nice value of the run's batch work: the CPU-bound xdist workers (and the promtool runs they
+#: start) and the live vmalert matrix's ~60 servers (tests/matrix_vmlive.py). The waiting workers
+#: and the servers they start keep 0: their simulated exporters, rule engines and Alertmanagers
+#: run on the wall clock (1 s scrapes, 12 s ``for``) and must not wait behind the batch.
+#: At 15 (weight 36 against 1,024 at 0) the matrix's servers together weigh about two ordinary
+#: groups, and the batch keeps its own proportions (the matrix against the CPU-bound workers).
+BATCH_NICENESS = 15
+
+
 def _own_scheduler_group() -> None:
     """Put this xdist worker in a session of its own. With the kernel's scheduler autogroups on
-    (``/proc/sys/kernel/sched_autogroup_enabled``, Debian's default) the CPU is shared per session,
-    not per process: every server a test starts runs in a new session (gpumon.localprom), so the
-    live vmalert matrix's ~60 servers held ~60 shares against ONE for every worker of the run and
-    their children. The simulated exporters and the webhook receivers the waiting tests serve from
-    their worker then answered late behind the CPU-bound workers' promtool runs (1 s scrapes timed
-    out on every node, a fleet-wide alert ended and paged again). One session per worker gives each
-    worker its own share, and a mostly idle waiting worker is served as soon as it wakes.
-    A process that already leads a group (a worker started by hand) stays where it is."""
+    (gpumon.priority) the CPU is shared per session, not per process: the servers the tests start
+    each run in a new session, and with every worker in the run's one session, all workers and
+    their children held one share against one per server (the live vmalert matrix starts ~60).
+    A worker that already leads a group (started by hand) stays where it is."""
     if os.environ.get("PYTEST_XDIST_WORKER"):
         try:
             os.setsid()
@@ -60,6 +66,18 @@ def pytest_addoption(parser):
     parser.addoption("--wait-workers", type=int, default=0, metavar="N",
                      help="with --dist loadgroup: the last N xdist workers take the tests that mostly wait on real "
                           "time first (tests/xdist_groups.py)")
+
+
+def pytest_configure(config):
+    """A CPU-bound xdist worker (not one of the last ``--wait-workers``, tests/xdist_groups.py) runs
+    at :data:`BATCH_NICENESS`, and so do the promtool runs and servers it starts."""
+    workerinput = getattr(config, "workerinput", None)
+    waiting = config.getoption("wait_workers")
+    if workerinput is None or not waiting:
+        return
+    from .xdist_groups import waits
+    if not waits(workerinput["workerid"], workerinput["workercount"], waiting):
+        lower_priority(os.getpid(), BATCH_NICENESS)
 
 
 @pytest.hookimpl(tryfirst=True)

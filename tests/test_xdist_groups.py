@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import BATCH_NICENESS
 from tests.xdist_groups import group_of, module_of
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -34,12 +35,13 @@ def test_spread_and_whole_modules():
 
 _CONFTEST = '''
 import os, pytest
-from tests.conftest import pytest_addoption, pytest_xdist_make_scheduler  # noqa: F401
+from tests.conftest import pytest_addoption, pytest_configure, pytest_xdist_make_scheduler  # noqa: F401
 
 @pytest.fixture(scope="module")
 def server(request):
     with open(os.environ["SETUPS"], "a") as f:
-        f.write(f"{request.module.__name__} {os.environ['PYTEST_XDIST_WORKER']}\\n")
+        f.write(f"{request.module.__name__} {os.environ['PYTEST_XDIST_WORKER']} {os.nice(0)} "
+                f"{os.getsid(0) == os.getpid()}\\n")
 '''
 _MODULE = '''
 import time, pytest
@@ -59,7 +61,8 @@ def test_a_module_starts_its_server_once_and_waiting_tests_take_their_own_worker
     (pytest-xdist's own groups are lost with pytest 9.2, pytest-dev/pytest-xdist#1386, and then a
     module's tests spread over both workers and set it up on each), and the waiting module runs
     alone on the last worker, which stops when it has run out of waiting units while the CPU
-    workers go on with theirs."""
+    workers go on with theirs. Each worker leads a session of its own, and the CPU workers run at
+    the batch's nice value (tests/conftest.py), the waiting one at the run's."""
     (tmp_path / "conftest.py").write_text(_CONFTEST)
     for name in _CPU_MODULES:
         (tmp_path / f"{name}.py").write_text(_MODULE.replace("SLEEP", "0.1"))
@@ -71,7 +74,10 @@ def test_a_module_starts_its_server_once_and_waiting_tests_take_their_own_worker
                           cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     rows = [line.split() for line in setups.read_text().splitlines()]
-    modules = [m for m, _ in rows]
+    modules = [m for m, *_ in rows]
     assert sorted(modules) == sorted([*_CPU_MODULES, "test_bench_fleet"]), json.dumps(rows)
-    workers = dict(rows)
+    workers = {m: w for m, w, *_ in rows}
     assert workers["test_bench_fleet"] == "gw2" and "gw2" not in {workers[m] for m in _CPU_MODULES}
+    nice = {m: int(n) for m, _, n, _ in rows}
+    assert nice["test_bench_fleet"] == os.nice(0) and {nice[m] for m in _CPU_MODULES} == {max(os.nice(0), BATCH_NICENESS)}
+    assert {lead for *_, lead in rows} == {"True"}, rows

@@ -9,7 +9,8 @@ land on both workers and its servers start on each.
 
 Tests that mostly wait on real time (:data:`WAITING_MODULES`: live servers scraping the simulator, live
 Alertmanager runs, the live vmalert matrix, the fleet benchmark's sampling windows) go to their own workers (``--wait-workers``), so their idle minutes
-overlap the CPU-bound promtool and server work of the others instead of taking a CPU worker's turn.
+overlap the CPU-bound promtool and server work of the others instead of taking a CPU worker's turn;
+the CPU-bound workers run at a lower priority (tests/conftest.py), and never take a waiting unit.
 """
 
 from __future__ import annotations
@@ -56,11 +57,22 @@ def group_of(nodeid: str) -> str:
     return f"{module}[{','.join(engines)}]" if engines else module
 
 
+def waits(worker: str, workers: int, wait_workers: int) -> bool:
+    """Whether xdist worker ``worker`` (``gw3``) is a waiting worker: one of the last ``wait_workers``
+    of the ``workers`` started with the run (``gw0`` .. ``gwN-1``, N = ``-n``). Fixed for the whole
+    run: counting the workers still up instead made the next worker a waiting one each time a
+    waiting worker stopped, until every worker had stopped with CPU-bound units still queued (xdist:
+    "Unexpectedly no active workers available"). A worker started in place of a crashed one
+    (``gwN`` and up) is CPU-bound."""
+    index = int(re.sub(r"\D", "", worker) or 0)
+    return workers - wait_workers <= index < workers
+
+
 class GroupScheduling(LoadScopeScheduling):
     """``loadscope`` with :func:`group_of` as the scope, the collection order kept (tests/conftest.py
     puts the longest modules first), and the last ``wait_workers`` workers given the waiting units
-    (:data:`WAITING_MODULES`) and nothing else: they stop when those have run out, while the other
-workers take any unit once the CPU-bound ones have run out."""
+    (:data:`WAITING_MODULES`) and nothing else, the other workers the CPU-bound units and nothing
+    else: each stops when its kind has run out (with no waiting workers, every worker takes any unit)."""
 
     def __init__(self, config, log=None, wait_workers: int = 0):
         super().__init__(config, log)
@@ -69,20 +81,12 @@ workers take any unit once the CPU-bound ones have run out."""
     def _split_scope(self, nodeid: str) -> str:
         return group_of(nodeid)
 
-    def _waits(self, node) -> bool:
-        """Whether ``node`` is a waiting worker: one of the last ``wait_workers`` of the workers started
-        with the run (``gw0`` .. ``gwN-1``, N = ``-n``). Fixed for the whole run: counting the workers
-        still up instead made the next worker a waiting one each time a waiting worker stopped, until
-        every worker had stopped with CPU-bound units still queued (xdist: "Unexpectedly no active
-        workers available"). A worker started in place of a crashed one (``gwN`` and up) is CPU-bound."""
-        index = int(re.sub(r"\D", "", node.gateway.id) or 0)
-        return self.numnodes - self.wait_workers <= index < self.numnodes
-
     def _assign_work_unit(self, node) -> None:
-        waits = self._waits(node)
-        scope = next((s for s in self.workqueue if (module_of(s) in WAITING_MODULES) == waits), None)
-        if scope is None and waits:
-            # a waiting worker takes no CPU-bound unit: that would put one more busy process on the cores
+        waiting = waits(node.gateway.id, self.numnodes, self.wait_workers)
+        scope = next((s for s in self.workqueue if (module_of(s) in WAITING_MODULES) == waiting), None)
+        if scope is None and (waiting or self.wait_workers):
+            # a waiting worker takes no CPU-bound unit (one more busy process on the cores), and a
+            # CPU-bound worker no waiting one: it runs at a lower priority (tests/conftest.py)
             node.shutdown()
             return
         if scope is not None:

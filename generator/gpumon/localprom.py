@@ -22,6 +22,7 @@ import httpx
 import yaml
 
 from .loopback import free_port
+from .priority import lower_priority
 
 
 def wait_for(predicate: Callable[[], bool], timeout: float = 60, step: float = 0.5) -> bool:
@@ -104,6 +105,8 @@ class _LocalServer:
         self.url = f"http://127.0.0.1:{self.port}"
         self.proc: subprocess.Popen | None = None
         self.tmp: tempfile.TemporaryDirectory | None = None
+        #: nice value of the server's session (:func:`gpumon.priority.lower_priority`); 0 leaves it
+        self.niceness = 0
 
     def _folder(self) -> Path:
         self.tmp = tempfile.TemporaryDirectory(prefix=f"gpumon-{self.NAME}-")
@@ -119,6 +122,8 @@ class _LocalServer:
         for attempt in range(PORT_TRIES):
             self.log = open(Path(self.tmp.name) / f"{self.NAME}.log", "wb")
             self.proc = subprocess.Popen(args, stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True)
+            if self.niceness:
+                lower_priority(self.proc.pid, self.niceness)
             try:
                 wait_ready(self.proc, f"{self.url}{self.READY}", self.startup_timeout, self.NAME, self.logs)
                 return

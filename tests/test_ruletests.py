@@ -350,14 +350,20 @@ kubernetes:
 """
 
 
-@pytest.mark.parametrize("variant", ["capacity", "static"])
+@pytest.mark.parametrize("variant", ["capacity", "cluster", "static"])
 def test_kubernetes_alerts_have_generated_tests_that_pass(tmp_path, variant, promtool):
     """Every kubernetes alert gets a generated firing case (and the healthy cluster a quiet one for
-    each); promtool runs them on the rendered rules."""
+    each); promtool runs them on the rendered rules. ``cluster``: the example with a cluster label,
+    where the DaemonSet and kube-state-metrics alerts are per cluster."""
     example = default_spec_path().parent / "examples" / "kubernetes.yaml"
     if variant == "static":
         example = tmp_path / "static.yaml"
         example.write_text(default_spec_path().read_text("utf-8") + STATIC_SECTION, "utf-8")
+    elif variant == "cluster":
+        text = example.read_text("utf-8")
+        example = tmp_path / "cluster.yaml"
+        example.write_text(text.replace("    cluster: null ", "    cluster: cluster "), "utf-8")
+        assert example.read_text("utf-8") != text
     out = _render_to(example, tmp_path)
     path = out / "tests" / f"{load_spec(example).name}.kubernetes.test.yaml"
     result = _promtool(promtool, path)
@@ -366,7 +372,7 @@ def test_kubernetes_alerts_have_generated_tests_that_pass(tmp_path, variant, pro
              for t in t.get("alert_rule_test", []) if t["exp_alerts"]}
     from gpumon.rules import kubernetes as krules
     kube_alerts = {r.alert for r in krules.rules(load_spec(example)) if r.alert}
-    if variant == "capacity":
+    if variant != "static":
         assert fired == kube_alerts
     else:
         assert fired == {"GpuNodeExporterMissing"}
@@ -382,3 +388,18 @@ def test_a_wrong_kubernetes_rule_fails_its_generated_test(tmp_path, promtool):
     rules.write_text(broken, "utf-8")
     result = _promtool(promtool, out / "tests" / f"{load_spec(example).name}.kubernetes.test.yaml")
     assert result.returncode != 0 and "GpuDevicePluginUnhealthy" in result.stdout + result.stderr
+
+
+def test_reading_kube_state_metrics_at_the_instant_fails_the_failed_scrape_test(tmp_path, promtool):
+    """The expected GPUs read without holding the last capacity: one failed kube-state-metrics
+    scrape ends GpuNodeGpusMissing (to page again ``for`` later), and its generated test says so."""
+    example = default_spec_path().parent / "examples" / "kubernetes.yaml"
+    out = _render_to(example, tmp_path)
+    rules = _rule_file(out)
+    text = rules.read_text("utf-8")
+    broken = re.sub(r"last_over_time\((kube_node_status_capacity\{[^}]*\})\[[^\]]+\]\)", r"\1", text, count=1)
+    assert broken != text
+    rules.write_text(broken, "utf-8")
+    result = _promtool(promtool, out / "tests" / f"{load_spec(example).name}.kubernetes.test.yaml")
+    output = result.stdout + result.stderr
+    assert result.returncode != 0 and "one kube-state-metrics scrape fails" in output, output[-2000:]

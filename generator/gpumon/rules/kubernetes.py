@@ -87,14 +87,41 @@ def _node_matcher(k: Kubernetes) -> str:
     return f'{k.join.kube_label}=~{quote(k.join.regex)},{k.join.kube_label}!=""'
 
 
+def hold(spec: Spec) -> float:
+    """Seconds a kube-state-metrics reading outlives its last scrape in these rules: half of
+    ``alerts.for``. A failed scrape marks every kube-state-metrics series stale at once, and its
+    pod restarting (a large cluster's kube-state-metrics is often OOM-killed) leaves them gone for a
+    minute or more: read at the instant, the expected GPUs, the exporter pods and the DaemonSet
+    status vanish that long, every alert on them ends and pages again ``for`` later, two pages for
+    one cause. Held, a gap shorter than this changes nothing; held for less than ``for``, a node
+    that left the cluster (its capacity and its exporter gone together) does not page as missing.
+    ``alerts.for`` is at least two collect intervals (gpumon.spec.bounds), so this is at least one
+    evaluation of the group."""
+    return spec.alerts.for_ / 2
+
+
+def _held(spec: Spec, sel: str) -> str:
+    """``last_over_time(sel[hold])``: the newest sample within :func:`hold`, so a scrape that failed
+    a moment ago keeps the last reading (range selections skip staleness markers)."""
+    return f"last_over_time({sel}[{dur(hold(spec))}])"
+
+
+def _ksm_seen(spec: Spec, k: Kubernetes) -> str:
+    """One series per cluster (without a cluster label: one) whose kube-state-metrics was scraped
+    successfully within :func:`hold`: alerts on what kube-state-metrics does *not* show need it up."""
+    cluster = spec.exporter.labels.cluster
+    return f"group{f' by ({cluster})' if cluster else ''} (max_over_time({_ksm(k, 'up')}[{dur(hold(spec))}]) == 1)"
+
+
 # --------------------------------------------------------------------------- recording rules
 
 
 def expected_from_capacity(spec: Spec, k: Kubernetes) -> str:
-    """``kube_node_status_capacity`` of the GPU resource / ``units_per_gpu``, per exporter node.
-    ``max by`` drops kube-state-metrics' own job/instance and de-duplicates HA replicas."""
+    """``kube_node_status_capacity`` of the GPU resource / ``units_per_gpu``, per exporter node,
+    held over a failed kube-state-metrics scrape (:func:`hold`). ``max by`` drops
+    kube-state-metrics' own job/instance and de-duplicates HA replicas."""
     cap = _ksm(k, "kube_node_status_capacity", resource=k.resource, unit="integer")
-    cap = cap[:-1] + "," + _node_matcher(k) + "}"
+    cap = _held(spec, cap[:-1] + "," + _node_matcher(k) + "}")
     expr = f"max by ({by(node_ids(spec))}) (\n  {_set_job(spec, _to_exporter_node(k, cap + ' > 0'))}\n)"
     if k.units_per_gpu != 1:
         expr = f"{expr}\n/ {k.units_per_gpu}"
@@ -142,10 +169,12 @@ def exporter_targets(spec: Spec, k: Kubernetes) -> list[Rule]:
     """Running exporter pods per node (kube_pod_info and kube_pod_status_phase: a Pending pod, or
     an evicted one whose object lingers, does not count) and the best ``up`` of the targets on each
     node (``up`` joined to kube_pod_info on namespace and pod). The ``max by`` steps de-duplicate:
-    HA kube-state-metrics replicas, and a pod scraped through two endpoints of the job."""
+    HA kube-state-metrics replicas, and a pod scraped through two endpoints of the job. The
+    kube-state-metrics readings are held (:func:`hold`): a failed scrape of it must not flip a
+    node's ``reason`` between a pod that exists and none."""
     keys = _pod_keys(spec)
-    info = pod_nodes(spec, k)
-    running = f"max by ({keys}) ({_pods(k, 'kube_pod_status_phase', phase='Running')}) == 1"
+    info = pod_nodes(spec, k, held=_held)
+    running = f"max by ({keys}) ({_held(spec, _pods(k, 'kube_pod_status_phase', phase='Running'))}) == 1"
     pods = _set_job(spec, _to_exporter_node(k, f"{info}\n  and on ({keys})\n  {running}"))
     up = f"max by (job, {keys}) ({selector('up', job=spec.exporter.job)})"
     joined = f"{up}\n  * on ({keys}) group_left ({k.join.kube_label})\n  {info}"
@@ -156,13 +185,16 @@ def exporter_targets(spec: Spec, k: Kubernetes) -> list[Rule]:
     ]
 
 
-def pod_nodes(spec: Spec, k: Kubernetes, where: str = "") -> str:
+def pod_nodes(spec: Spec, k: Kubernetes, where: str = "", held=None) -> str:
     """One series per exporter pod scheduled on a node, labelled ``cluster`` (when set),
     ``namespace``, ``pod`` and kube-state-metrics' node label, value 1 (``max by`` de-duplicates HA
     kube-state-metrics replicas). Join it ``on (namespace, pod)`` to name a pod's node. ``where``:
-    extra matcher text for the selector."""
+    extra matcher text for the selector; ``held(spec, selector)``: what to read of it (the rules
+    hold it over a failed scrape, dashboards read the instant)."""
     info = _pods(k, "kube_pod_info", where)
     info = info[:-1] + "," + _node_matcher(k) + "}"
+    if held is not None:
+        info = held(spec, info)
     return f"max by ({_pod_keys(spec)}, {k.join.kube_label}) ({info})"
 
 
@@ -220,9 +252,14 @@ def capacity_missing(spec: Spec, k: Kubernetes) -> Rule:
     """A node whose GPUs report telemetry while Kubernetes advertises none of the GPU resource:
     the device plugin is not running or not registered (the kubelet drops a resource whose plugin
     is gone), so pods cannot get these GPUs, and the capacity expectation does not see the node.
-    Also fires for every node when ``node_join`` does not map node names to the exporter's."""
+    Also fires for every node when ``node_join`` does not map node names to the exporter's.
+    Not while kube-state-metrics has not been scraped within :func:`hold`."""
     nodes = by(node_ids(spec))
-    expr = f"{names.NODE_GPU_DEVICES_REPORTING}\nunless on ({nodes})\n{names.NODE_GPUS_EXPECTED}"
+    # no capacity seen is no capacity only while kube-state-metrics answers: down for longer than
+    # the hold, every node would page here (GpuKubeStateMetricsMissing is that one cause's page)
+    cluster = spec.exporter.labels.cluster or ""
+    expr = (f"(\n  {names.NODE_GPU_DEVICES_REPORTING}\n  unless on ({nodes})\n  {names.NODE_GPUS_EXPECTED}\n)\n"
+            f"and on ({cluster})\n{_ksm_seen(spec, k)}")
     return alert(spec, "GpuNodeCapacityMissing", expr, severity="warning", for_=spec.alerts.for_,
                  kind="node_capacity_missing", resource=k.resource)
 
@@ -241,12 +278,14 @@ def restarts_over(k: Kubernetes, window: str, where: str = "") -> str:
     return f"round(increase({_pods(k, 'kube_pod_container_status_restarts_total', where)}[{window}]))"
 
 
-def oom_kills_in(spec: Spec, k: Kubernetes, seconds: float, where: str = "") -> str:
+def oom_kills_in(spec: Spec, k: Kubernetes, seconds: float, where: str = "", held=None) -> str:
     """Exporter containers whose last termination was OOMKilled and that restarted within the last
     ``seconds`` (value 1; labels as :func:`restarts_in` plus ``reason``). ``where``: extra matcher
-    text for both selectors."""
+    text for both selectors; ``held``: as :func:`pod_nodes`'."""
     keys = by(_cluster(spec) + ("namespace", "pod", "container"))
     reason = _pods(k, "kube_pod_container_status_last_terminated_reason", where, reason="OOMKilled")
+    if held is not None:
+        reason = held(spec, reason)
     return f"{reason} == 1\nand on ({keys})\n{restarts_over(k, dur(seconds), where)} > 0"
 
 
@@ -263,17 +302,17 @@ def oom_killed(spec: Spec, k: Kubernetes) -> Rule:
     ``restart_window``. ``last_terminated_reason`` stays 1 until the next termination, so the
     restart condition keeps a days-old kill from firing forever."""
     w = dur(k.restart_window)
-    expr = oom_kills_in(spec, k, k.restart_window)
+    expr = oom_kills_in(spec, k, k.restart_window, held=_held)
     return alert(spec, "GpuExporterOOMKilled", expr, own_namespace=True, severity="warning", for_=0.0,
                  kind="exporter_oom_killed", window=w)
 
 
 def daemonset_not_ready(spec: Spec, k: Kubernetes) -> Rule:
     """Exporter DaemonSet with fewer ready than desired pods, or unavailable pods, for
-    ``daemonset_for`` (rolling updates make it briefly true)."""
-    desired = daemonset_status(k, "desired_number_scheduled")
-    ready = daemonset_status(k, "number_ready")
-    unavailable = daemonset_status(k, "number_unavailable")
+    ``daemonset_for`` (rolling updates make it briefly true); held over a failed kube-state-metrics
+    scrape (:func:`hold`), which would start that wait again."""
+    desired, ready, unavailable = (_held(spec, daemonset_status(k, f)) for f in
+                                   ("desired_number_scheduled", "number_ready", "number_unavailable"))
     expr = f"(\n  {desired}\n  - {ready}\n) > 0\nor\n{unavailable} > 0"
     return alert(spec, "GpuExporterDaemonSetNotReady", expr, own_namespace=True, severity="warning", for_=k.daemonset_for,
                  kind="exporter_daemonset_not_ready", for_text=format_duration(k.daemonset_for))
@@ -281,15 +320,16 @@ def daemonset_not_ready(spec: Spec, k: Kubernetes) -> Rule:
 
 def daemonset_missing(spec: Spec, k: Kubernetes) -> Rule:
     """kube-state-metrics is up but knows no exporter DaemonSet by that namespace and name
-    (uninstalled, renamed, or the spec is wrong). ``absent`` keeps the equality matchers as labels."""
+    (uninstalled, renamed, or the spec is wrong). ``absent_over_time`` keeps the equality matchers
+    as labels. Both sides held (:func:`hold`): one failed scrape neither starts nor ends it."""
     m = {"namespace": k.exporter.namespace, "daemonset": k.exporter.daemonset}
     ds = _ksm(k, 'kube_daemonset_status_desired_number_scheduled', **m)
-    expr = f"absent({ds})\nand on ()\ngroup({_ksm(k, 'up')} == 1)"
+    expr = f"absent_over_time({ds}[{dur(hold(spec))}])\nand on ()\n{_ksm_seen(spec, k)}"
     cluster = spec.exporter.labels.cluster
     if cluster:
         # per cluster (a global ruler sees several): absent() would keep only the matchers
-        expr = (f'label_replace(label_replace(\n  group by ({cluster}) ({_ksm(k, "up")} == 1)\n'
-                f"  unless on ({cluster})\n  group by ({cluster}) ({ds}),\n"
+        expr = (f'label_replace(label_replace(\n  {_ksm_seen(spec, k)}\n'
+                f"  unless on ({cluster})\n  group by ({cluster}) ({_held(spec, ds)}),\n"
                 f'  "namespace", {literal_replacement(k.exporter.namespace)}, "", ""), '
                 f'"daemonset", {literal_replacement(k.exporter.daemonset)}, "", "")')
     return alert(spec, "GpuExporterDaemonSetMissing", expr, own_namespace=True, severity="critical", for_=spec.alerts.for_,
@@ -317,7 +357,8 @@ def device_plugin_unhealthy(spec: Spec, k: Kubernetes) -> Rule:
     registered in capacity but only the healthy ones in allocatable (kubelet devicemanager
     ``GetCapacity``), so the plugin marked GPUs unhealthy (its XID health check)."""
     m = {"resource": k.resource, "unit": "integer"}
-    expr = f"{_ksm(k, 'kube_node_status_allocatable', **m)}\n< {_ksm(k, 'kube_node_status_capacity', **m)}"
+    expr = (f"{_held(spec, _ksm(k, 'kube_node_status_allocatable', **m))}\n"
+            f"< {_held(spec, _ksm(k, 'kube_node_status_capacity', **m))}")
     return alert(spec, "GpuDevicePluginUnhealthy", expr, severity="warning", for_=spec.alerts.for_,
                  kind="device_plugin_unhealthy", resource=k.resource)
 

@@ -22,6 +22,7 @@ from ..spec import Spec
 from . import fleet
 from .fleet import add_gpu, add_target, node_ids, steps
 from .model import Firing, Scenario, increase_value, test_step
+from .series import MISSING, STALE
 
 #: kube-state-metrics' own target
 KSM_INSTANCE = "10.0.1.5:8080"
@@ -50,31 +51,46 @@ class Cluster:
     """Nodes ``1..nodes`` with ``gpus`` GPUs each, an exporter pod per node and kube-state-metrics,
     written into one scenario; ``skip_*`` and the overrides break one thing at a time."""
 
-    def __init__(self, sc: Scenario, spec: Spec, k: Kubernetes, nodes: int = 2, gpus: int = 2):
+    def __init__(self, sc: Scenario, spec: Spec, k: Kubernetes, nodes: int = 2, gpus: int = 2,
+                 ksm_fails: tuple[int, ...] = (), ksm_down_from: int | None = None):
         self.sc, self.spec, self.k, self.nodes, self.gpus = sc, spec, k, nodes, gpus
         self.container = k.exporter.container or CONTAINER
+        #: steps whose kube-state-metrics scrape fails, and the step from which every one does: its
+        #: ``up`` is 0 then and each of its series gets a staleness marker (then no sample), as
+        #: Prometheus writes them when a scrape fails
+        self.ksm_fails, self.ksm_down_from = set(ksm_fails), ksm_down_from
+
+    def _down(self, at: int) -> bool:
+        return at in self.ksm_fails or (self.ksm_down_from is not None and at >= self.ksm_down_from)
+
+    def _ksm_samples(self, value) -> list:
+        """``value`` at every step kube-state-metrics is scraped; STALE at the first failed scrape of
+        each run of them, no sample at the others."""
+        return [(STALE if at == 0 or not self._down(at - 1) else MISSING) if self._down(at) else value
+                for at in range(self.sc.length)]
 
     def ksm(self, up: list | None = None) -> None:
-        self.sc.add("up", _ksm_labels(self.spec, self.k), up if up is not None else self.sc.const(1))
+        up = up if up is not None else [0 if self._down(at) else 1 for at in range(self.sc.length)]
+        self.sc.add("up", _ksm_labels(self.spec, self.k), up)
 
     def capacity(self, n: int, capacity: int | None = None, allocatable: int | None = None) -> None:
         res = {"node": fleet.node_name(n), "resource": self.k.resource, "unit": "integer"}
         cap = self.gpus * self.k.units_per_gpu if capacity is None else capacity
-        self.sc.add("kube_node_status_capacity", _ksm_labels(self.spec, self.k, **res), self.sc.const(cap))
+        self.sc.add("kube_node_status_capacity", _ksm_labels(self.spec, self.k, **res), self._ksm_samples(cap))
         alloc = cap if allocatable is None else allocatable
-        self.sc.add("kube_node_status_allocatable", _ksm_labels(self.spec, self.k, **res), self.sc.const(alloc))
+        self.sc.add("kube_node_status_allocatable", _ksm_labels(self.spec, self.k, **res), self._ksm_samples(alloc))
 
     def pod(self, n: int, restarts: list | None = None, oom: bool = False) -> None:
         k = self.k
         pod = {"namespace": k.exporter.namespace, "pod": _pod(k, n), "uid": f"uid-{n}"}
         info = {**pod, "node": fleet.node_name(n), "created_by_kind": "DaemonSet", "created_by_name": k.exporter.daemonset}
-        self.sc.add("kube_pod_info", _ksm_labels(self.spec, k, **info), self.sc.const(1))
-        self.sc.add("kube_pod_status_phase", _ksm_labels(self.spec, k, **pod, phase="Running"), self.sc.const(1))
+        self.sc.add("kube_pod_info", _ksm_labels(self.spec, k, **info), self._ksm_samples(1))
+        self.sc.add("kube_pod_status_phase", _ksm_labels(self.spec, k, **pod, phase="Running"), self._ksm_samples(1))
         self.sc.add("kube_pod_container_status_restarts_total", _ksm_labels(self.spec, k, **pod, container=self.container),
-                    restarts if restarts is not None else self.sc.const(0))
+                    restarts if restarts is not None else self._ksm_samples(0))
         if oom:
             self.sc.add("kube_pod_container_status_last_terminated_reason",
-                        _ksm_labels(self.spec, k, **pod, container=self.container, reason="OOMKilled"), self.sc.const(1))
+                        _ksm_labels(self.spec, k, **pod, container=self.container, reason="OOMKilled"), self._ksm_samples(1))
 
     def exporter(self, n: int, gpus: int | None = None) -> None:
         target = {"namespace": self.k.exporter.namespace, "pod": _pod(self.k, n)}
@@ -87,7 +103,7 @@ class Cluster:
         desired = self.nodes if desired is None else desired
         for field, value in (("desired_number_scheduled", desired), ("number_ready", self.nodes if ready is None else ready),
                              ("number_unavailable", 0)):
-            self.sc.add(f"kube_daemonset_status_{field}", _ksm_labels(self.spec, self.k, **ds), self.sc.const(value))
+            self.sc.add(f"kube_daemonset_status_{field}", _ksm_labels(self.spec, self.k, **ds), self._ksm_samples(value))
 
     def healthy(self, skip: tuple[int, ...] = ()) -> None:
         """Every node healthy except those in ``skip`` (whose parts the caller adds)."""
@@ -109,13 +125,14 @@ def _firing(sc: Scenario, at: int, rule, firing: list[Firing], others: list[str]
 
 
 def _one_alert(spec: Spec, k: Kubernetes, step: float, names: list[str], rule: Rule, title: str, setup,
-               labels: dict[str, str], value, nodes: int = 2) -> Scenario:
+               labels: dict[str, str], value, nodes: int = 2, **cluster) -> Scenario:
     """A cluster of ``nodes`` that ``setup(cluster)`` writes, broken in one place: ``rule`` alone fires
     with ``labels`` and ``value`` (a number, or a function of the cluster) three steps after its
-    ``for``. ``setup`` calls the :class:`Cluster` methods in the order the series are written."""
+    ``for``. ``setup`` calls the :class:`Cluster` methods in the order the series are written;
+    ``cluster``: :class:`Cluster`'s kube-state-metrics failures."""
     hold = steps(rule.for_, step)
     sc = Scenario(title, hold + 5, step)
-    c = Cluster(sc, spec, k, nodes=nodes)
+    c = Cluster(sc, spec, k, nodes=nodes, **cluster)
     setup(c)
     _firing(sc, hold + 3, rule, [Firing(rule, labels, value(c) if callable(value) else value)], names)
     return sc
@@ -147,6 +164,7 @@ def _node_scenarios(spec: Spec, k: Kubernetes, step: float, names: list[str]) ->
                    "kubernetes: a node reports 1 of its 2 GPUs -> GpuNodeGpusMissing",
                    lambda c: (c.ksm(), c.healthy(skip=(2,)), c.capacity(2), c.pod(2), c.exporter(2, gpus=1),
                               c.daemonset()), node2, 1),
+        _blip(spec, k, step, names),
         _one_alert(spec, k, step, names, krules.capacity_missing(spec, k),
                    "kubernetes: a node reports GPUs but advertises no GPU capacity -> GpuNodeCapacityMissing",
                    lambda c: (c.ksm(), c.healthy(skip=(2,)), c.pod(2), c.exporter(2), c.daemonset()),
@@ -157,6 +175,26 @@ def _node_scenarios(spec: Spec, k: Kubernetes, step: float, names: list[str]) ->
                               c.pod(2), c.exporter(2), c.daemonset()),
                    _ksm_labels(spec, k, **res), lambda c: c.gpus * k.units_per_gpu - 1),
     ]
+
+
+def _blip(spec: Spec, k: Kubernetes, step: float, names: list[str]) -> Scenario:
+    """A node short of a GPU pages; then one kube-state-metrics scrape fails (its series stale for a
+    step): the page goes on through that step and the next, not ended and started again ``for``
+    later (one page for one cause)."""
+    rule = krules.node_gpus_missing(spec, k)
+    hold = steps(rule.for_, step)
+    sc = Scenario("kubernetes: a node reports 1 of its 2 GPUs, then one kube-state-metrics scrape fails -> "
+                  "GpuNodeGpusMissing goes on firing through it", hold + 5, step)
+    c = Cluster(sc, spec, k, ksm_fails=(hold + 2,))
+    c.ksm()
+    c.healthy(skip=(2,))
+    c.capacity(2)
+    c.pod(2)
+    c.exporter(2, gpus=1)
+    c.daemonset()
+    for at in (hold + 1, hold + 2, hold + 3):
+        _firing(sc, at, rule, [Firing(rule, node_ids(spec, fleet.node_name(2)), 1)], names)
+    return sc
 
 
 def _restart_scenarios(spec: Spec, k: Kubernetes, step: float, names: list[str]) -> list[Scenario]:
@@ -193,16 +231,21 @@ def _restart_scenarios(spec: Spec, k: Kubernetes, step: float, names: list[str])
 def _daemonset_scenarios(spec: Spec, k: Kubernetes, step: float, names: list[str]) -> list[Scenario]:
     """The exporter DaemonSet not ready or unknown, and kube-state-metrics not scraped."""
     ds = {"namespace": k.exporter.namespace, "daemonset": k.exporter.daemonset}
+    # per cluster where the spec has a cluster label (a global ruler sees several): those two
+    # alerts carry the cluster, and the DaemonSet's has no job (rules/kubernetes.py)
+    cluster = spec.exporter.labels.cluster
+    per = {cluster: fleet.CLUSTER} if cluster else {}
     return [
         _one_alert(spec, k, step, names, krules.daemonset_not_ready(spec, k),
                    "kubernetes: DaemonSet 1 of 2 pods ready for daemonset_for -> GpuExporterDaemonSetNotReady",
                    lambda c: (c.ksm(), c.healthy(), c.daemonset(ready=1)), _ksm_labels(spec, k, **ds), 1),
         _one_alert(spec, k, step, names, krules.daemonset_missing(spec, k),
                    "kubernetes: kube-state-metrics knows no exporter DaemonSet -> GpuExporterDaemonSetMissing",
-                   lambda c: (c.ksm(), c.healthy()), {"job": k.ksm_job, **ds}, 1),
+                   lambda c: (c.ksm(), c.healthy()), {**per, **ds} if cluster else {"job": k.ksm_job, **ds}, 1),
         _one_alert(spec, k, step, names, krules.ksm_missing(spec, k),
-                   "kubernetes: kube-state-metrics scrapes fail -> GpuKubeStateMetricsMissing only",
-                   lambda c: (c.ksm(up=c.sc.const(0)), c.healthy(), c.daemonset()), {"job": k.ksm_job}, 0),
+                   "kubernetes: kube-state-metrics scrapes fail from step 2 on (its series go stale while the "
+                   "GPUs still report) -> GpuKubeStateMetricsMissing only, not a missing capacity on every node",
+                   lambda c: (c.ksm(), c.healthy(), c.daemonset()), {"job": k.ksm_job, **per}, 0, ksm_down_from=2),
     ]
 
 

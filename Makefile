@@ -61,9 +61,9 @@ demo: demo-needs $(BIN)/gpumon   ## simulator + real Prometheus + rendered rules
 # fast tier's modules fill the gaps. WAIT_WORKERS more workers take only the tests that mostly wait on real time
 # (live servers scraping the simulator, the live vmalert matrix, live Alertmanager runs, the fleet benchmark), so
 # their idle minutes overlap the CPU-bound tests; the live vmalert matrix (about 14 min of real time) bounds the
-# run. One run, not the fast tier first: both cores stay busy while the live tests wait. The CPU-bound workers and
-# the live vmalert matrix's ~60 servers run at a lower priority (tests/conftest.py BATCH_NICENESS), so the live
-# tests' wall-clock scrapes and evaluations are served first. --durations=30 prints the slowest tests
+# run. One run, not the fast tier first: both cores stay busy while the live tests wait. The CPU-bound workers run at
+# a lower priority and the live Alertmanager runs at a higher one where allowed (tests/conftest.py BATCH_NICENESS,
+# LIVE_NICENESS), so wall-clock scrapes and evaluations are served first. --durations=30 prints the slowest tests
 SLOW_WORKERS ?= 2
 WAIT_WORKERS ?= 4
 

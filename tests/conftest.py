@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 import gpumon.spec
-from gpumon.priority import lower_priority
+from gpumon.priority import renice
 from gpumon.spec import load_spec
 
 from .engines import AlertmanagerEngine, Engine, VmEngine, alertmanager_engines, describe, prometheus_engines, vm_engines
@@ -24,13 +24,16 @@ DATA = Path(__file__).resolve().parent / "data"
 os.environ.setdefault("GOGC", "400")
 
 
-#: nice value of the run's batch work: the CPU-bound xdist workers (and the promtool runs they
-#: start) and the live vmalert matrix's ~60 servers (tests/matrix_vmlive.py). The waiting workers
-#: and the servers they start keep 0: their simulated exporters, rule engines and Alertmanagers
-#: run on the wall clock (1 s scrapes, 12 s ``for``) and must not wait behind the batch.
-#: At 15 (weight 36 against 1,024 at 0) the matrix's servers together weigh about two ordinary
-#: groups, and the batch keeps its own proportions (the matrix against the CPU-bound workers).
+#: nice value of the CPU-bound xdist workers (and the promtool runs and servers they start): the
+#: waiting workers, the live vmalert matrix and the servers they start run on the wall clock and
+#: keep 0, so the batch yields to them (weight 36 against 1,024, sched(7))
 BATCH_NICENESS = 15
+#: nice value of a live Alertmanager run (tests/live_alerting.py) where the run may raise a priority
+#: (root, as CI runs): its simulated exporters answer 1 s scrapes from the worker's threads and a
+#: fleet-wide alert ends when every scrape of one moment times out, which ~60 busy servers of the
+#: live vmalert matrix, each a scheduler group of its own, made happen on a 2-core machine. The run
+#: needs little CPU, so its priority costs the others little
+LIVE_NICENESS = -10
 
 
 def _own_scheduler_group() -> None:
@@ -77,7 +80,7 @@ def pytest_configure(config):
         return
     from .xdist_groups import waits
     if not waits(workerinput["workerid"], workerinput["workercount"], waiting):
-        lower_priority(os.getpid(), BATCH_NICENESS)
+        renice(os.getpid(), BATCH_NICENESS)
 
 
 @pytest.hookimpl(tryfirst=True)

@@ -16,12 +16,15 @@ record's own window, the inventory lookback, ``for``. The real wait is the compr
 
 Virtual time is not used here: a live engine evaluates at the wall clock, and every window of the
 compressed spec is short enough that the scraped history since start covers it (the run's first
-seconds are a healthy fleet, and nothing may page then either).
+seconds are a healthy fleet, and nothing may page then either). So the run's servers and this
+process (the simulated exporters answer 1 s scrapes from its threads) run at a higher priority
+where that is allowed (tests/conftest.py ``LIVE_NICENESS``).
 """
 
 from __future__ import annotations
 
 import copy
+import os
 import tempfile
 import time
 from contextlib import ExitStack, contextmanager
@@ -33,11 +36,13 @@ import yaml
 
 from gpumon.localprom import LocalAlertmanager, LocalPrometheus, LocalVictoriaMetrics, LocalVmalert, wait_for
 from gpumon.loopback import WebhookReceiver
+from gpumon.priority import renice
 from gpumon.render import render
 from gpumon.simfaults import Fault, dumps_faults
 from gpumon.simserve import Simulator
 from gpumon.simulate import Fleet
 from gpumon.spec import Spec, parse_spec
+from tests.conftest import LIVE_NICENESS
 from tests.engines import AlertmanagerEngine, Engine, VmEngine
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -199,10 +204,28 @@ QUERIES = {
 }
 
 
+def _raised(server):
+    """``server`` (not started yet) to run at :data:`LIVE_NICENESS`."""
+    server.niceness = LIVE_NICENESS
+    return server
+
+
+@contextmanager
+def _raised_here():
+    """This process (the simulated exporters' and webhook receivers' threads) at
+    :data:`LIVE_NICENESS` for the run, then back (a no-op where the run may not raise it)."""
+    before = os.getpriority(os.PRIO_PROCESS, 0)
+    renice(os.getpid(), LIVE_NICENESS)
+    try:
+        yield
+    finally:
+        renice(os.getpid(), before)
+
+
 @contextmanager
 def _prometheus(engine: Engine, targets: list[str], rules: Path, ams: list[LocalAlertmanager]):
-    with LocalPrometheus({"dcgm-exporter": targets}, [rules], binary=engine.prometheus,
-                         alertmanagers=[f"127.0.0.1:{am.port}" for am in ams]) as prom:
+    with _raised(LocalPrometheus({"dcgm-exporter": targets}, [rules], binary=engine.prometheus,
+                                 alertmanagers=[f"127.0.0.1:{am.port}" for am in ams])) as prom:
         yield prom
 
 
@@ -211,13 +234,13 @@ def _vmalert(engine: VmEngine, targets: list[str], rules: Path, ams: list[LocalA
     # 1.79 has no -rule.evalDelay; the current vmalert evaluates 30 s in the past unless told the
     # datasource has no latency offset (LocalVictoriaMetrics sets -search.latencyOffset=0s)
     extra = ["-rule.evalDelay=0s"] if engine.current else []
-    with LocalVictoriaMetrics({"dcgm-exporter": targets}, binary=engine.victoria_metrics,
-                              extra_args=["-search.disableCache"]) as vm:
+    with _raised(LocalVictoriaMetrics({"dcgm-exporter": targets}, binary=engine.victoria_metrics,
+                                      extra_args=["-search.disableCache"])) as vm:
         # vmalert starts once VictoriaMetrics serves the fleet's `up`: started together, the first
         # evaluations see no target at all (absent(up) pages GpuExporterTargetMissing), which is
         # a fresh VictoriaMetrics, not the rules
         assert vm.wait_for(lambda: _count(vm, 'up{job="dcgm-exporter"} == 1') == len(targets), 60), vm.logs()
-        with LocalVmalert([rules], vm.url, [am.url for am in ams], binary=engine.vmalert, extra_args=extra) as va:
+        with _raised(LocalVmalert([rules], vm.url, [am.url for am in ams], binary=engine.vmalert, extra_args=extra)) as va:
             vm.vmalert = va
             yield vm
 
@@ -236,8 +259,9 @@ def run(engine: "Engine | VmEngine", alertmanagers: tuple[AlertmanagerEngine, ..
         (folder / "rules.yaml").write_text(files["rules/gpumon.rules.yaml"])
         faults = folder / "faults.yaml"
         faults.write_text(dumps_faults([]))
+        stack.enter_context(_raised_here())
         hooks = [stack.enter_context(WebhookReceiver()) for _ in alertmanagers]
-        ams = [stack.enter_context(LocalAlertmanager(am_config(files, h.url), binary=a.alertmanager))
+        ams = [stack.enter_context(_raised(LocalAlertmanager(am_config(files, h.url), binary=a.alertmanager)))
                for h, a in zip(hooks, alertmanagers)]
         sim = stack.enter_context(Simulator(Fleet(NODES, GPUS, fault_file=faults)))
         starter = _prometheus if isinstance(engine, Engine) else _vmalert

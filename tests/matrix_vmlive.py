@@ -47,7 +47,6 @@ from gpumon.localprom import LocalVictoriaMetrics, LocalVmalert
 from gpumon.loopback import WebhookReceiver
 from gpumon.ruletests.series import MISSING
 from tests import matrix_timeline
-from tests.conftest import BATCH_NICENESS
 from tests.engines import VmEngine
 from tests.matrix import IDENTITY, PAGES, STEP, Case, Page, matrix_spec, rules_text, scraped
 from tests.matrix_vm import alert_steps, firing_at, post_series
@@ -157,7 +156,6 @@ class Scenario:
         """Start the scenario's VictoriaMetrics."""
         # -search.disableCache: vmalert reads what was written a second ago (tests/live_alerting.py)
         self.vm = LocalVictoriaMetrics(binary=self.engine.victoria_metrics, extra_args=["-search.disableCache"])
-        self.vm.niceness = BATCH_NICENESS
         self.vm.start()
 
     def push(self, step: int, t0: int) -> None:
@@ -185,7 +183,6 @@ class Scenario:
         t = time.monotonic()
         self.vmalert = LocalVmalert([self.rules], self.vm.url, self.notifier, evaluation_interval=f"{EVAL}s",
                                     binary=self.engine.vmalert, extra_args=extra)
-        self.vmalert.niceness = BATCH_NICENESS
         self.vmalert.start()
         self.starts.append(round(time.monotonic() - t, 2))
 

@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from gpumon.priority import lower_priority
+from gpumon.priority import renice
 
 
 def test_a_server_in_its_own_session_runs_at_the_nice_value_given():
@@ -18,7 +18,7 @@ def test_a_server_in_its_own_session_runs_at_the_nice_value_given():
     own = Path("/proc/self/autogroup")
     before = own.read_text() if own.exists() else ""
     try:
-        lower_priority(proc.pid, want)
+        renice(proc.pid, want)
         assert os.getpriority(os.PRIO_PROCESS, proc.pid) == want
         group = Path(f"/proc/{proc.pid}/autogroup")
         if group.exists():  # a kernel built with autogroups: the session's group yields too
@@ -33,4 +33,4 @@ def test_a_server_in_its_own_session_runs_at_the_nice_value_given():
 def test_a_process_gone_is_left_alone():
     proc = subprocess.Popen([sys.executable, "-c", "pass"], start_new_session=True)
     proc.wait()
-    lower_priority(proc.pid, 10)  # no error: best effort
+    renice(proc.pid, 10)  # no error: best effort

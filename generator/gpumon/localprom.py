@@ -22,7 +22,7 @@ import httpx
 import yaml
 
 from .loopback import free_port
-from .priority import lower_priority
+from .priority import renice
 
 
 def wait_for(predicate: Callable[[], bool], timeout: float = 60, step: float = 0.5) -> bool:
@@ -105,7 +105,7 @@ class _LocalServer:
         self.url = f"http://127.0.0.1:{self.port}"
         self.proc: subprocess.Popen | None = None
         self.tmp: tempfile.TemporaryDirectory | None = None
-        #: nice value of the server's session (:func:`gpumon.priority.lower_priority`); 0 leaves it
+        #: nice value of the server's session (:func:`gpumon.priority.renice`); 0 leaves it
         self.niceness = 0
 
     def _folder(self) -> Path:
@@ -123,7 +123,7 @@ class _LocalServer:
             self.log = open(Path(self.tmp.name) / f"{self.NAME}.log", "wb")
             self.proc = subprocess.Popen(args, stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True)
             if self.niceness:
-                lower_priority(self.proc.pid, self.niceness)
+                renice(self.proc.pid, self.niceness)
             try:
                 wait_ready(self.proc, f"{self.url}{self.READY}", self.startup_timeout, self.NAME, self.logs)
                 return

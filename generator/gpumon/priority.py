@@ -4,9 +4,9 @@ the processes that start them.
 Linux shares the CPU per *scheduler autogroup* when ``/proc/sys/kernel/sched_autogroup_enabled`` is
 1 (Debian's default, sched(7)): every new session (``setsid``) is a group, and a group gets one
 share however many processes it runs. Every local server runs in a session of its own, so a batch
-of dozens of servers counts dozens of shares against one for the process that waits on a single
-server's answers in time. Giving the batch a higher nice value, the group's as well as the
-process's, puts it back in proportion.
+of dozens of servers counts dozens of shares against one for a process that must answer a
+scrape within a second. Setting a group's nice value, as well as the process's, puts them in
+proportion.
 """
 
 from __future__ import annotations
@@ -15,13 +15,13 @@ import os
 from pathlib import Path
 
 
-def lower_priority(pid: int, niceness: int) -> None:
-    """Run process ``pid`` at nice value ``niceness`` (1-19; higher yields more): its autogroup's
+def renice(pid: int, niceness: int) -> None:
+    """Run process ``pid`` at nice value ``niceness`` (-20..19; higher yields more): its autogroup's
     (``/proc/<pid>/autogroup``, shared by its whole session: use it on a process that leads a
     session of its own) and its main thread's (threads it starts later inherit it).
 
     Best effort: a kernel without autogroups, a process gone or a refused write leave the
-    priority as it was (an unprivileged process may raise a nice value, never lower it)."""
+    priority as it was (without CAP_SYS_NICE a process may raise a nice value, never lower it)."""
     try:
         Path(f"/proc/{pid}/autogroup").write_text(f"{niceness}\n")
     except OSError:

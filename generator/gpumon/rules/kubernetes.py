@@ -88,27 +88,31 @@ def _node_matcher(k: Kubernetes) -> str:
 
 
 def hold(spec: Spec) -> float:
-    """Seconds a kube-state-metrics reading outlives its last scrape in these rules: half of
-    ``alerts.for``. A failed scrape marks every kube-state-metrics series stale at once, and its
-    pod restarting (a large cluster's kube-state-metrics is often OOM-killed) leaves them gone for a
+    """Seconds a kube-state-metrics reading is held while kube-state-metrics is not scraped: twice
+    ``alerts.for``. A failed scrape marks every kube-state-metrics series stale at once, and its pod
+    restarting (a large cluster's kube-state-metrics is often OOM-killed) leaves them gone for a
     minute or more: read at the instant, the expected GPUs, the exporter pods and the DaemonSet
     status vanish that long, every alert on them ends and pages again ``for`` later, two pages for
-    one cause. Held, a gap shorter than this changes nothing; held for less than ``for``, a node
-    that left the cluster (its capacity and its exporter gone together) does not page as missing.
-    ``alerts.for`` is at least two collect intervals (gpumon.spec.bounds), so this is at least one
-    evaluation of the group."""
-    return spec.alerts.for_ / 2
+    one cause. While kube-state-metrics answers, the rules read the instant (a node that left the
+    cluster is gone at once); while it does not, its last readings within this window."""
+    return 2 * spec.alerts.for_
+
+
+def _ksm_up(spec: Spec, cluster: str) -> str:
+    return f"group{f' by ({cluster})' if cluster else ''} ({_ksm(spec.kubernetes, 'up')} == 1)"
 
 
 def _held(spec: Spec, sel: str) -> str:
-    """``last_over_time(sel[hold])``: the newest sample within :func:`hold`, so a scrape that failed
-    a moment ago keeps the last reading (range selections skip staleness markers)."""
-    return f"last_over_time({sel}[{dur(hold(spec))}])"
+    """``sel`` now, or while kube-state-metrics' last scrape failed (no ``up == 1`` of it, per
+    cluster), its newest sample within :func:`hold` (range selections skip staleness markers)."""
+    cluster = spec.exporter.labels.cluster or ""
+    return (f"(\n  {sel}\n  or\n  (last_over_time({sel}[{dur(hold(spec))}]) unless on ({cluster}) "
+            f"{_ksm_up(spec, cluster)})\n)")
 
 
 def _ksm_seen(spec: Spec, k: Kubernetes) -> str:
     """One series per cluster (without a cluster label: one) whose kube-state-metrics was scraped
-    successfully within :func:`hold`: alerts on what kube-state-metrics does *not* show need it up."""
+    successfully within :func:`hold`: alerts on what kube-state-metrics does *not* show need it."""
     cluster = spec.exporter.labels.cluster
     return f"group{f' by ({cluster})' if cluster else ''} (max_over_time({_ksm(k, 'up')}[{dur(hold(spec))}]) == 1)"
 
@@ -253,10 +257,11 @@ def capacity_missing(spec: Spec, k: Kubernetes) -> Rule:
     the device plugin is not running or not registered (the kubelet drops a resource whose plugin
     is gone), so pods cannot get these GPUs, and the capacity expectation does not see the node.
     Also fires for every node when ``node_join`` does not map node names to the exporter's.
-    Not while kube-state-metrics has not been scraped within :func:`hold`."""
+    Not once kube-state-metrics has not been scraped for :func:`hold`."""
     nodes = by(node_ids(spec))
     # no capacity seen is no capacity only while kube-state-metrics answers: down for longer than
-    # the hold, every node would page here (GpuKubeStateMetricsMissing is that one cause's page)
+    # the hold, its readings are gone and every node would page here (GpuKubeStateMetricsMissing
+    # is that one cause's page)
     cluster = spec.exporter.labels.cluster or ""
     expr = (f"(\n  {names.NODE_GPU_DEVICES_REPORTING}\n  unless on ({nodes})\n  {names.NODE_GPUS_EXPECTED}\n)\n"
             f"and on ({cluster})\n{_ksm_seen(spec, k)}")
@@ -320,16 +325,15 @@ def daemonset_not_ready(spec: Spec, k: Kubernetes) -> Rule:
 
 def daemonset_missing(spec: Spec, k: Kubernetes) -> Rule:
     """kube-state-metrics is up but knows no exporter DaemonSet by that namespace and name
-    (uninstalled, renamed, or the spec is wrong). ``absent_over_time`` keeps the equality matchers
-    as labels. Both sides held (:func:`hold`): one failed scrape neither starts nor ends it."""
+    (uninstalled, renamed, or the spec is wrong). ``absent`` keeps the equality matchers as labels."""
     m = {"namespace": k.exporter.namespace, "daemonset": k.exporter.daemonset}
     ds = _ksm(k, 'kube_daemonset_status_desired_number_scheduled', **m)
-    expr = f"absent_over_time({ds}[{dur(hold(spec))}])\nand on ()\n{_ksm_seen(spec, k)}"
+    expr = f"absent({ds})\nand on ()\ngroup({_ksm(k, 'up')} == 1)"
     cluster = spec.exporter.labels.cluster
     if cluster:
         # per cluster (a global ruler sees several): absent() would keep only the matchers
-        expr = (f'label_replace(label_replace(\n  {_ksm_seen(spec, k)}\n'
-                f"  unless on ({cluster})\n  group by ({cluster}) ({_held(spec, ds)}),\n"
+        expr = (f'label_replace(label_replace(\n  group by ({cluster}) ({_ksm(k, "up")} == 1)\n'
+                f"  unless on ({cluster})\n  group by ({cluster}) ({ds}),\n"
                 f'  "namespace", {literal_replacement(k.exporter.namespace)}, "", ""), '
                 f'"daemonset", {literal_replacement(k.exporter.daemonset)}, "", "")')
     return alert(spec, "GpuExporterDaemonSetMissing", expr, own_namespace=True, severity="critical", for_=spec.alerts.for_,

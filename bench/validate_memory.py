@@ -14,15 +14,16 @@ validate keeps in memory depends only on the answers, so a stand-in that answers
 * every other query an empty vector (a healthy fleet: no bad value, gap, duplicate or reset);
   ``/api/v1/rules`` no group, ``/api/v1/metadata`` nothing.
 
-With ``--global-view`` it answers as Thanos Query over 4 clusters does: no targets API (404), the
-job's ``up`` from a query instead (every target's sample for ``up{job=...}``, the count for the
-"not up, and how many" query), and a ``cluster`` label on every series.
+With ``--global-view`` it answers as Thanos Query over 4 clusters does: a ``cluster`` label on
+every series and target. With ``--no-targets-api`` it answers as Mimir does: no targets API (404),
+the job's ``up`` from a query instead (every target's sample for ``up{job=...}``, the count for the
+"not up, and how many" query).
 
 For each ``--gpus`` size, ``gpumon validate`` of each revision runs under ``/usr/bin/time``
 (``--format json``, the default concurrency) and its peak RSS prints, with the growth per 1,000
 GPUs between the smallest and largest size and the ratio of the two revisions.
 
-Usage: .venv/bin/python bench/validate_memory.py [--gpus 1000,16000,64000] [--rev REV] [--also REV] [--global-view]
+Usage: .venv/bin/python bench/validate_memory.py [--gpus 1000,16000,64000] [--rev REV] [--also REV] [--global-view] [--no-targets-api]
 The stand-in binds 127.0.0.1 and is stopped at exit.
 """
 
@@ -63,8 +64,8 @@ def node_address(n: int) -> str:
 class Fleet:
     """The stand-in's answers for a healthy fleet of ``gpus`` GPUs, 8 per node."""
 
-    def __init__(self, gpus: int, global_view: bool = False):
-        self.gpus, self.global_view = gpus, global_view
+    def __init__(self, gpus: int, global_view: bool = False, targets_api: bool = True):
+        self.gpus, self.global_view, self.targets_api = gpus, global_view, targets_api
         self.nodes = (gpus + PER_NODE - 1) // PER_NODE
 
     def cluster(self, node: int) -> dict:
@@ -104,8 +105,8 @@ class Fleet:
     def targets(self) -> list[dict]:
         now = time.strftime("%Y-%m-%dT%H:%M:%S.000Z", time.gmtime())
         return [{"discoveredLabels": {"__address__": node_address(n), "__metrics_path__": "/metrics",
-                                      "__scheme__": "http", "job": JOB},
-                 "labels": {"instance": node_address(n), "job": JOB}, "scrapePool": JOB,
+                                      "__scheme__": "http", "job": JOB, **self.cluster(n)},
+                 "labels": {"instance": node_address(n), "job": JOB, **self.cluster(n)}, "scrapePool": JOB,
                  "scrapeUrl": f"http://{node_address(n)}/metrics", "globalUrl": f"http://{node_address(n)}/metrics",
                  "lastError": "", "lastScrape": now, "lastScrapeDuration": 0.05, "health": "up",
                  "scrapeInterval": "15s", "scrapeTimeout": "10s"} for n in range(self.nodes)]
@@ -127,7 +128,7 @@ def serve(fleet: Fleet) -> ThreadingHTTPServer:
         def answer(self, path: str, params: dict):
             if path == "/api/v1/query":
                 data = {"resultType": "vector", "result": fleet.query(params.get("query", ""))}
-            elif path == "/api/v1/targets" and not fleet.global_view:
+            elif path == "/api/v1/targets" and fleet.targets_api:
                 data = {"activeTargets": fleet.targets(), "droppedTargets": []}
             elif path == "/api/v1/rules":
                 data = {"groups": []}
@@ -175,13 +176,14 @@ def main() -> None:
     ap.add_argument("--rev", help="measure this git revision (default: this checkout)")
     ap.add_argument("--also", help="a second revision measured beside it, on the same stand-in")
     ap.add_argument("--global-view", action="store_true", help="answer as Thanos Query over 4 clusters")
+    ap.add_argument("--no-targets-api", action="store_true", help="answer /api/v1/targets with 404, as Mimir does")
     args = ap.parse_args()
     sizes = [int(s) for s in args.gpus.split(",")]
     sources = [Source(args.rev, None)] + ([Source(args.also, None)] if args.also else [])
     rows: dict[str, list[float]] = {s.label: [] for s in sources}
     try:
         for gpus in sizes:
-            server = serve(Fleet(gpus, args.global_view))
+            server = serve(Fleet(gpus, args.global_view, not args.no_targets_api))
             url = f"http://127.0.0.1:{server.server_address[1]}"
             for src in sources:
                 mib, code, wall = peak_rss(src, url)

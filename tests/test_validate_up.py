@@ -1,4 +1,4 @@
-"""Where the server has no targets API (Mimir, Thanos Query: 404), validate reads the job's targets
+"""Where the server has no targets API (Mimir, Cortex: 404), validate reads the job's targets
 from ``up``: only the targets not up and their count travel, not a sample per target. Against a
 REAL Prometheus (each build of tests/engines.py) scraping the simulator, with the targets API
 answered 404 by the client as those servers do."""
@@ -24,7 +24,7 @@ SPEC = parse_spec((Path(__file__).parent / "data" / "validate-spec.yaml").read_t
 
 
 class NoTargetsApi(PromClient):
-    """A client of a server without ``/api/v1/targets`` (as Mimir and Thanos Query answer it)."""
+    """A client of a server without ``/api/v1/targets`` (as Mimir and Cortex answer it)."""
 
     up_samples = 0
 

@@ -35,7 +35,7 @@ class Targets:
     """What the server says about the exporter job's targets.
 
     ``api`` is the ``/api/v1/targets`` answer (a PromError with kind ``not-found`` where the API
-    does not exist: Mimir, Thanos Query); ``up`` (the targets not up, and their count labelled
+    does not exist: Mimir, Cortex); ``up`` (the targets not up, and their count labelled
     :data:`COUNTED`), ``empty`` (``scrape_samples_scraped == 0``) and
     ``flapping`` ({instance: share of successful scrapes} over ``window``) come from instant
     queries (``up`` only where the targets API does not exist: it is read only then). ``targets``

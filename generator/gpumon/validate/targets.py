@@ -1,5 +1,5 @@
 """Check 2: the spec'd job has healthy targets (``/api/v1/targets``, or ``up`` where that API does
-not exist: Mimir, Thanos). The down targets are a shared fact (``ctx.targets.down``): per-GPU checks
+not exist: Mimir, Cortex). The down targets are a shared fact (``ctx.targets.down``): per-GPU checks
 leave their GPUs alone, so one outage gives one finding.
 
 Why: A target that is down takes every series of its GPUs with it. It is reported once, here; the
@@ -22,7 +22,7 @@ FINDINGS = ("target-missing", "target-down", "target-flapping", "scrape-timeout"
             "scrape-slow", "target-empty", "targets-api-unavailable", CHECK)
 LOOKS_AT = ("`/api/v1/targets` for the spec's job: health, `lastError`, `lastScrapeDuration` vs `scrapeTimeout`; "
             '`scrape_samples_scraped == 0`; flapping: `avg_over_time(up)` below `alerts.flapping_min_up_ratio` '
-            'with >= 4 state changes (NVIDIA/dcgm-exporter#607). No targets API (Mimir, Thanos): falls back to '
+            'with >= 4 state changes (NVIDIA/dcgm-exporter#607). No targets API (Mimir, Cortex): falls back to '
             '`up`. No target at all: per-GPU checks are skipped, and the jobs that do carry the first two '
             "required metrics are named (`count by (job) (DCGM_FI_DEV_GPU_TEMP)`: GPU Operator's "
             "`nvidia-dcgm-exporter` vs the chart's `dcgm-exporter`) with the hint to set `exporter.job`. GPUs "
@@ -54,7 +54,7 @@ def run(ctx: Context) -> CheckResult:
         if res.kind != "not-found":
             return CheckResult([query_failed(res, CHECK, job, case)], [case])
         findings.append(Finding("targets-api-unavailable", "warning", job,
-                                f"{res.url} answered 404: no targets API (Mimir and Thanos Query have none); "
+                                f"{res.url} answered 404: no targets API (Mimir and Cortex have none); "
                                 "target health is read from `up` instead, without scrape errors",
                                 case=case, labels=(("job", job),)))
         return _from_up(ctx, facts.up, findings, case)

@@ -24,9 +24,10 @@ DATA = Path(__file__).resolve().parent / "data"
 os.environ.setdefault("GOGC", "400")
 
 
-#: nice value of the CPU-bound xdist workers (and the promtool runs and servers they start): the
-#: waiting workers, the live vmalert matrix and the servers they start run on the wall clock and
-#: keep 0, so the batch yields to them (weight 36 against 1,024, sched(7))
+#: nice value of the CPU-bound xdist workers and the promtool runs they start (a server they start
+#: leads a session, so a scheduler group, of its own at 0): the waiting workers, the live vmalert
+#: matrix and the servers they start run on the wall clock and keep 0, so the batch yields to them
+#: (weight 36 against 1,024, sched(7))
 BATCH_NICENESS = 15
 #: nice value of a live Alertmanager run (tests/live_alerting.py) where the run may raise a priority
 #: (root, as CI runs): its simulated exporters answer 1 s scrapes from the worker's threads and a
@@ -73,7 +74,7 @@ def pytest_addoption(parser):
 
 def pytest_configure(config):
     """A CPU-bound xdist worker (not one of the last ``--wait-workers``, tests/xdist_groups.py) runs
-    at :data:`BATCH_NICENESS`, and so do the promtool runs and servers it starts."""
+    at :data:`BATCH_NICENESS`, and so do the promtool runs it starts."""
     workerinput = getattr(config, "workerinput", None)
     waiting = config.getoption("wait_workers")
     if workerinput is None or not waiting:

@@ -46,6 +46,21 @@ def test_render_is_deterministic_across_processes(tmp_path):
     assert not re.search(r"20\d\d-\d\d-\d\d|version: \d", text), "no timestamps or tool versions in output"
 
 
+def test_render_needs_no_working_directory(tmp_path):
+    """A working directory removed under the process (a CI step's scratch folder) changes nothing:
+    render with absolute paths writes the same files (the rule tests' path to the rules used to
+    be computed through the working directory: an internal error)."""
+    gone, out = tmp_path / "gone", tmp_path / "out"
+    gone.mkdir()
+    script = (f"import os, sys; os.chdir({str(gone)!r}); os.rmdir({str(gone)!r}); "
+              f"from gpumon.cli import main; sys.argv = ['gpumon', 'render', {str(ROOT / 'gpumon.yaml')!r}, "
+              f"'-o', {str(out)!r}]; main()")
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    for rel in (p.relative_to(ROOT / "output") for p in (ROOT / "output").rglob("*") if p.is_file()):
+        assert (out / rel).read_bytes() == (ROOT / "output" / rel).read_bytes(), rel
+
+
 def test_check_writes_nothing_and_reports_drift(tmp_path):
     out = tmp_path / "out"
     proc = gpumon("render", "--check", "-o", str(out))

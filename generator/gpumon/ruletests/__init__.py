@@ -39,7 +39,8 @@ TOPICS = (
 
 def test_file(spec: Spec, path: str, scenarios: list[Scenario]) -> str:
     """One promtool test file at ``path`` (relative to the output folder) for ``scenarios``."""
-    rules = posixpath.relpath(PLAIN_PATH.format(name=spec.name), posixpath.dirname(path))
+    # both inside the output folder: rooted at "/", relpath needs no working directory
+    rules = posixpath.relpath("/" + PLAIN_PATH.format(name=spec.name), "/" + posixpath.dirname(path))
     step = scenarios[0].step
     doc = {
         "rule_files": [rules],

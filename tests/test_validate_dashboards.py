@@ -305,6 +305,38 @@ def test_rate_over_too_few_samples_is_inconclusive_not_no_data(env, tmp_path):
     assert run(env, [path], checks=())[1] == 3  # only the young panel: inconclusive, not "all good"
 
 
+def test_a_window_shorter_than_some_targets_scrapes_is_too_little_history_not_missing_gpus(engine, tmp_path):
+    """One node scraped every second, two every 10 s (a ServiceMonitor with its own interval): a
+    rate() over 3 s shows the first node's GPUs and, at most moments, not the others', although
+    every series exists. The panel is short of samples, not of GPUs: the verdict names the window
+    and how many series it leaves with fewer than two samples, and blames no exporter."""
+    sel = 'DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION{job="dcgm-exporter"}'
+    doc = {"uid": "mixed", "title": "Mixed intervals", "schemaVersion": 39, "panels": [
+        {"id": 1, "type": "timeseries", "title": "Energy rate over 3s", "datasource": {"type": "prometheus"},
+         "targets": [{"refId": "A", "expr": f"rate({sel}[3s])"}]}]}
+    path = tmp_path / "mixed.json"
+    path.write_text(json.dumps(doc))
+    spec = parse_spec(SPEC_TEXT, "<test>")
+    with Simulator(Fleet(3, 2, [])) as sim:
+        fast, *slow = sorted(sim.targets.values())
+        as_job = [{"target_label": "job", "replacement": "dcgm-exporter"}]
+        configs = [{"job_name": name, "scrape_interval": every, "scrape_timeout": "1s",
+                    "static_configs": [{"targets": addrs}], "relabel_configs": as_job}
+                   for name, every, addrs in (("dcgm-fast", "1s", [fast]), ("dcgm-slow", "10s", slow))]
+        with LocalPrometheus({}, scrape_configs=configs, binary=engine.prometheus) as prom:
+            # the panel's step is the slow interval: the fast node needs history 10 s + 3 s back
+            assert prom.wait_for(lambda: len(prom.query(f"count_over_time({sel}[20s]) >= 15")) == 2
+                                 and len(prom.query(f"last_over_time({sel}[20s])")) == 6, 60), prom.logs()
+            with PromClient(prom.url) as client:
+                report, code = validate(spec, client, lookback=20.0, progress=False, checks=(),
+                                        dashboards=(str(path),))
+    (panel,) = report.panels
+    assert (panel["verdict"], panel["severity"]) == ("panel-too-little-history", "inconclusive"), panel["message"]
+    assert f"{sel} has at most 1 sample in [3s] on 4 series" in panel["message"]
+    assert panel["message"].startswith("shows 2 of 6 GPUs") and panel["causes"] == []
+    assert code == 3
+
+
 def test_a_panel_on_absent_optional_fields_links_the_note_that_lists_them():
     """optional-absent names every absent profiling field in one finding whose subject is the job:
     a panel reading one of them is explained by it (and not by a note on other fields)."""

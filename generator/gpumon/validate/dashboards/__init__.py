@@ -208,8 +208,10 @@ def _send_targets(ctx, runs: list[PanelRun], budget: "_Budget") -> None:
 def _probe_selectors(ctx, runs: list[PanelRun], budget: "_Budget", end: float, scrape: float) \
         -> tuple[dict, dict]:
     """Second round: does each selector of an empty (or masked-empty) panel have series, and for
-    an empty target reading ``rate(X[w])``, the most samples any series of X has in w now.
-    Returns ({selector: series count or None}, {(selector, window): samples or None})."""
+    an empty target reading ``rate(X[w])``, the most samples any series of X has in w now
+    (``"history"``), for a target with data reading it over w shorter than two scrapes, how many
+    series of X have fewer than two samples in w (``"short"``).
+    Returns ({selector: series count or None}, {(kind, selector, window): count or None})."""
     probes: dict[str, str] = {}
     window = timing.grafana_duration(max(ctx.lookback, scrape))
     for pr in runs:
@@ -220,6 +222,10 @@ def _probe_selectors(ctx, runs: list[PanelRun], budget: "_Budget", end: float, s
     for pr in runs:
         for sel, w in verdicts.history_to_probe(pr):
             probes.setdefault(("history", sel.text, w), f"max(count_over_time({sel.text}[{w}]))")
+        for sel, w in verdicts.short_windows_to_probe(pr, scrape):
+            # series seen in the lookback, less those with two samples in w (0 samples is short too)
+            probes.setdefault(("short", sel.text, w), f"count(last_over_time({sel.text}[{window}])) - "
+                                                      f"(count(count_over_time({sel.text}[{w}]) >= 2) or vector(0))")
     wanted = {k: v for k, v in probes.items()}
     if not budget.take(len(wanted)):
         wanted = dict(list(wanted.items())[:max(0, budget.limit - budget.used)])
@@ -229,7 +235,7 @@ def _probe_selectors(ctx, runs: list[PanelRun], budget: "_Budget", end: float, s
     counts = {k: (None if isinstance(a, PromError) else int(float(a.data[0]["value"][1])) if a.data else 0)
               for k, a in probe_answers.items()}
     series = {k: n for k, n in counts.items() if not isinstance(k, tuple)}
-    history = {k[1:]: n for k, n in counts.items() if isinstance(k, tuple)}
+    history = {k: n for k, n in counts.items() if isinstance(k, tuple)}
     return series, history
 
 

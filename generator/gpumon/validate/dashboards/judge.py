@@ -13,7 +13,7 @@ from ...promapi import Answer, PromError
 from ...rules import names
 from ..base import gpu_list, other_spelling
 from . import exprs
-from .verdicts import ALWAYS_SPARSE, Verdict, history_to_probe, is_empty, target_empty
+from .verdicts import ALWAYS_SPARSE, HINTS, Verdict, history_to_probe, is_empty, short_windows_to_probe, target_empty
 
 #: checks whose findings explain a missing series
 _CAUSES = ("series-missing", "optional-absent", "gpu-lost", "legacy-metric-names", "identity-label-renamed",
@@ -32,7 +32,8 @@ class Judge:
     def __init__(self, ctx, prior: list[Finding], series: dict[str, int | None], resolved: dict, runs=(),
                  history: dict[tuple, int | None] | None = None):
         self.ctx, self.prior, self.series, self.resolved = ctx, prior, series, resolved
-        #: (selector text, window) -> most samples any of its series has in that window now
+        #: ("history", selector text, window) -> most samples any of its series has in that window
+        #: now; ("short", ...) -> how many of its series have fewer than two there
         self.history = history or {}
         self.spec = {m.name: m for m in ctx.spec.metrics}
         self.seen_gpus = self._seen_in(runs)
@@ -120,7 +121,7 @@ class Judge:
             msg = v.message
             if partial and sev == "error":
                 sev, msg = "inconclusive", msg + " (partial response: " + "; ".join(partial[0].warnings)[:200] + ")"
-            hint = _HINTS[v.verdict]
+            hint = HINTS[v.verdict]
             if v.causes:
                 hint += "; explained by " + "; ".join(v.causes)
             loc = dash.at(pr.pointer) if hasattr(dash, "at") else None
@@ -221,7 +222,7 @@ class Judge:
         """``X has at most 1 sample in [1m]`` for each rate()-read selector below two samples."""
         out = []
         for sel, window in history_to_probe(pr):
-            most = self.history.get((sel.text, window))
+            most = self.history.get(("history", sel.text, window))
             if most is not None and most < 2:
                 out.append(f"{sel.text} has at most {most} sample{'s' if most != 1 else ''} in [{window}]")
         return out
@@ -239,6 +240,13 @@ class Judge:
         gap = self._gpu_gap(pr, v)
         if gap:
             v.verdict, v.message = gap
+            short = {(sel.text, w): self.history.get(("short", sel.text, w))
+                     for sel, w in short_windows_to_probe(pr, max(1.0, self.ctx.scrape_interval))}
+            flicker = [f"{sel} has at most 1 sample in [{w}] on {n} series" for (sel, w), n in short.items() if n]
+            if v.verdict == "panel-partial" and flicker and not v.causes:  # no finding explains the gap
+                v.verdict, v.causes = "panel-too-little-history", []
+                v.message += (": " + "; ".join(flicker) + " (a window shorter than two scrape intervals "
+                              "holds two samples only when the scrapes happen to fall inside it)")
             if v.verdict == "panel-variable-empty":
                 v.downgraded = "warning"  # the panel shows the other GPUs
             return True
@@ -373,23 +381,6 @@ class Judge:
         total = len(gpus)
         return (f"aggregates over {total - len(lost)} of {total} GPUs ({', '.join(lacking)} missing on "
                 f"{gpu_list(lost)})")
-
-
-_HINTS = {
-    "panel-no-data": "the panel says \"No data\": make the series exist (exporter field list, scrape config, "
-                     "recording rules loaded), or fix the selector",
-    "panel-query-error": "the server rejected the query: fix its syntax or the variables it uses",
-    "panel-variable-empty": "anchor the variable on a series every GPU has (gpumon's inventory rule "
-                            "job_gpu:gpumon_inventory:group), not on one field (NVIDIA/dcgm-exporter#236)",
-    "panel-partial": "some GPUs or queries are missing from the panel: make their series exist, or fix the selector",
-    "panel-masked": "`or vector(0)` turns \"no data\" into a healthy-looking 0: drop it, or use "
-                    "`or on() (absent(...) * 0)`-style guards only where 0 is true",
-    "panel-expected-empty": "empty is the healthy state here; nothing to do",
-    "panel-too-little-history": "wait until the window holds two scrapes (or widen it: Grafana's "
-                                "$__rate_interval is at least 4 scrape intervals) and run validate again",
-    "panel-unsupported": "gpumon evaluates Prometheus queries only; check this panel by eye",
-    "panel-not-evaluated": "raise --dashboard-max-queries",
-}
 
 
 def _cut(text: str, limit: int = 300) -> str:

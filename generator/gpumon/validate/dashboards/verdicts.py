@@ -18,8 +18,26 @@ SEVERITY = {"panel-no-data": "error", "panel-query-error": "error", "panel-varia
             "panel-unsupported": "info", "panel-not-evaluated": "inconclusive"}
 FINDINGS = tuple(SEVERITY) + ("dashboard-query-cap", "unreadable-file")
 VERDICTS = ("panel-ok",) + tuple(SEVERITY)
+#: verdict -> what to do about it (the finding's hint)
+HINTS = {
+    "panel-no-data": "the panel says \"No data\": make the series exist (exporter field list, scrape config, "
+                     "recording rules loaded), or fix the selector",
+    "panel-query-error": "the server rejected the query: fix its syntax or the variables it uses",
+    "panel-variable-empty": "anchor the variable on a series every GPU has (gpumon's inventory rule "
+                            "job_gpu:gpumon_inventory:group), not on one field (NVIDIA/dcgm-exporter#236)",
+    "panel-partial": "some GPUs or queries are missing from the panel: make their series exist, or fix the selector",
+    "panel-masked": "`or vector(0)` turns \"no data\" into a healthy-looking 0: drop it, or use "
+                    "`or on() (absent(...) * 0)`-style guards only where 0 is true",
+    "panel-expected-empty": "empty is the healthy state here; nothing to do",
+    "panel-too-little-history": "wait until the window holds two scrapes (or widen it: Grafana's "
+                                "$__rate_interval is at least 4 scrape intervals) and run validate again",
+    "panel-unsupported": "gpumon evaluates Prometheus queries only; check this panel by eye",
+    "panel-not-evaluated": "raise --dashboard-max-queries",
+}
 #: series that exist only while something happens (alerts firing)
 ALWAYS_SPARSE = {"ALERTS", "ALERTS_FOR_STATE"}
+
+
 @dataclass
 class Verdict:
     """What one panel shows on the live server."""
@@ -89,3 +107,19 @@ def history_to_probe(pr) -> list[tuple]:
         return []
     return [pair for t in pr.targets if t.ast is not None and target_empty(t)
             for pair in exprs.two_sample_windows(t.ast)]
+
+
+def short_windows_to_probe(pr, scrape: float) -> list[tuple]:
+    """``(selector, window)`` pairs read through ``rate()``-like functions by a target that does
+    show data, over a window shorter than two scrape intervals (``scrape``, seconds): whether a
+    series has two samples in such a window depends on when each scrape landed, so the panel shows
+    some GPUs and not others, and they change from one refresh to the next."""
+    if pr.unsupported or pr.capped:
+        return []
+    return [(sel, w) for t in pr.targets if t.ast is not None and not target_empty(t)
+            for sel, w in exprs.two_sample_windows(t.ast) if _seconds(w) < 2 * scrape]
+
+
+def _seconds(window: str) -> float:
+    """``"900ms"`` -> 0.9, ``"30s"`` -> 30.0 (the forms :func:`.exprs.two_sample_windows` writes)."""
+    return float(window[:-2]) / 1000 if window.endswith("ms") else float(window[:-1])

@@ -317,7 +317,13 @@ def run_size(gpus: int, args, src: Source, rules_file: Path, spec, work: Path) -
         time.sleep(args.warmup)
         result["healthy"] = phase(prom, "healthy", args.window, job, gpumon_records, floor_records)
         gen.pages = faulted
-        log(f"faults injected ({len(faults)}); settling {2 * max(interval, args.eval_interval):g}s")
+        # the faults drop series: wait until a scrape has served them (a loaded machine delays
+        # scrapes past any fixed sleep), then two evaluations of every group on them
+        raw = f'count({{__name__=~"DCGM_.+",job="{job}"}})'
+        seen = prom.wait_for(lambda: scalar(prom.url, raw) < result["healthy"]["series"]["raw"],
+                             20 * max(interval, args.eval_interval), 1)
+        log(f"faults injected ({len(faults)}), {'scraped' if seen else 'NOT seen in a scrape'}; "
+            f"settling {2 * max(interval, args.eval_interval):g}s")
         time.sleep(2 * max(interval, args.eval_interval))
         result["faults_phase"] = phase(prom, "faults", args.window, job, gpumon_records, floor_records)
         if also_groups and args.query_rounds:

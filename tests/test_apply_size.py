@@ -159,15 +159,19 @@ def test_split_keeps_one_fields_rules_together_and_reads_shared_records_late(eve
     assert {rec for _, _, rec in late} <= {names.NODE_INVENTORY, names.NODE_INVENTORY_NON_MIG, names.FIELD_MISSING,
                                           names.NODE_FIELD_ABSENT}
     assert {rule for _, rule, _ in late} <= {names.COVERAGE, names.NODE_COVERAGE}
+    shared = {(rule, rec) for _, rule, rec in late}
+    family = lambda name: re.sub(r"-\d+$", "", name)  # noqa: E731
     for group in groups:
-        own = {(r.record, r.label_map.get(names.FIELD_LABEL)) for r in group.rules if r.record}
+        if group.name.split(".")[1].split("-")[0] not in ("plausibility", "coverage"):
+            continue
+        # (record, field) pairs the other parts of this group's family write
+        others = {(r.record, r.label_map.get(names.FIELD_LABEL)) for g in groups
+                  if g.name != group.name and family(g.name) == family(group.name) for r in g.rules if r.record}
         for rule in group.rules:
             field = rule.label_map.get(names.FIELD_LABEL)
-            for rec in {rec for rec, f in own} | {names.IMPLAUSIBLE, names.IMPLAUSIBLE_READING, names.NODE_PLAUSIBLE,
-                                                  names.NODE_FIELD_ABSENT}:
-                if field and f'{rec}{{job="dcgm-exporter",{names.FIELD_LABEL}="{field}"}}' in rule.expr \
-                        and group.name.split(".")[1].split("-")[0] in ("plausibility", "coverage"):
-                    assert (rec, field) in own, f"{rule.name} of {field} in {group.name} reads {rec} of another part"
+            for rec, f in others:
+                if field and f == field and f'{rec}{{job="dcgm-exporter",{names.FIELD_LABEL}="{field}"}}' in rule.expr:
+                    assert (rule.name, rec) in shared, f"{rule.name} of {field} in {group.name} reads {rec} of another part"
 
 
 def test_plausibility_groups_keep_each_metrics_recordings_before_their_alerts(every_field):

@@ -66,3 +66,20 @@ def test_xid_rules_read_only_the_codes_they_are_about(spec_rules):
                 assert any(m.name == "err_code" for m in matchers), f"{rule.name} reads every {name} series"
                 checked += 1
     assert checked >= 6, "the critical, warning and informational alerts and the lost record read XIDs"
+
+
+def test_every_read_of_a_job_level_record_selects_the_spec_job(spec_rules):
+    """Two specs (two GPU pools, two exporter jobs) in one Prometheus: a rule reading a ``job_…``
+    record without the spec's job would read the other spec's records as well, record the same
+    series from two groups (``out of order sample``) and mix the pools' missing sets."""
+    spec, rules = spec_rules
+    records = {r.record for r in rules if r.record and r.record.split(":", 1)[0].startswith("job")}
+    reads = 0
+    for rule in rules:
+        for name, matchers in _read(rule):
+            if name not in records:
+                continue
+            reads += 1
+            jobs = [(str(m.op), m.value) for m in matchers if m.name == "job"]
+            assert jobs and all(value == spec.exporter.job for _, value in jobs), f"{rule.name} reads {name}: {jobs}"
+    assert reads > 50, "the bundled shapes read their records"

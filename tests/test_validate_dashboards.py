@@ -323,7 +323,7 @@ def test_a_window_shorter_than_some_targets_scrapes_is_too_little_history_not_mi
         configs = [{"job_name": name, "scrape_interval": every, "scrape_timeout": "1s",
                     "static_configs": [{"targets": addrs}], "relabel_configs": as_job}
                    for name, every, addrs in (("dcgm-fast", "1s", [fast]), ("dcgm-slow", "10s", slow))]
-        with LocalPrometheus({}, scrape_configs=configs, binary=engine.prometheus) as prom:
+        with LocalPrometheus({}, more_scrape_configs=configs, binary=engine.prometheus) as prom:
             # the panel's step is the slow interval: the fast node needs history 10 s + 3 s back
             assert prom.wait_for(lambda: len(prom.query(f"count_over_time({sel}[20s]) >= 15")) == 2
                                  and len(prom.query(f"last_over_time({sel}[20s])")) == 6, 60), prom.logs()

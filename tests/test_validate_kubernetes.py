@@ -3,8 +3,9 @@ stand-in (tests/ksm_text.py) next to dcgm-exporter stand-ins, with the rendered 
 
 Jobs: ``dcgm-exporter`` (GPU Operator-style targets with namespace/pod target labels, nodes a and
 b, 8 GPUs each), ``kube-state-metrics``, and ``dcgm-bare`` (bare-metal nodes dgx-1 and dgx-2 for
-the static expectation, another spec with its own rule groups, in a Prometheus of its own: two
-specs' rules in one Prometheus record each other's series, see docs/rules.md). Healthy first (exit 0), then the
+the static expectation, another spec with its own rule groups, in the same Prometheus: each
+spec's rules read only their own job's records, or both would write the same series and the
+later one fail, which validate reports as ``rule-unhealthy``). Healthy first (exit 0), then the
 faults: node b reports 6 of 8 GPUs, GPU node c has no exporter pod, node d has a pod nobody
 scrapes, pod a restarted three times, pod b was OOM-killed, the DaemonSet has 3 of 4 pods ready;
 dgx-2 loses a GPU and the listed dgx-9 never reports.
@@ -69,11 +70,11 @@ def env(tmp_path_factory, engine):
             ExpositionServer(lambda: exposition("dgx-2", 12, 4, state["dgx2_drop"])) as d2:
         labels = {a.address: {"namespace": NS, "pod": ksm.pods[0].name},
                   b.address: {"namespace": NS, "pod": ksm.pods[1].name}}
-        targets = {"dcgm-exporter": [a.address, b.address], "kube-state-metrics": [k.address]}
-        with LabelledPrometheus(targets, [folder / "k8s/rules/gpumon.rules.yaml"], labels, binary=engine.prometheus) as prom, \
-                LabelledPrometheus({"dcgm-bare": [d1.address, d2.address]}, [folder / "bare/rules/bare.rules.yaml"], {},
-                                   binary=engine.prometheus) as bare:
-            yield {"prom": prom, "bare": bare, "state": state, "k8s": k8s, "static": static}
+        targets = {"dcgm-exporter": [a.address, b.address], "kube-state-metrics": [k.address],
+                   "dcgm-bare": [d1.address, d2.address]}
+        rules = [folder / "k8s/rules/gpumon.rules.yaml", folder / "bare/rules/bare.rules.yaml"]
+        with LabelledPrometheus(targets, rules, labels, binary=engine.prometheus) as prom:
+            yield {"prom": prom, "state": state, "k8s": k8s, "static": static}
 
 
 def _missing(prom, job: str) -> dict[str, float]:
@@ -82,7 +83,7 @@ def _missing(prom, job: str) -> dict[str, float]:
 
 
 def run(env, spec, **kw):
-    with PromClient(env["bare" if spec is env["static"] else "prom"].url) as client:
+    with PromClient(env["prom"].url) as client:
         return validate(spec, client, lookback=60.0, progress=False, **kw)
 
 
@@ -116,7 +117,7 @@ def test_faults(env):
     def settled():
         inv = prom.query(f'{names.INVENTORY}{{Hostname="gpu-node-b",gpu="7"}}')
         return (_missing(prom, "dcgm-exporter") == {"gpu-node-a": 0, "gpu-node-b": 2, "gpu-node-c": 8, "gpu-node-d": 4}
-                and _missing(env["bare"], "dcgm-bare").get("dgx-2") == 1 and not inv)
+                and _missing(prom, "dcgm-bare").get("dgx-2") == 1 and not inv)
     assert prom.wait_for(settled, 60), (_missing(prom, "dcgm-exporter"), prom.logs())
     # the restarts last: their increase() shows in a 1 m window only, which the GPU faults above may outlast
     ksm.pods[0].restarts = 3                                       # pod a restarted three times

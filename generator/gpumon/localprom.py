@@ -188,7 +188,7 @@ class LocalPrometheus(_QueryServer):
         extra_args: more command-line flags.
         binary: the prometheus binary (default :func:`prometheus_binary`): tests run 2.x and 3.x.
         external_labels: ``global.external_labels`` (e.g. cluster and replica of an HA pair).
-        scrape_configs: more ``scrape_configs`` entries as written in prometheus.yml (a job
+        more_scrape_configs: more ``scrape_configs`` entries as written in prometheus.yml (a job
             scraped at another interval, relabelling).
     Use as a context manager; ``url`` is the base URL once started.
     """
@@ -199,9 +199,9 @@ class LocalPrometheus(_QueryServer):
                  scrape_interval: str = "1s", evaluation_interval: str = "1s",
                  scrape_timeout: str | None = None, extra_args: list[str] = (), startup_timeout: float = 60,
                  binary: str | None = None, external_labels: dict[str, str] | None = None,
-                 alertmanagers: list[str] = (), scrape_configs: list[dict] = ()):
+                 alertmanagers: list[str] = (), more_scrape_configs: list[dict] = ()):
         self.binary, self.external_labels = binary, dict(external_labels or {})
-        self.scrape_configs = list(scrape_configs)
+        self.more_scrape_configs = list(more_scrape_configs)
         self.targets, self.rule_files = targets, [Path(p) for p in rule_files]
         self.alertmanagers = list(alertmanagers)
         self.scrape_interval, self.evaluation_interval = scrape_interval, evaluation_interval
@@ -221,7 +221,7 @@ class LocalPrometheus(_QueryServer):
                        **({"external_labels": self.external_labels} if self.external_labels else {})},
             "rule_files": rules,
             "scrape_configs": [{"job_name": job, "static_configs": [{"targets": list(addrs)}]}
-                               for job, addrs in self.targets.items()] + self.scrape_configs,
+                               for job, addrs in self.targets.items()] + self.more_scrape_configs,
         }
         if self.alertmanagers:
             cfg["alerting"] = {"alertmanagers": [{"static_configs": [{"targets": self.alertmanagers}]}]}

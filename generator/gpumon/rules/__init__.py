@@ -12,7 +12,7 @@ from dataclasses import replace
 from .. import overrides
 from ..applysize import BUDGET
 from ..spec import Problem, Spec, SpecError
-from . import exporter, fresh, gaps, inventory, kubernetes, lost, names, presence, sources, split, values
+from . import exporter, fresh, gaps, inventory, kubernetes, lost, names, presence, scope, sources, split, values
 from .model import Rule, RuleGroup
 
 #: the most bytes one group may take in a PrometheusRule's last-applied annotation: the object's
@@ -78,10 +78,12 @@ def _build(spec: Spec) -> list[RuleGroup]:
         # after the exporter group; node-level and slow-moving (1h alert windows, kube-state-metrics
         # scraped every 30-60 s), so it runs with the slow groups
         groups.insert(3, RuleGroup(f"{p}.kubernetes", tuple(kube), interval=slow))
-    # rules the spec's overrides switch off are left out here, once for every writer; a group too
-    # big for one object is split into parts, the same for every writer (rules/split.py)
-    return split.split_groups([RuleGroup(g.name, _inhibitors_first([r for r in g.rules if not r.disabled]), g.interval)
-                               for g in groups], GROUP_BUDGET)
+    # rules the spec's overrides switch off are left out here, once for every writer; reads of
+    # gpumon's records are scoped to the spec's job (two specs in one Prometheus stay apart,
+    # rules/scope.py); a group too big for one object is split into parts, the same for every
+    # writer (rules/split.py)
+    kept = [RuleGroup(g.name, _inhibitors_first([r for r in g.rules if not r.disabled]), g.interval) for g in groups]
+    return split.split_groups(scope.scope_groups(kept, spec.exporter.job), GROUP_BUDGET)
 
 
 #: severities in the order a group's alerting rules are evaluated: the ones that mute others first

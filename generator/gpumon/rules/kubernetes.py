@@ -325,18 +325,27 @@ def daemonset_not_ready(spec: Spec, k: Kubernetes) -> Rule:
 
 def daemonset_missing(spec: Spec, k: Kubernetes) -> Rule:
     """kube-state-metrics is up but knows no exporter DaemonSet by that namespace and name
-    (uninstalled, renamed, or the spec is wrong). ``absent`` keeps the equality matchers as labels."""
+    (uninstalled, renamed, or the spec is wrong). ``absent`` keeps the equality matchers as labels.
+
+    A failed kube-state-metrics scrape says nothing about the DaemonSet: while its last scrape
+    failed, the alert keeps its own state (its ``ALERTS`` series, pending or firing), so a page
+    goes on through the outage and a pending one keeps counting its ``for``, instead of ending
+    and paging again ``for`` after kube-state-metrics returns."""
+    name = "GpuExporterDaemonSetMissing"
     m = {"namespace": k.exporter.namespace, "daemonset": k.exporter.daemonset}
     ds = _ksm(k, 'kube_daemonset_status_desired_number_scheduled', **m)
-    expr = f"absent({ds})\nand on ()\ngroup({_ksm(k, 'up')} == 1)"
+    expr = f"absent({ds})\nand on ()\n{_ksm_up(spec, '')}"
     cluster = spec.exporter.labels.cluster
     if cluster:
         # per cluster (a global ruler sees several): absent() would keep only the matchers
-        expr = (f'label_replace(label_replace(\n  group by ({cluster}) ({_ksm(k, "up")} == 1)\n'
+        expr = (f'label_replace(label_replace(\n  {_ksm_up(spec, cluster)}\n'
                 f"  unless on ({cluster})\n  group by ({cluster}) ({ds}),\n"
                 f'  "namespace", {literal_replacement(k.exporter.namespace)}, "", ""), '
                 f'"daemonset", {literal_replacement(k.exporter.daemonset)}, "", "")')
-    return alert(spec, "GpuExporterDaemonSetMissing", expr, own_namespace=True, severity="critical", for_=spec.alerts.for_,
+    own = selector("ALERTS", alertname=name, **m)
+    keep = by((cluster or "job", "namespace", "daemonset"))
+    expr += f"\nor\n(\n  group by ({keep}) ({own})\n  unless on ({cluster or ''})\n  {_ksm_up(spec, cluster or '')}\n)"
+    return alert(spec, name, expr, own_namespace=True, severity="critical", for_=spec.alerts.for_,
                  kind="exporter_daemonset_missing", namespace=k.exporter.namespace, daemonset=k.exporter.daemonset)
 
 

@@ -242,11 +242,27 @@ def _daemonset_scenarios(spec: Spec, k: Kubernetes, step: float, names: list[str
         _one_alert(spec, k, step, names, krules.daemonset_missing(spec, k),
                    "kubernetes: kube-state-metrics knows no exporter DaemonSet -> GpuExporterDaemonSetMissing",
                    lambda c: (c.ksm(), c.healthy()), {**per, **ds} if cluster else {"job": k.ksm_job, **ds}, 1),
+        _daemonset_blip(spec, k, step, names, {**per, **ds} if cluster else {"job": k.ksm_job, **ds}),
         _one_alert(spec, k, step, names, krules.ksm_missing(spec, k),
                    "kubernetes: kube-state-metrics scrapes fail from step 2 on (its series go stale while the "
                    "GPUs still report) -> GpuKubeStateMetricsMissing only, not a missing capacity on every node",
                    lambda c: (c.ksm(), c.healthy(), c.daemonset()), {"job": k.ksm_job, **per}, 0, ksm_down_from=2),
     ]
+
+
+def _daemonset_blip(spec: Spec, k: Kubernetes, step: float, names: list[str], labels: dict[str, str]) -> Scenario:
+    """The DaemonSet is gone and paged; then one kube-state-metrics scrape fails (``up`` 0, every
+    series of it stale): the page goes on through that step and the next (one page for one cause)."""
+    rule = krules.daemonset_missing(spec, k)
+    hold = steps(rule.for_, step)
+    sc = Scenario("kubernetes: kube-state-metrics knows no exporter DaemonSet, then one of its scrapes fails -> "
+                  "GpuExporterDaemonSetMissing goes on firing through it", hold + 5, step)
+    c = Cluster(sc, spec, k, ksm_fails=(hold + 2,))
+    c.ksm()
+    c.healthy()
+    for at in (hold + 1, hold + 2, hold + 3):
+        _firing(sc, at, rule, [Firing(rule, labels, 1)], names)
+    return sc
 
 
 def _capacity_scenarios(spec: Spec, k: Kubernetes, step: float) -> list[Scenario]:

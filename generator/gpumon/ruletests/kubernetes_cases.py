@@ -164,7 +164,11 @@ def _node_scenarios(spec: Spec, k: Kubernetes, step: float, names: list[str]) ->
                    "kubernetes: a node reports 1 of its 2 GPUs -> GpuNodeGpusMissing",
                    lambda c: (c.ksm(), c.healthy(skip=(2,)), c.capacity(2), c.pod(2), c.exporter(2, gpus=1),
                               c.daemonset()), node2, 1),
-        _blip(spec, k, step, names),
+        _through_a_blip(spec, k, step, names, krules.node_gpus_missing(spec, k),
+                        "kubernetes: a node reports 1 of its 2 GPUs, then one kube-state-metrics scrape fails -> "
+                        "GpuNodeGpusMissing goes on firing through it",
+                        lambda c: (c.ksm(), c.healthy(skip=(2,)), c.capacity(2), c.pod(2), c.exporter(2, gpus=1),
+                                   c.daemonset()), node2, 1),
         _one_alert(spec, k, step, names, krules.capacity_missing(spec, k),
                    "kubernetes: a node reports GPUs but advertises no GPU capacity -> GpuNodeCapacityMissing",
                    lambda c: (c.ksm(), c.healthy(skip=(2,)), c.pod(2), c.exporter(2), c.daemonset()),
@@ -177,23 +181,17 @@ def _node_scenarios(spec: Spec, k: Kubernetes, step: float, names: list[str]) ->
     ]
 
 
-def _blip(spec: Spec, k: Kubernetes, step: float, names: list[str]) -> Scenario:
-    """A node short of a GPU pages; then one kube-state-metrics scrape fails (its series stale for a
-    step): the page goes on through that step and the next, not ended and started again ``for``
-    later (one page for one cause)."""
-    rule = krules.node_gpus_missing(spec, k)
+def _through_a_blip(spec: Spec, k: Kubernetes, step: float, names: list[str], rule: Rule, title: str, setup,
+                    labels: dict[str, str], value) -> Scenario:
+    """``rule`` pages for what ``setup(cluster)`` broke; then one kube-state-metrics scrape fails
+    (``up`` 0, every series of it stale for a step): the page goes on through that step and the
+    next, not ended and paged again ``for`` later (one page for one cause)."""
     hold = steps(rule.for_, step)
-    sc = Scenario("kubernetes: a node reports 1 of its 2 GPUs, then one kube-state-metrics scrape fails -> "
-                  "GpuNodeGpusMissing goes on firing through it", hold + 5, step)
+    sc = Scenario(title, hold + 5, step)
     c = Cluster(sc, spec, k, ksm_fails=(hold + 2,))
-    c.ksm()
-    c.healthy(skip=(2,))
-    c.capacity(2)
-    c.pod(2)
-    c.exporter(2, gpus=1)
-    c.daemonset()
+    setup(c)
     for at in (hold + 1, hold + 2, hold + 3):
-        _firing(sc, at, rule, [Firing(rule, node_ids(spec, fleet.node_name(2)), 1)], names)
+        _firing(sc, at, rule, [Firing(rule, labels, value)], names)
     return sc
 
 
@@ -242,27 +240,15 @@ def _daemonset_scenarios(spec: Spec, k: Kubernetes, step: float, names: list[str
         _one_alert(spec, k, step, names, krules.daemonset_missing(spec, k),
                    "kubernetes: kube-state-metrics knows no exporter DaemonSet -> GpuExporterDaemonSetMissing",
                    lambda c: (c.ksm(), c.healthy()), {**per, **ds} if cluster else {"job": k.ksm_job, **ds}, 1),
-        _daemonset_blip(spec, k, step, names, {**per, **ds} if cluster else {"job": k.ksm_job, **ds}),
+        _through_a_blip(spec, k, step, names, krules.daemonset_missing(spec, k),
+                        "kubernetes: kube-state-metrics knows no exporter DaemonSet, then one of its scrapes fails -> "
+                        "GpuExporterDaemonSetMissing goes on firing through it",
+                        lambda c: (c.ksm(), c.healthy()), {**per, **ds} if cluster else {"job": k.ksm_job, **ds}, 1),
         _one_alert(spec, k, step, names, krules.ksm_missing(spec, k),
                    "kubernetes: kube-state-metrics scrapes fail from step 2 on (its series go stale while the "
                    "GPUs still report) -> GpuKubeStateMetricsMissing only, not a missing capacity on every node",
                    lambda c: (c.ksm(), c.healthy(), c.daemonset()), {"job": k.ksm_job, **per}, 0, ksm_down_from=2),
     ]
-
-
-def _daemonset_blip(spec: Spec, k: Kubernetes, step: float, names: list[str], labels: dict[str, str]) -> Scenario:
-    """The DaemonSet is gone and paged; then one kube-state-metrics scrape fails (``up`` 0, every
-    series of it stale): the page goes on through that step and the next (one page for one cause)."""
-    rule = krules.daemonset_missing(spec, k)
-    hold = steps(rule.for_, step)
-    sc = Scenario("kubernetes: kube-state-metrics knows no exporter DaemonSet, then one of its scrapes fails -> "
-                  "GpuExporterDaemonSetMissing goes on firing through it", hold + 5, step)
-    c = Cluster(sc, spec, k, ksm_fails=(hold + 2,))
-    c.ksm()
-    c.healthy()
-    for at in (hold + 1, hold + 2, hold + 3):
-        _firing(sc, at, rule, [Firing(rule, labels, 1)], names)
-    return sc
 
 
 def _capacity_scenarios(spec: Spec, k: Kubernetes, step: float) -> list[Scenario]:

@@ -98,8 +98,14 @@ def hold(spec: Spec) -> float:
     return 2 * spec.alerts.for_
 
 
+def _per_cluster(cluster: str, expr: str) -> str:
+    """``group by (<cluster>) (expr)``, or ``group (expr)`` without a cluster label."""
+    return f"group{f' by ({cluster})' if cluster else ''} ({expr})"
+
+
 def _ksm_up(spec: Spec, cluster: str) -> str:
-    return f"group{f' by ({cluster})' if cluster else ''} ({_ksm(spec.kubernetes, 'up')} == 1)"
+    """kube-state-metrics' last scrape succeeded (per cluster)."""
+    return _per_cluster(cluster, f"{_ksm(spec.kubernetes, 'up')} == 1")
 
 
 def _held(spec: Spec, sel: str) -> str:
@@ -113,8 +119,7 @@ def _held(spec: Spec, sel: str) -> str:
 def _ksm_seen(spec: Spec, k: Kubernetes) -> str:
     """One series per cluster (without a cluster label: one) whose kube-state-metrics was scraped
     successfully within :func:`hold`: alerts on what kube-state-metrics does *not* show need it."""
-    cluster = spec.exporter.labels.cluster
-    return f"group{f' by ({cluster})' if cluster else ''} (max_over_time({_ksm(k, 'up')}[{dur(hold(spec))}]) == 1)"
+    return _per_cluster(spec.exporter.labels.cluster, f"max_over_time({_ksm(k, 'up')}[{dur(hold(spec))}]) == 1")
 
 
 # --------------------------------------------------------------------------- recording rules

@@ -13,7 +13,7 @@ from ...promapi import Answer, PromError
 from ...rules import names
 from ..base import gpu_list, other_spelling
 from . import exprs
-from .verdicts import ALWAYS_SPARSE, HINTS, Verdict, history_to_probe, is_empty, short_windows_to_probe, target_empty
+from .verdicts import ALWAYS_SPARSE, HINTS, Verdict, history_to_probe, is_empty, target_empty
 
 #: checks whose findings explain a missing series
 _CAUSES = ("series-missing", "optional-absent", "gpu-lost", "legacy-metric-names", "identity-label-renamed",
@@ -240,11 +240,12 @@ class Judge:
         gap = self._gpu_gap(pr, v)
         if gap:
             v.verdict, v.message = gap
+            # probed only for windows under two scrape intervals (verdicts.short_windows_to_probe)
             short = {(sel.text, w): self.history.get(("short", sel.text, w))
-                     for sel, w in short_windows_to_probe(pr, max(1.0, self.ctx.scrape_interval))}
+                     for t in pr.targets if t.ast is not None for sel, w in exprs.two_sample_windows(t.ast)}
             flicker = [f"{sel} has at most 1 sample in [{w}] on {n} series" for (sel, w), n in short.items() if n]
             if v.verdict == "panel-partial" and flicker and not v.causes:  # no finding explains the gap
-                v.verdict, v.causes = "panel-too-little-history", []
+                v.verdict = "panel-too-little-history"
                 v.message += (": " + "; ".join(flicker) + " (a window shorter than two scrape intervals "
                               "holds two samples only when the scrapes happen to fall inside it)")
             if v.verdict == "panel-variable-empty":

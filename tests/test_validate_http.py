@@ -5,6 +5,8 @@ Also the client's header, prefix and secret handling."""
 from __future__ import annotations
 
 import json
+import threading
+import time
 
 import httpx
 import pytest
@@ -323,6 +325,38 @@ def test_optional_fields_behind_a_partial_response_are_not_called_absent():
     absent = " ".join(f.message for f in report.findings if f.severity != "inconclusive")
     assert "DCGM_FI_PROF_GR_ENGINE_ACTIVE" not in absent and "DCGM_FI_PROF_DRAM_ACTIVE" in absent
     assert code == 3
+
+
+def test_streamed_answers_are_decoded_one_at_a_time_while_the_server_computes_them_side_by_side():
+    """Answers folded as they are decoded (``each``) are the fleet-sized ones: requests for two of
+    them are both sent before either is decoded (the server works on them in parallel), and their
+    samples never interleave (the client holds one such body at a time)."""
+    both_sent, arrived, order = threading.Event(), [], []
+    lock = threading.Lock()
+
+    def handler(req):
+        with lock:
+            arrived.append(req.url.params["query"])
+            if len(arrived) == 2:
+                both_sent.set()
+        return ok(vector(*[({"UUID": f"GPU-{i}"}, "1") for i in range(200)]))
+
+    def fold(name):
+        def each(sample):
+            assert both_sent.wait(5), "the second request was not sent while the first was decoded"
+            order.append(name)
+            time.sleep(0.001)  # lets the other thread run, were it decoding too
+        return each
+
+    with client(handler) as c:
+        threads = [threading.Thread(target=c.query, args=(q,), kwargs={"each": fold(q)}) for q in ("a", "b")]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(10)
+    assert sorted(arrived) == ["a", "b"] and len(order) == 400
+    runs = [k for i, k in enumerate(order) if i == 0 or order[i - 1] != k]
+    assert len(runs) == 2, f"samples of the two answers interleaved: {runs[:10]}"
 
 
 def test_streamed_samples_reach_each_and_are_not_kept():

@@ -144,6 +144,11 @@ class PromClient:
         self.stalled = 0  # requests in a row that timed out
         self.timeouts = 0  # requests that timed out, in all
         self._count_lock = threading.Lock()
+        # Answers folded as they are decoded (a hook) are the fleet-sized ones (a sample per GPU,
+        # a target per node). The server computes them side by side; the client reads and decodes
+        # one at a time, so their bodies (bytes, then text, each as large as the answer) are not
+        # all in memory at once. Decoding holds the GIL anyway: the wall does not move.
+        self._fleet_answer = threading.Lock()
         self.http = httpx.Client(timeout=timeout, verify=verify, follow_redirects=False, transport=transport)
 
     def close(self) -> None:
@@ -219,7 +224,15 @@ class PromClient:
                             # never hand credentials to another host
                             headers = {**self.public_headers, "Accept-Encoding": "gzip, deflate"}
                         continue
-                    body = self._read(resp, deadline, overall)
+                    if hook is None:
+                        body = self._read(resp, deadline, overall)
+                    else:
+                        if not self._fleet_answer.acquire(timeout=max(0.0, deadline - time.monotonic())):
+                            raise self._timed_out(url, overall)
+                        try:
+                            return decode(resp, self._read(resp, deadline, overall), hook)
+                        finally:
+                            self._fleet_answer.release()
                 finally:
                     resp.close()
             except httpx.TimeoutException:

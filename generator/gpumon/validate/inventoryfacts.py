@@ -12,6 +12,7 @@ from ..promapi import Answer, PromError
 from .gpus import NOWHERE, Gpu, Site, other_spelling
 from .inventoryqueries import (LEGACY_FIELD, LEGACY_NAME, STATE, _detail_queries, _last_seen_queries, _LastSeen,
                                inventory_queries, node_count_query, seen_query)
+from .keysets import Amended
 
 
 class Inventory:
@@ -118,20 +119,33 @@ def inventory(ctx) -> Inventory:
         inv.answers[f"seen|{name}"] = state
         if isinstance(fleet, PromError) or isinstance(state, PromError) or isinstance(diff, PromError):
             continue
+        # the reporting set itself, or amended by the few GPUs that differ (keysets.Amended): no
+        # copy per metric, so memory follows the fleet once however many metrics are faulty
         if counts[name] == 0:
-            now: set[tuple] = set()
+            now: set[tuple] | Amended = set()
         elif name not in faulty:
-            now = reporting  # every reporting GPU carries it: the shared set, not a copy
+            now = reporting  # every reporting GPU carries it
         else:
-            now = {key for key, site in fold.label_sets() if (key, site) not in lacking[name]}
+            now = Amended(reporting, fold.keys_lacking(lacking[name]))
         if now:
             inv.now[name] = now
-        seen = (now | {g.key for g in gone[name]}) if gone[name] else now
+        seen = _plus(now, reporting, {g.key for g in gone[name]})
         if seen:
             inv.seen[name] = seen
     _legacy(ctx, inv, first.get("fleet|legacy"))
     _last_seen(ctx, inv, last, second)
     return inv
+
+
+def _plus(now, reporting: set[tuple], gone: set[tuple]):
+    """The GPUs that carried a metric within the lookback: ``now`` (the reporting set, an
+    :class:`Amended` one, or a set of its own) and those ``gone`` since, without copying the
+    reporting set."""
+    if not gone:
+        return now
+    if now is reporting:
+        return Amended(reporting, (), gone)
+    return now.plus(gone) if isinstance(now, Amended) else now | gone
 
 
 class _Reporting:
@@ -189,6 +203,15 @@ class _Reporting:
     def clear(self) -> None:
         """Forget the reporting GPUs (the reporting query failed: a part is not the fleet)."""
         self.keys, self.more = set(), {}
+
+    def keys_lacking(self, pairs: set[tuple]) -> set[tuple]:
+        """The GPU keys all of whose reporting label sets are in ``pairs`` (a GPU reported under
+        two targets carries a metric when one of them does)."""
+        keys = {key for key, _ in pairs}
+        for key in keys & self.more.keys():
+            if any((key, site) not in pairs for site in [self.inv.sites[key], *self.more[key]]):
+                keys.discard(key)
+        return keys
 
     def label_sets(self):
         """Every reporting label set as a (key, Site) pair."""

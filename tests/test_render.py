@@ -15,7 +15,7 @@ import yaml
 
 from gpumon import writer
 from gpumon.render import render
-from gpumon.rules import all_rules, build_groups, rules_of
+from gpumon.rules import all_rules, build_groups, names as rnames, rules_of
 from gpumon.spec import load_spec
 
 from .clirun import gpumon
@@ -162,11 +162,17 @@ def _metric_names(expr) -> set[str]:
 
 
 def test_rules_follow_the_fleet_cost_and_identity_rules(default_spec):
-    """No regex on metric names, every selector of a raw series pins the job, every alert has
+    """No regex on metric names (but the unlabelled-series record's, which is exactly the tracked
+    fields' names and pins the job), every selector of a raw series pins the job, every alert has
     for/severity/summary/description/runbook_url, rate windows >= 2 x max(scrape, collect)."""
     from gpumon.durations import parse_duration
     spec = default_spec
+    fields = "|".join(m.name for m in spec.tracked_metrics)
     for rule in all_rules(spec):
+        if rule.record == rnames.UNLABELLED:
+            sels = re.findall(r"\{([^}]*)\}", rule.expr)
+            assert len(sels) == 2 and all(s.startswith(f'__name__=~"{fields}",job="{spec.exporter.job}",') for s in sels)
+            continue
         assert "__name__" not in rule.expr, rule.name
         for name in _metric_names(promql_parser.parse(rule.expr)):
             assert name, f"{rule.name}: selector without a metric name"

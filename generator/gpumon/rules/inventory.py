@@ -9,6 +9,8 @@ GPU and field held more series than the raw fields).
 
 from __future__ import annotations
 
+import re
+
 from ..promqltext import matcher
 from ..spec.presets import PRIMARY
 from ..spec import Spec
@@ -101,18 +103,25 @@ def field_missing(spec: Spec, metrics) -> list[Rule]:
 
 
 def unlabelled(spec: Spec) -> list[Rule]:
-    """One recording rule per tracked field: 1 per exporter target whose series of the field lack
-    the node or the GPU label (``Hostname`` renamed ``hostname`` after exporter 4.8.2; ``uuid`` in
-    1.x compatibility mode); no series when every one has both. GpuIdentityLabelMissing and the
-    health dashboard read it. The index answers ``label=""`` without reading samples, but by walking
-    every series of the field and job (3 s a minute at 8,000 GPUs every 30 s on Prometheus 2.42), so
-    these run in the coverage group, every ``alerts.slow_group_interval``."""
+    """1 per exporter target and tracked field (``dcgm_field``) whose series of the field lack the
+    node or the GPU label (``Hostname`` renamed ``hostname`` after exporter 4.8.2; ``uuid`` in 1.x
+    compatibility mode); no series when every one has both. GpuIdentityLabelMissing and the health
+    dashboard read it.
+
+    One rule for every field, the one place the rules select metric names by regex: the index
+    answers ``label=""`` without reading samples, but by merging the postings of every value of
+    the label (every node, every UUID) once per selector. A selector per field made that merge
+    29 times an evaluation for the bundled spec (2.4 s a minute at 8,000 GPUs on Prometheus 2.42);
+    one selector over the fields' names makes it once. The names are the spec's, each matched
+    whole (an alternation of escaped literals the index looks up one by one). Runs in the
+    coverage group, every ``alerts.slow_group_interval``."""
     lab = spec.exporter.labels
-    keep = by(("job",) + ((lab.cluster,) if lab.cluster else ()) + ("instance",))
+    keep = by(("job",) + ((lab.cluster,) if lab.cluster else ()) + ("instance", "__name__"))
+    fields = matcher("__name__", "|".join(re.escape(m.name) for m in spec.tracked_metrics), "=~")
     job = matcher("job", spec.exporter.job)
-    return [record(names.UNLABELLED, f'group by ({keep}) ({m.name}{{{job},{matcher(lab.node, "")}}} '
-                                     f'or {m.name}{{{job},{matcher(lab.gpu, "")}}})', {names.FIELD_LABEL: m.name})
-            for m in spec.tracked_metrics]
+    lacking = " or ".join(f"{{{fields},{job},{matcher(label, '')}}}" for label in (lab.node, lab.gpu))
+    return [record(names.UNLABELLED, f'label_replace(group by ({keep}) ({lacking}), '
+                                     f'"{names.FIELD_LABEL}", "$1", "__name__", "(.+)")')]
 
 
 def target_node(spec: Spec) -> list[Rule]:

@@ -25,6 +25,7 @@ import yaml
 
 _NAME = re.compile(r"[A-Za-z_:][A-Za-z0-9_:]*")
 _BRACES = re.compile(r"\{[^}]*\}")
+_NAME_MATCHER = re.compile(r'__name__\s*(=~|!~|!=|=)\s*"((?:[^"\\]|\\.)*)"')
 _EQUAL = re.compile(r'([A-Za-z_][A-Za-z0-9_]*)\s*=\s*"((?:[^"\\]|\\.)*)"')
 #: series vmalert writes for alerting rules
 ALERT_SERIES = {"ALERTS", "ALERTS_FOR_STATE"}
@@ -52,9 +53,11 @@ def _reads(rules: list[dict]) -> list[set[int]]:
     alerting = [k for k, rule in enumerate(rules) if "alert" in rule]
     out = []
     for rule in rules:
-        if "__name__" in rule["expr"]:
-            # a name matcher can read any series: the layers could not be told apart
-            raise ValueError(f"a rule selects by __name__, which the layers do not follow: {rule['expr']}")
+        for op, value in _NAME_MATCHER.findall(rule["expr"]):
+            # a name matcher other than a list of names can read any series: the layers could not
+            # be told apart (a list's names are identifiers of the expression, read as such below)
+            if op != "=~" or not all(_NAME.fullmatch(n) for n in value.split("|")):
+                raise ValueError(f"a rule selects by __name__, which the layers do not follow: {rule['expr']}")
         reads: set[int] = set()
         for name, matchers in _selectors(rule["expr"]):
             for k in alerting if name in ALERT_SERIES else writers.get(name, ()):

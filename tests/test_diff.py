@@ -115,13 +115,13 @@ def test_removing_one_metric_reads_as_its_panel_and_alerts_removed(without_mem_c
                         "`GpuTelemetryImplausible`; its recording rules: `job_dcgm_field:gpumon_coverage:ratio`, "
                         "`job_gpu:dcgm_field_implausible:max`, "
                         "`job_gpu:dcgm_field_implausible:unless`, `job_gpu:dcgm_field_missing:group`, "
-                        "`job_instance:gpumon_unlabelled_series:group`, `job_node:dcgm_field_absent:group`, "
-                        "`job_node_dcgm_field:gpumon_plausible:group`; "
-                        "dropped from the field lists of 2 rule(s)/quer(ies)"]
+                        "`job_node:dcgm_field_absent:group`, `job_node_dcgm_field:gpumon_plausible:group`; "
+                        "dropped from the field lists of 3 rule(s)/quer(ies)"]
     assert md.count("panel removed:") == 2 and md.count('panel removed: "Memory clock"') == 2
     assert ": title " not in md and "query A changed" not in md and "XID" not in md
     assert "panel id(s) changed" not in md  # the other panels keep their ids
-    assert md.count("**removed**") == 11 and "**added**" not in md  # the field, its 3 alerts, its 7 records
+    # the field, its 3 alerts, its 6 records (the unlabelled-series record lists the field: dropped from it)
+    assert md.count("**removed**") == 10 and "**added**" not in md
     assert len(md) < 4000
 
 

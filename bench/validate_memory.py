@@ -14,6 +14,11 @@ validate keeps in memory depends only on the answers, so a stand-in that answers
 * every other query an empty vector (a healthy fleet: no bad value, gap, duplicate or reset);
   ``/api/v1/rules`` no group, ``/api/v1/metadata`` nothing.
 
+With ``--faults`` the fleet has the shapes of faults that make validate keep per-metric sets (the
+benchmark's real fleets have them): one GPU gone since the lookback began (every required metric's
+state lists it as gone), and on one node the profiling fields and the SM clock missing (their
+counts are 8 short, their per-node counts name that node).
+
 With ``--global-view`` it answers as Thanos Query over 4 clusters does: a ``cluster`` label on
 every series and target. With ``--no-targets-api`` it answers as Mimir does: no targets API (404),
 the job's ``up`` from a query instead (every target's sample for ``up{job=...}``, the count for the
@@ -23,7 +28,7 @@ For each ``--gpus`` size, ``gpumon validate`` of each revision runs under ``/usr
 (``--format json``, the default concurrency) and its peak RSS prints, with the growth per 1,000
 GPUs between the smallest and largest size and the ratio of the two revisions.
 
-Usage: .venv/bin/python bench/validate_memory.py [--gpus 1000,16000,64000] [--rev REV] [--also REV] [--global-view] [--no-targets-api]
+Usage: .venv/bin/python bench/validate_memory.py [--gpus 1000,16000,64000] [--rev REV] [--also REV] [--global-view] [--no-targets-api] [--faults]
 The stand-in binds 127.0.0.1 and is stopped at exit.
 """
 
@@ -51,6 +56,10 @@ PER_NODE = 8
 JOB = "dcgm-exporter"
 MODEL, DRIVER = "NVIDIA H100 80GB HBM3", "550.54.15"
 SHARD = re.compile(r'gpu(=~|!~)"\.\*\[(\d+)\]"')
+METRIC = re.compile(r"last_over_time\((\w+)\{")
+#: the fields missing on one node with --faults (profiling off there, and one more)
+SHORT = ("DCGM_FI_DEV_SM_CLOCK", "DCGM_FI_PROF_GR_ENGINE_ACTIVE", "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE",
+         "DCGM_FI_PROF_DRAM_ACTIVE", "DCGM_FI_PROF_PCIE_TX_BYTES", "DCGM_FI_PROF_PCIE_RX_BYTES")
 
 
 def node_name(n: int) -> str:
@@ -64,9 +73,26 @@ def node_address(n: int) -> str:
 class Fleet:
     """The stand-in's answers for a healthy fleet of ``gpus`` GPUs, 8 per node."""
 
-    def __init__(self, gpus: int, global_view: bool = False, targets_api: bool = True):
+    def __init__(self, gpus: int, global_view: bool = False, targets_api: bool = True, faults: bool = False):
         self.gpus, self.global_view, self.targets_api = gpus, global_view, targets_api
         self.nodes = (gpus + PER_NODE - 1) // PER_NODE
+        # --faults: GPU 7 of node 2 gone; node 1 without the profiling fields and the SM clock
+        self.gone = (2, 7) if faults else None
+        self.short_node, self.short = (1, SHORT) if faults else (None, ())
+
+    def labels(self, n: int, g: int) -> dict:
+        """The inventory's label set of GPU ``g`` of node ``n``."""
+        return {"instance": node_address(n), "Hostname": node_name(n), "UUID": gpu_uuid(node_name(n), g),
+                "gpu": str(g), "modelName": MODEL, "DCGM_FI_DRIVER_VERSION": DRIVER, **self.cluster(n)}
+
+    def state(self, query: str) -> list[dict]:
+        """A metric's state: how many GPUs carry it now; for a required metric the gone GPU too."""
+        metric = METRIC.search(query).group(1)
+        now = self.gpus - (self.gone is not None) - PER_NODE * (metric in self.short)
+        out = [{"metric": {"gpumon_state": "now"}, "value": [time.time(), str(now)]}]
+        if self.gone and '"gpumon_state", "gone"' in query:
+            out.append({"metric": {**self.labels(*self.gone), "gpumon_state": "gone"}, "value": [time.time(), "1"]})
+        return out
 
     def cluster(self, node: int) -> dict:
         """The Thanos external label of a node's series (4 clusters), none for one Prometheus."""
@@ -80,11 +106,8 @@ class Fleet:
         out = []
         for i in range(self.gpus):
             n, g = divmod(i, PER_NODE)
-            if keep(g % 10):
-                out.append({"metric": {"instance": node_address(n), "Hostname": node_name(n),
-                                       "UUID": gpu_uuid(node_name(n), g), "gpu": str(g), "modelName": MODEL,
-                                       "DCGM_FI_DRIVER_VERSION": DRIVER, **self.cluster(n)},
-                            "value": [time.time(), "1"]})
+            if keep(g % 10) and (n, g) != self.gone:
+                out.append({"metric": self.labels(n, g), "value": [time.time(), "1"]})
         return out
 
     def query(self, query: str) -> list[dict]:
@@ -99,7 +122,11 @@ class Fleet:
         if query.startswith(f"{up} != 1 or "):
             return [{"metric": {"gpumon_targets": "all"}, "value": [time.time(), str(self.nodes)]}]
         if query.startswith("label_replace(count("):
-            return [{"metric": {"gpumon_state": "now"}, "value": [time.time(), str(self.gpus)]}]
+            return self.state(query)
+        if query.startswith("(count by (instance) (") and METRIC.search(query).group(1) in self.short:
+            # the per-node count of a short metric: only the short node, 0 (none carries it there)
+            n = self.short_node
+            return [{"metric": {"instance": node_address(n), **self.cluster(n)}, "value": [time.time(), "0"]}]
         return []
 
     def targets(self) -> list[dict]:
@@ -177,13 +204,14 @@ def main() -> None:
     ap.add_argument("--also", help="a second revision measured beside it, on the same stand-in")
     ap.add_argument("--global-view", action="store_true", help="answer as Thanos Query over 4 clusters")
     ap.add_argument("--no-targets-api", action="store_true", help="answer /api/v1/targets with 404, as Mimir does")
+    ap.add_argument("--faults", action="store_true", help="a gone GPU and a node missing 6 fields")
     args = ap.parse_args()
     sizes = [int(s) for s in args.gpus.split(",")]
     sources = [Source(args.rev, None)] + ([Source(args.also, None)] if args.also else [])
     rows: dict[str, list[float]] = {s.label: [] for s in sources}
     try:
         for gpus in sizes:
-            server = serve(Fleet(gpus, args.global_view, not args.no_targets_api))
+            server = serve(Fleet(gpus, args.global_view, not args.no_targets_api, args.faults))
             url = f"http://127.0.0.1:{server.server_address[1]}"
             for src in sources:
                 mib, code, wall = peak_rss(src, url)

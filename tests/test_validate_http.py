@@ -379,3 +379,23 @@ def test_streamed_samples_reach_each_and_are_not_kept():
     with client(lambda req: httpx.Response(422, json=error)) as c, pytest.raises(PromError) as err:
         c.query("up", each=[].append)
     assert err.value.kind == "api" and "query timed out" in err.value.message
+
+
+def test_a_group_listed_twice_in_a_partial_rules_answer_is_inconclusive():
+    """A rules answer with warnings (a ruler or store did not answer) may list a group once more or
+    fewer: two different copies of a group in it cannot prove an error."""
+    groups = [{"name": "gpumon.gaps", "file": f, "rules": [{"type": "recording", "name": "x", "query": q}]}
+              for f, q in (("a.yaml", "up"), ("b.yaml", "up * 1"))]
+
+    def server(warnings):
+        def handler(req):
+            if req.url.path == "/api/v1/rules":
+                return ok({"groups": groups}, warnings=warnings)
+            return ok(vector(({}, "1")) if req.url.params.get("query") == "vector(1)" else vector())
+        return handler
+
+    for warnings, severity in ((["ruler b did not answer"], "inconclusive"), (None, "error")):
+        with client(server(warnings)) as c:
+            report, _ = validate(SPEC, c, progress=False, checks=("rules-loaded",))
+        (twice,) = [f for f in report.findings if f.check == "rules-loaded-twice"]
+        assert twice.severity == severity and ("partial response" in twice.message) == bool(warnings), twice

@@ -71,7 +71,8 @@ def node_address(n: int) -> str:
 
 
 class Fleet:
-    """The stand-in's answers for a healthy fleet of ``gpus`` GPUs, 8 per node."""
+    """The stand-in's answers for a fleet of ``gpus`` GPUs, 8 per node: healthy, or with
+    ``faults`` a gone GPU and a node missing the :data:`SHORT` fields."""
 
     def __init__(self, gpus: int, global_view: bool = False, targets_api: bool = True, faults: bool = False):
         self.gpus, self.global_view, self.targets_api = gpus, global_view, targets_api

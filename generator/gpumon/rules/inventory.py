@@ -113,9 +113,9 @@ def unlabelled(spec: Spec) -> list[Rule]:
     the label (every node, every UUID) once per selector. A selector per field made that merge
     29 times an evaluation for the bundled spec; one selector over the fields' names makes it once
     (at 8,000 GPUs, 0.65 s against 0.21 s an evaluation on Prometheus 2.42, 0.32 s against 0.15 s
-    on 3.16). The names are the spec's, each matched
-    whole (an alternation of escaped literals the index looks up one by one). Runs in the
-    coverage group, every ``alerts.slow_group_interval``."""
+    on 3.16). The names are the spec's, each matched whole (an alternation of escaped literals
+    the index looks up one by one). Runs in the coverage group, every
+    ``alerts.slow_group_interval``."""
     lab = spec.exporter.labels
     keep = by(("job",) + ((lab.cluster,) if lab.cluster else ()) + ("instance", "__name__"))
     fields = matcher("__name__", "|".join(re.escape(m.name) for m in spec.tracked_metrics), "=~")

@@ -44,12 +44,12 @@ from pathlib import Path
 import httpx
 
 from gpumon.localprom import LocalVictoriaMetrics, LocalVmalert
-from gpumon.loopback import WebhookReceiver
 from gpumon.ruletests.series import MISSING
 from tests import matrix_timeline
 from tests.engines import VmEngine
 from tests.matrix import IDENTITY, PAGES, STEP, Case, Page, matrix_spec, rules_text, scraped
 from tests.matrix_vm import alert_steps, firing_at, post_series
+from tests.notifier_sink import NotifierSink
 
 #: vmalert's ``-evaluationInterval`` (the groups without their own): promtool's, half a step
 EVAL = STEP // 2
@@ -92,14 +92,50 @@ class LiveOutcome:
     log: str = ""
     #: per vmalert run, its :data:`HEALTH` figures (counters above 0, the slowest iteration per group)
     health: list[str] = field(default_factory=list)
+    #: the whole pass this run was part of: {"wall": seconds, "cpu": CPU seconds of every server}
+    measured: dict[str, float] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
         return self.verdict.ok
 
     @property
+    def starved(self) -> list[str]:
+        """Why this run says more about the machine than about the rules (empty: nothing says so):
+        steps without an inventory evaluation, samples written over half a step late, and vmalert's
+        own figures of an engine that could not keep up (:func:`starvation`)."""
+        out = [f"no inventory evaluation at steps {self.missed}"] if self.missed else []
+        if self.late > STEP / 2:
+            out.append(f"samples searchable {self.late:+.1f} s after their step")
+        return out + [reason for text in self.health for reason in starvation(text)]
+
+    @property
     def timeline(self) -> matrix_timeline.Timeline:
         return self.verdict.timeline
+
+
+#: vmalert's figures of a run that could not keep up with the wall clock: missed iterations, failed
+#: notifications and remote writes (each a timeout under load in the runs seen), dropped rows
+_STARVED_COUNTERS = ("iteration_missed_total", "alerts_send_errors_total", "remotewrite_errors_total",
+                     "remotewrite_dropped_rows_total")
+
+
+def starvation(health: str) -> list[str]:
+    """The lines of one vmalert run's :data:`HEALTH` text (:meth:`Scenario.read_health`) that show
+    an engine starved of CPU rather than a rule's result: a counter of :data:`_STARVED_COUNTERS`
+    above 0, or a group whose slowest iteration took longer than :data:`EVAL` (its next one was
+    late). Execution errors are not among them: a query the engine refuses is the rules' fault."""
+    out = []
+    for line in health.splitlines():
+        name, _, value = line.rpartition(" ")
+        try:
+            number = float(value)
+        except ValueError:
+            continue
+        counter = any(name.startswith(f"vmalert_{c}") for c in _STARVED_COUNTERS)
+        if (counter and number > 0) or (name.startswith("vmalert_iteration_duration_seconds") and number > EVAL):
+            out.append(line)
+    return out
 
 
 def judge(case: Case, timeline: matrix_timeline.Timeline) -> matrix_timeline.Verdict:
@@ -180,6 +216,9 @@ class Scenario:
         # that VictoriaMetrics answers up to now (-search.latencyOffset=0s, LocalVictoriaMetrics)
         extra = [f"-remoteRead.url={self.vm.url}", "-remoteRead.lookback=1h"] if self.restore else []
         extra += ["-rule.evalDelay=0s"] if self.engine.current else []
+        # a firing alert is sent once, not at every evaluation: the pages are read from ALERTS, and each
+        # send happens inside the group's evaluation (tests/notifier_sink.py)
+        extra += ["-rule.resendDelay=1h"]
         t = time.monotonic()
         self.vmalert = LocalVmalert([self.rules], self.vm.url, self.notifier, evaluation_interval=f"{EVAL}s",
                                     binary=self.engine.vmalert, extra_args=extra)
@@ -279,7 +318,7 @@ def run(cases: list[Case], engine: VmEngine, keep: Path | None = None, restore: 
         (an outcome per case, in order; {"wall": seconds, "cpu": CPU seconds of every server}).
     """
     t_start = time.monotonic()
-    with tempfile.TemporaryDirectory(prefix="gpumon-matrix-vmlive-") as tmp, WebhookReceiver() as hook:
+    with tempfile.TemporaryDirectory(prefix="gpumon-matrix-vmlive-") as tmp, NotifierSink() as hook:
         folder = Path(keep or tmp)
         folder.mkdir(parents=True, exist_ok=True)
         rules, every = {}, {}
@@ -303,4 +342,4 @@ def run(cases: list[Case], engine: VmEngine, keep: Path | None = None, restore: 
     return outcomes, {"wall": time.monotonic() - t_start, "cpu": sum(s.cpu for s in scenarios)}
 
 
-__all__ = ["run", "timeline", "judge", "LiveOutcome", "Scenario", "down_steps"]
+__all__ = ["run", "timeline", "judge", "starvation", "LiveOutcome", "Scenario", "down_steps"]

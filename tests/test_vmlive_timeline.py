@@ -28,3 +28,32 @@ def test_a_step_while_vmalert_is_down_keeps_the_pages_of_the_step_before():
     seen = matrix_vmlive.timeline(firing, t0, case, {})
     assert sorted(seen) == [1, 2, 3, 4, 5, 6]
     assert matrix_vmlive.down_steps(case) == {3, 4}
+
+
+#: one vmalert run's health text from a loaded CI machine (its figures as read from /metrics)
+STARVED = """vmalert_alerts_send_errors_total{addr="http://127.0.0.1:55999/api/v2/alerts"} 3
+vmalert_iteration_duration_seconds{group="gpumon.exporter", file="r.yaml",quantile="1"} 3.55
+vmalert_iteration_duration_seconds{group="gpumon.plausibility", file="r.yaml",quantile="1"} 37.17
+vmalert_iteration_missed_total{group="gpumon.presence", file="r.yaml"} 10
+vmalert_execution_errors_total{group="gpumon.values", file="r.yaml"} 2"""
+
+
+def test_a_run_that_could_not_keep_up_is_starved_and_a_refused_query_is_not():
+    reasons = matrix_vmlive.starvation(STARVED)
+    assert [r.split("{")[0] for r in reasons] == ["vmalert_alerts_send_errors_total",
+                                                   "vmalert_iteration_duration_seconds",
+                                                   "vmalert_iteration_missed_total"]
+    assert "37.17" in reasons[1]
+    assert matrix_vmlive.starvation("nothing missed, failed or slow") == []
+    assert matrix_vmlive.starvation(STARVED.splitlines()[-1]) == []
+
+
+def test_an_outcome_is_starved_by_missed_steps_late_samples_or_its_vmalerts():
+    case = Case("x", (), length=6)
+    verdict = matrix_vmlive.judge(case, {})
+    calm = matrix_vmlive.LiveOutcome(case, verdict, health=["nothing missed, failed or slow"])
+    assert calm.starved == []
+    assert matrix_vmlive.LiveOutcome(case, verdict, missed=[1]).starved == ["no inventory evaluation at steps [1]"]
+    assert matrix_vmlive.LiveOutcome(case, verdict, late=6.0).starved
+    assert matrix_vmlive.LiveOutcome(case, verdict, late=1.0).starved == []
+    assert len(matrix_vmlive.LiveOutcome(case, verdict, health=["ok", STARVED]).starved) == 3

@@ -120,13 +120,21 @@ _STARVED_COUNTERS = ("iteration_missed_total", "alerts_send_errors_total", "remo
                      "remotewrite_dropped_rows_total")
 
 
+#: how :meth:`Scenario.read_health` reports a vmalert that did not answer its ``/metrics``
+UNREADABLE = "/metrics unreadable"
+
+
 def starvation(health: str) -> list[str]:
     """The lines of one vmalert run's :data:`HEALTH` text (:meth:`Scenario.read_health`) that show
     an engine starved of CPU rather than a rule's result: a counter of :data:`_STARVED_COUNTERS`
     above 0, or a group whose slowest iteration took longer than :data:`EVAL` (its next one was
-    late). Execution errors are not among them: a query the engine refuses is the rules' fault."""
+    late), or a ``/metrics`` that did not answer within 5 s. Execution errors are not among them: a
+    query the engine refuses is the rules' fault."""
     out = []
     for line in health.splitlines():
+        if line.startswith(UNREADABLE):
+            out.append(line)
+            continue
         name, _, value = line.rpartition(" ")
         try:
             number = float(value)
@@ -240,7 +248,7 @@ class Scenario:
         try:
             text = self.client.get(f"{self.vmalert.url}/metrics", timeout=5).text
         except httpx.HTTPError as exc:
-            return f"/metrics unreadable: {exc!r}"
+            return f"{UNREADABLE}: {exc!r}"
         out = []
         for line in text.splitlines():
             if not HEALTH.match(line):

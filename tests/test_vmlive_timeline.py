@@ -45,6 +45,7 @@ def test_a_run_that_could_not_keep_up_is_starved_and_a_refused_query_is_not():
                                                    "vmalert_iteration_missed_total"]
     assert "37.17" in reasons[1]
     assert matrix_vmlive.starvation("nothing missed, failed or slow") == []
+    assert matrix_vmlive.starvation("/metrics unreadable: ReadTimeout('timed out')")
     assert matrix_vmlive.starvation(STARVED.splitlines()[-1]) == []
 
 

@@ -58,6 +58,8 @@ TIMEOUT_BUDGET = 6
 #: default cap on a response body, after decompression (``validate --max-response-mib``)
 MAX_BYTES = 64 << 20
 #: the ``/api/v1/rules`` parameter that leaves each alerting rule's active alerts out of the answer
+#: (Prometheus 3.x does; 2.42 and servers without it ignore it): nothing reads them, and the pending
+#: alerts of a rule that matches many GPUs make up most of the answer on a large fleet
 _NO_ALERTS = {"exclude_alerts": "true"}
 #: ``/api/v1/rules`` pages followed at most (each ``group_limit=100`` groups)
 MAX_RULE_PAGES = 1000
@@ -351,13 +353,9 @@ class PromClient:
 
     def rules(self) -> Answer:
         """``/api/v1/rules``; ``data`` is the list of groups (follows ``groupNextToken`` pages; a
-        token the server repeats, or more than :data:`MAX_RULE_PAGES` pages, is an error).
-
-        Asks for the rules without their active alerts (``exclude_alerts``: Prometheus 3.x leaves
-        them out; 2.42 and servers without the parameter ignore it): nothing here reads them, and
-        the pending alerts of a rule that matches many GPUs make up most of the answer on a large fleet."""
-        groups, params, seen = [], dict(_NO_ALERTS), set()
-        warnings, infos = [], []
+        token the server repeats, or more than :data:`MAX_RULE_PAGES` pages, is an error). Without
+        the rules' active alerts where the server can (:data:`_NO_ALERTS`)."""
+        groups, params, seen, warnings, infos = [], dict(_NO_ALERTS), set(), [], []
         for _ in range(MAX_RULE_PAGES):
             ans = self.get("/api/v1/rules", params)
             warnings += ans.warnings

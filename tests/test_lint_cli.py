@@ -205,6 +205,21 @@ def test_official_dcgm_exporter_dashboard(default_spec):
         assert lines[f.location.line - 1][f.location.column - 1:].startswith(f'"{key}"'), f
 
 
+def test_variable_anchor_hints_a_query_that_has_the_label(default_spec, tmp_path):
+    """The hint's query lists the variable's label: the GPU inventory keeps job and the identity
+    labels only, ``up`` has the target's ``instance``, other labels need the required fields."""
+    def var(label):
+        return {"name": label, "type": "query", "query": f"label_values(DCGM_FI_DEV_GPU_TEMP, {label})"}
+    path = tmp_path / "d.json"
+    path.write_text(json.dumps({"title": "D", "uid": "d", "panels": [],
+                                "templating": {"list": [var("Hostname"), var("instance"), var("modelName")]}}))
+    hints = [f.hint for f in lint([path], default_spec).findings if f.check == "dashboard-variable-anchor"]
+    required = "|".join(m.name for m in default_spec.required_metrics)
+    assert hints == ["use label_values(job_gpu:gpumon_inventory:group, Hostname)",
+                     'use label_values(up{job="dcgm-exporter"}, instance)',
+                     f'use label_values({{__name__=~"{required}",job="dcgm-exporter"}}, modelName)'], hints
+
+
 def test_macros_and_variables_substituted(default_spec):
     report = lint([CORPUS / "clean_dashboard.json"], default_spec)
     assert report.findings == []

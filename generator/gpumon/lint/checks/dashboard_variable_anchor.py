@@ -13,9 +13,11 @@ Silence: ``--disable dashboard-variable-anchor``.
 
 from __future__ import annotations
 
+import re
 from typing import Iterator
 
 from ...findings import Finding
+from ...promqltext import matcher
 from ...readers import promql
 from ...rules import names
 from ._base import make
@@ -49,6 +51,17 @@ def check(inputs, ctx) -> Iterator[Finding]:
                 yield make(ID, SEVERITY, f"{dash.subject} {var.subject}",
                            f"${var.name} takes its values from {anchor} only; {_why(anchor, ctx)}, and then the "
                            "variable and every panel filtered by it are empty",
-                           f"use label_values({names.INVENTORY}, {var.label or ctx.labels.node}) "
-                           f"or label_values(up{{job=\"{ctx.spec.exporter.job}\"}}, ...)",
-                           var.query.location, metric=anchor)
+                           f"use {_anchor(var.label or ctx.labels.node, ctx)}", var.query.location, metric=anchor)
+
+
+def _anchor(label: str, ctx) -> str:
+    """A ``label_values()`` that lists ``label`` on every GPU: gpumon's GPU inventory where the
+    record keeps the label (job and the GPU identity labels), ``up`` for the target's labels, else
+    a selector of every required field (a series query takes no ``or``)."""
+    job = matcher("job", ctx.spec.exporter.job)
+    if label in ("job",) + ctx.identity_labels:
+        return f"label_values({names.INVENTORY}, {label})"
+    if label == "instance":
+        return f"label_values(up{{{job}}}, instance)"
+    required = matcher("__name__", "|".join(re.escape(m.name) for m in ctx.spec.required_metrics), "=~")
+    return f"label_values({{{required},{job}}}, {label})"

@@ -54,7 +54,7 @@ PROF = r"DCGM_FI_PROF_\w+"
 HEALTHY_BASELINE = {("vGPU licence status", "panel-no-data"), ("Firing gpumon alerts", "panel-expected-empty"),
                     ("Last XID error: last value per GPU", "panel-expected-empty"),
                     ("Last XID error over time", "panel-expected-empty"),
-                    ("GPUs lost (seen in 1h, silent now)", "panel-expected-empty"),
+                    ("GPUs lost (known, silent now)", "panel-expected-empty"),
                     ("Gaps per GPU and field (share of scrapes carrying it, 30m)", "panel-expected-empty"),
                     # the gap ratio is recorded only below 1 (issue 16): a GPU without gaps has none
                     ("Scrapes carrying each field (30m)", "panel-expected-empty")}

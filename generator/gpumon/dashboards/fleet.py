@@ -34,6 +34,13 @@ def _counts(spec: Spec) -> tuple[str, str]:
             f"count(group by ({device}) ({' or '.join(f'max_over_time({s}[{lookback}])' for s in sets)}))")
 
 
+def _lost_count(spec: Spec, known: str) -> str:
+    """Physical GPUs of :func:`queries.lost`; 0 (not "no value") while GPUs are known."""
+    lab = spec.exporter.labels
+    device = ", ".join(x for x in ("job", lab.cluster, lab.node, lab.gpu) if x)
+    return f"count(group by ({device}) ({q.lost(spec, FLEET)}))\nor\n({known}) * 0"
+
+
 def metric_panel(spec: Spec, m: Metric) -> db.Panel:
     """Max / mean / min over GPUs of one field (plausible readings only; device-wide fields
     de-duplicated per GPU first, so MIG instances do not count a GPU several times)."""
@@ -97,8 +104,9 @@ def dashboard(spec: Spec, groups: list[RuleGroup]) -> db.Dashboard:
                      description=f"GPUs in the inventory at any time in the last {lookback} "
                                  "(alerts.inventory_lookback).",
                      no_value="No GPU seen: see GPUs reporting."), w, 4)
-    b.add(stat_panel("GPUs lost", [Query(f"({known}) - ({reporting})", "lost")], COUNT,
-                     description=f"Seen in the last {lookback} but silent now (alert GpuLost).",
+    b.add(stat_panel("GPUs lost", [Query(_lost_count(spec, known), "lost")], COUNT,
+                     description="Known GPUs silent now, for as long as they stay gone (alert GpuLost; "
+                                 "alerts.retired ends it).",
                      thresholds=threshold_steps(steps=[(None, "green"), (1, "red")]),
                      no_value=base.no_value(spec, "No inventory series.", "GpuLost"),
                      links=base.runbook_links(spec, "GpuLost")), w, 4)

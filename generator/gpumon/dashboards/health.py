@@ -159,10 +159,11 @@ def _missing_panels(spec: Spec, b: Board) -> None:
                                f"scrape of the last {window}.", "GpuMetricIntermittent"),
         links=base.runbook_links(spec, "GpuMetricIntermittent"), min_interval="1m"), 24, 10)
     b.add(base.link_rows_to_detail(spec, table_panel(
-        f"GPUs lost (seen in {format_duration(spec.alerts.inventory_lookback)}, silent now)",
+        "GPUs lost (known, silent now)",
         [Query(q.lost(spec, FLEET), instant=True, table=True)], NONE,
-        description="GPUs that were in the inventory and report no required field now; each row links "
-                    "to the GPU detail dashboard.",
+        description="GPUs that were in the inventory and report no required field now, for as long as "
+                    "they stay gone (alert GpuLost; alerts.retired ends it); each row links to the GPU "
+                    "detail dashboard.",
         no_value=base.no_value(spec, "No GPU was lost.", "GpuLost"),
         links=base.runbook_links(spec, "GpuLost"), hide=("Time", "Value", "__name__", "job")), with_gpu=False))
     lab = spec.exporter.labels

@@ -10,7 +10,7 @@ from __future__ import annotations
 from ..promqltext import matcher, quote, series
 from dataclasses import dataclass
 
-from ..rules import RuleGroup, names
+from ..rules import RuleGroup, lost as lost_rules, names
 from ..rules.promql import by, dur, gpu_ids, plausible_filter
 from ..spec.presets import PRIMARY
 from ..spec import Metric, Spec
@@ -168,10 +168,12 @@ def per_target(spec: Spec, metric: str) -> str:
 
 
 def lost(spec: Spec, scope: Scope) -> str:
-    """GPUs in the inventory within the lookback that report nothing now."""
-    ids = by(gpu_ids(spec))
-    inv = sel(spec, names.INVENTORY, scope)
-    return f"max_over_time({inv}[{dur(spec.alerts.inventory_lookback)}])\nunless on ({ids})\n{inv}"
+    """GPUs of gpumon's known set (:data:`names.KNOWN`, what GpuLost reads) that report nothing now:
+    a GPU lost stays here as long as it stays gone (or until retired), not only for the inventory
+    lookback, so the dashboards list what the alert pages for."""
+    ids = by(lost_rules.device_ids(spec))
+    now = " or ".join(sel(spec, s, scope) for s in lost_rules.reporting_sets(spec))
+    return f"{sel(spec, names.KNOWN, scope)}\nunless on ({ids})\n({now})"
 
 
 def gap_ratio(spec: Spec) -> str:

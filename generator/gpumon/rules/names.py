@@ -103,7 +103,7 @@ SOURCE_LABEL = "source"
 #: recording rules that hold series only while something is wrong (a healthy fleet records none,
 #: issue 16): a panel or query that reads only these and is empty shows a healthy fleet
 SPARSE_RECORDS = frozenset({FIELD_MISSING, UNLABELLED, IMPLAUSIBLE, IMPLAUSIBLE_READING, NODE_PLAUSIBLE,
-                            NODE_COVERAGE, NODE_FIELD_ABSENT})
+                            NODE_COVERAGE, NODE_FIELD_ABSENT, LEGACY_INVENTORY})
 
 
 def is_sparse_record(name: str) -> bool:

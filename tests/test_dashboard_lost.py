@@ -1,0 +1,47 @@
+"""The dashboards' lost GPUs agree with GpuLost over the fault's whole life: a GPU gone for longer
+than ``alerts.inventory_lookback`` still pages, so it is still listed (health table) and counted
+(fleet stat). Played by promtool on the rendered rules, in virtual time."""
+
+from __future__ import annotations
+
+import subprocess
+
+import yaml
+
+from gpumon.dashboards import fleet, queries
+from gpumon.render import render
+from gpumon.spec import default_spec_path, parse_spec
+
+SPEC = parse_spec(default_spec_path().read_text("utf-8"), "gpumon.yaml")
+GONE = "GPU-0000000b-0000-0000-0000-000000000000"
+STAYS = "GPU-0000000a-0000-0000-0000-000000000000"
+
+
+def _series(uuid: str, index: str, minutes: int) -> dict:
+    labels = f'job="dcgm-exporter",instance="gpu-node-1:9400",Hostname="gpu-node-1",UUID="{uuid}",gpu="{index}"'
+    return {"series": f"DCGM_FI_DEV_GPU_TEMP{{{labels}}}", "values": f"40+0x{minutes}"}
+
+
+def test_a_gpu_gone_past_the_lookback_is_still_lost_on_the_dashboards(tmp_path, promtool):
+    (tmp_path / "rules.yaml").write_text(render(SPEC)["rules/gpumon.rules.yaml"])
+    at = "150m"  # gone at 10m: 140 minutes, more than the 1h lookback
+    lost_now = [{"labels": f'{{Hostname="gpu-node-1",UUID="{GONE}",gpu="1",job="dcgm-exporter"}}', "value": 1}]
+    test = {"rule_files": ["rules.yaml"], "evaluation_interval": "1m", "tests": [{
+        "interval": "1m",
+        "input_series": [_series(STAYS, "0", 160), _series(GONE, "1", 10),
+                         {"series": 'up{job="dcgm-exporter",instance="gpu-node-1:9400"}', "values": "1+0x160"}],
+        "promql_expr_test": [
+            {"expr": 'group by (UUID) (ALERTS{alertname="GpuLost",alertstate="firing"})', "eval_time": at,
+             "exp_samples": [{"labels": f'{{UUID="{GONE}"}}', "value": 1}]},
+            {"expr": queries.lost(SPEC, queries.FLEET), "eval_time": at,
+             "exp_samples": [{**lost_now[0], "labels": "job_gpu:gpumon_known:group" + lost_now[0]["labels"]}]},
+            {"expr": fleet._lost_count(SPEC, 'sum(job:gpumon_gpu_devices_known:count{job="dcgm-exporter"})'),
+             "eval_time": at, "exp_samples": [{"labels": "{}", "value": 1}]},
+            # before the loss: none lost, and the stat says 0 rather than nothing
+            {"expr": fleet._lost_count(SPEC, 'sum(job:gpumon_gpu_devices_known:count{job="dcgm-exporter"})'),
+             "eval_time": "5m", "exp_samples": [{"labels": "{}", "value": 0}]},
+        ]}]}
+    (tmp_path / "lost.test.yaml").write_text(yaml.safe_dump(test, sort_keys=False))
+    proc = subprocess.run([promtool, "test", "rules", "lost.test.yaml"], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]

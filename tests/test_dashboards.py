@@ -271,7 +271,7 @@ def test_units_and_thresholds_come_from_the_spec(spec):
     for m in spec.metrics:
         if m.presence == "sparse":
             continue
-        p = _panel(fleet, m.title)
+        p = _panel(fleet, units.title(m))
         plot = units.plot(m)
         assert p["fieldConfig"]["defaults"]["unit"] == plot.unit
         steps = p["fieldConfig"]["defaults"]["thresholds"]["steps"] if m.thresholds else []
@@ -297,7 +297,7 @@ def test_unit_mapping_uses_grafana_ids():
 
 def test_energy_counter_is_plotted_as_watts(spec):
     m = next(m for m in spec.metrics if m.kind == "counter" and m.unit == "millijoules")
-    panel = _panel(_models(spec)[f"{spec.name}-fleet"], m.title)
+    panel = _panel(_models(spec)[f"{spec.name}-fleet"], f"{m.title}: power drawn")  # the title says what it shows
     assert panel["fieldConfig"]["defaults"]["unit"] == "watt"
     assert all("rate(" in t["expr"] and "/ 1000" in t["expr"] for t in panel["targets"])
 
@@ -317,7 +317,7 @@ def test_mig_device_fields_are_deduplicated_by_uuid(spec):
     lab = spec.exporter.labels
     detail = _models(spec)[f"{spec.name}-gpu"]
     for m in spec.required_metrics:
-        expr = _panel(detail, m.title)["targets"][0]["expr"]
+        expr = _panel(detail, units.title(m))["targets"][0]["expr"]
         assert f"max by ({', '.join(gpu_ids(spec, m))})" in expr
         assert (lab.mig_instance in expr.split("(", 2)[1]) == (m.mig != "device"), (m.name, expr)
 

@@ -13,7 +13,7 @@ from . import base, queries as q
 from .panels import (Board, Query, stat_panel, table_panel, threshold_steps, timeseries_panel,
                      up_down_mappings)
 from .queries import DETAIL, NODE
-from .units import COUNT, RATIO, plot
+from .units import COUNT, RATIO, plot, title as panel_title
 
 KEY = "gpu"
 TITLE = "GPU node and device detail"
@@ -30,7 +30,7 @@ def reading_panel(spec: Spec, m: Metric) -> db.Panel:
     empty = base.no_value(spec, f"The selected GPUs do not report {m.name}.", "GpuMetricMissing") if m.required \
         else f"The selected GPUs do not report {m.name}; it is optional."
     return timeseries_panel(
-        m.title, [Query(q.per_gpu(spec, m, DETAIL), q.legend(spec, m))], p.unit, description=desc,
+        panel_title(m), [Query(q.per_gpu(spec, m, DETAIL), q.legend(spec, m))], p.unit, description=desc,
         thresholds=threshold_steps(m, divisor=p.divisor) if m.thresholds else None, no_value=empty,
         min_interval=format_duration(spec.exporter.min_rate_window) if p.rate else None,
         links=base.runbook_links(spec, "GpuMetricMissing") if m.required else ())

@@ -12,7 +12,7 @@ from ..spec import Metric, Spec
 from . import base, kube as kube_panels, queries as q
 from .panels import Board, Query, stat_panel, table_panel, threshold_steps, timeseries_panel
 from .queries import FLEET
-from .units import COUNT, plot
+from .units import COUNT, plot, title as panel_title
 
 KEY = "fleet"
 TITLE = "GPU fleet overview"
@@ -59,7 +59,7 @@ def metric_panel(spec: Spec, m: Metric) -> db.Panel:
     empty = base.no_value(spec, f"No GPU reports {m.name} now.", "GpuMetricAbsent") if m.required else \
         f"No GPU reports {m.name}: it is optional (not every model, mode or driver has it)."
     return timeseries_panel(
-        m.title, [Query(f"max({g})", "max"), Query(f"avg({g})", "mean"), Query(f"min({g})", "min")],
+        panel_title(m), [Query(f"max({g})", "max"), Query(f"avg({g})", "mean"), Query(f"min({g})", "min")],
         p.unit, description=desc, thresholds=threshold_steps(m, divisor=p.divisor) if m.thresholds else None,
         no_value=empty, min_interval=format_duration(spec.exporter.min_rate_window) if p.rate else None,
         links=base.runbook_links(spec, "GpuMetricAbsent") if m.required else ())

@@ -61,10 +61,16 @@ def _targets(spec: Spec, b: Board) -> None:
                      description="Targets that answer but expose no sample (DCGM not readable).",
                      thresholds=threshold_steps(steps=[(None, "green"), (1, "red")]),
                      links=base.runbook_links(spec, "GpuExporterEmpty")), 6, 4)
-    slowest = f"max(scrape_duration_seconds{{{q.target_sel(spec)}}}) / {num(timeout)}"
+    # per target against its own timeout where Prometheus records it, as GpuExporterScrapeSlow does
+    targets = q.target_sel(spec)
+    on = ", ".join(("job",) + ((spec.exporter.labels.cluster,) if spec.exporter.labels.cluster else ()) + ("instance",))
+    slowest = (f"max(scrape_duration_seconds{{{targets}}} / on ({on}) (scrape_timeout_seconds{{{targets}}} "
+               f"or 0 * scrape_duration_seconds{{{targets}}} + {num(timeout)}))")
     b.add(stat_panel("Slowest scrape / timeout", [Query(slowest, "slowest")], RATIO,
-                     description=f"Longest scrape duration as a share of the {format_duration(timeout)} "
-                                 f"scrape timeout; the GpuExporterScrapeSlow alert fires above {num(slow * 100)} %.",
+                     description=f"Longest scrape duration as a share of its target's scrape timeout "
+                                 f"(scrape_timeout_seconds where Prometheus records it, else the spec's "
+                                 f"{format_duration(timeout)}); the GpuExporterScrapeSlow alert fires above "
+                                 f"{num(slow * 100)} %.",
                      thresholds=threshold_steps(steps=[(None, "green"), (slow, "orange"), (1, "red")]),
                      no_value=base.no_value(spec, "No scrape of the job.", "GpuExporterTargetMissing"),
                      links=base.runbook_links(spec, "GpuExporterScrapeSlow")), 6, 4)

@@ -58,6 +58,14 @@ class Plot:
         return f"{expr} / {self.divisor}" if self.divisor != 1 else expr
 
 
+def title(metric: Metric) -> str:
+    """The title of a panel that plots ``metric`` as :func:`plot` does: an energy counter plotted
+    as its rate shows the power drawn, in watts, and says so (the spec's title names the total)."""
+    if metric.kind == "counter" and RATE_UNITS.get(metric.unit, ("",))[0] == "watt":
+        return f"{metric.title}: power drawn"
+    return metric.title
+
+
 def plot(metric: Metric) -> Plot:
     """The :class:`Plot` of a spec metric. Counters are plotted as per-second rates (an
     ever-growing total says nothing on a graph); units without a rate mapping count per second.

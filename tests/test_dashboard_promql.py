@@ -1,9 +1,11 @@
-"""The dashboards' lost GPUs agree with GpuLost over the fault's whole life: a GPU gone for longer
-than ``alerts.inventory_lookback`` still pages, so it is still listed (health table) and counted
-(fleet stat). Played by promtool on the rendered rules, in virtual time."""
+"""Dashboard queries that must agree with the alerts they stand beside, played by promtool on the
+rendered rules in virtual time: the lost GPUs (a GPU gone for longer than
+``alerts.inventory_lookback`` still pages, so it is still listed and counted) and the slowest
+scrape against each target's own timeout (as GpuExporterScrapeSlow compares)."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 
 import yaml
@@ -44,4 +46,29 @@ def test_a_gpu_gone_past_the_lookback_is_still_lost_on_the_dashboards(tmp_path, 
     (tmp_path / "lost.test.yaml").write_text(yaml.safe_dump(test, sort_keys=False))
     proc = subprocess.run([promtool, "test", "rules", "lost.test.yaml"], cwd=tmp_path, capture_output=True,
                           text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+
+
+def _panel_expr(dashboard: str, title: str) -> str:
+    doc = json.loads(render(SPEC)[f"dashboards/{SPEC.name}-{dashboard}.json"])
+    panels = [p for row in doc["panels"] for p in [row, *(row.get("panels") or [])]]
+    return next(p for p in panels if p.get("title") == title)["targets"][0]["expr"]
+
+
+def test_the_slowest_scrape_is_measured_against_each_targets_own_timeout(tmp_path, promtool):
+    """Target a is scraped with a 2 s timeout and takes 1.8 s (0.9 of it, GpuExporterScrapeSlow's
+    business); b has no ``scrape_timeout_seconds`` (Prometheus without extra-scrape-metrics) and takes
+    5 s of the spec's 10 s. The stat shows 0.9, not the longest duration over the spec's timeout."""
+    job = 'job="dcgm-exporter"'
+    test = {"evaluation_interval": "1m", "tests": [{
+        "interval": "1m",
+        "input_series": [
+            {"series": f'scrape_duration_seconds{{{job},instance="a:9400"}}', "values": "1.8x5"},
+            {"series": f'scrape_timeout_seconds{{{job},instance="a:9400"}}', "values": "2x5"},
+            {"series": f'scrape_duration_seconds{{{job},instance="b:9400"}}', "values": "5x5"}],
+        "promql_expr_test": [{"expr": _panel_expr("health", "Slowest scrape / timeout"), "eval_time": "3m",
+                              "exp_samples": [{"labels": "{}", "value": 0.9}]}]}]}
+    (tmp_path / "slow.test.yaml").write_text(yaml.safe_dump(test, sort_keys=False))
+    proc = subprocess.run([promtool, "test", "rules", "slow.test.yaml"], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=120)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]

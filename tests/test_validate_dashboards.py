@@ -136,6 +136,11 @@ def test_every_fault_flags_exactly_the_panels_that_read_it(env, verdicts):
                 assert v["verdict"] == "panel-ok", (file, p["title"], v)
             checked += 1
     assert checked == len(report.panels) == 91
+    # empty because nothing is wrong: said as such, naming the sparse series it reads beside the others
+    lost = by_title[("gpumon-health.json", "GPUs lost (known, silent now)")]["message"]
+    assert lost.startswith("every series it reads exists but the sparse ones (job_gpu:gpumon_legacy_inventory:group"), lost
+    gaps = by_title[("gpumon-health.json", "Gaps per GPU and field (share of scrapes carrying it, 30m)")]["message"]
+    assert gaps.startswith("reads only sparse series (job_gpu:dcgm_field_samples:ratio30m)"), gaps
     # the official dashboard: its SM clock and framebuffer lines lack the faulted GPUs, the
     # tensor-core panel is empty; nothing else is flagged (issue #14)
     official = {v["title"]: v for v in report.panels if v["file"].endswith("dcgm-exporter-dashboard.json")}

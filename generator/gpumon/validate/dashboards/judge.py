@@ -207,9 +207,13 @@ class Judge:
                              "series do not share?)")
             return True
         if not real:
+            sparse = ", ".join(sorted({s.metric or s.text for s in missing}))
+            read = {sel.text for t in pr.targets if t.ast is not None for sel in exprs.selectors(t.ast)}
             v.verdict = "panel-expected-empty"
-            v.message = "reads only sparse series (" + ", ".join(sorted({s.metric or s.text for s in missing})) + \
-                "): nothing happened in the lookback"
+            v.message = (f"reads only sparse series ({sparse}): nothing happened in the lookback"
+                         if read <= {s.text for s in missing} else
+                         f"every series it reads exists but the sparse ones ({sparse}, recorded only while "
+                         "something is wrong); its condition matches nothing now")
             return True
         v.verdict = "panel-no-data"
         v.message = "no data: " + "; ".join(self._missing_text(s) for s in real)

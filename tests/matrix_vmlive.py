@@ -92,8 +92,6 @@ class LiveOutcome:
     log: str = ""
     #: per vmalert run, its :data:`HEALTH` figures (counters above 0, the slowest iteration per group)
     health: list[str] = field(default_factory=list)
-    #: the whole pass this run was part of: {"wall": seconds, "cpu": CPU seconds of every server}
-    measured: dict[str, float] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:

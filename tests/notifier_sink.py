@@ -17,7 +17,9 @@ from __future__ import annotations
 import subprocess
 import sys
 from pathlib import Path
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
+
+from gpumon.loopback import BurstServer
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -29,12 +31,6 @@ class _Handler(BaseHTTPRequestHandler):
 
     def log_message(self, *args):
         pass
-
-
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-    #: dozens of vmalerts notify at the same moment: the standard library's backlog of 5 drops some
-    request_queue_size = 128
 
 
 class NotifierSink:
@@ -62,7 +58,7 @@ class NotifierSink:
 
 
 def main() -> None:
-    server = _Server(("127.0.0.1", 0), _Handler)
+    server = BurstServer(("127.0.0.1", 0), _Handler)
     print(f"http://127.0.0.1:{server.server_address[1]}/", flush=True)
     server.serve_forever()
 

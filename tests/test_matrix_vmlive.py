@@ -48,32 +48,27 @@ def played():
     except FileNotFoundError as exc:
         pytest.fail(str(exc))
     first = _play({e: CASES + [LIMIT] for e in engines})
-    again = {e: [o.case for o in first[e][:len(CASES)] if (not o.ok or o.missed) and o.starved] for e in engines}
+    again = {e: [o.case for o in first[e][0][:len(CASES)] if (not o.ok or o.missed) and o.starved] for e in engines}
     second = _play({e: cases for e, cases in again.items() if cases}) if any(again.values()) else {}
     out = {}
     for engine in engines:
-        _report(engine, first[engine], "live")
-        replayed = {o.case.name: o for o in second.get(engine, [])}
-        if replayed:
-            _report(engine, list(replayed.values()), "live, the starved scenarios played again")
-        out[engine.id] = [replayed.get(o.case.name, o) for o in first[engine]]
+        _report(engine, *first[engine], "live")
+        if engine in second:
+            _report(engine, *second[engine], "live, the starved scenarios played again")
+        replayed = {o.case.name: o for o in second.get(engine, ([], {}))[0]}
+        out[engine.id] = [replayed.get(o.case.name, o) for o in first[engine][0]]
     return out
 
 
 def _play(cases: dict) -> dict:
-    """Every engine's scenarios at once: engine -> its outcomes, in order."""
+    """Every engine's scenarios at once: engine -> (its outcomes in order, the pass' figures)."""
     with ThreadPoolExecutor(max_workers=len(cases)) as pool:
-        runs = dict(zip(cases, pool.map(lambda e: matrix_vmlive.run(cases[e], e), cases)))
-    for engine, (outcomes, measured) in runs.items():
-        for o in outcomes:
-            o.measured = measured
-    return {engine: outcomes for engine, (outcomes, _) in runs.items()}
+        return dict(zip(cases, pool.map(lambda e: matrix_vmlive.run(cases[e], e), cases)))
 
 
-def _report(engine, outcomes, what: str) -> None:
+def _report(engine, outcomes, measured: dict, what: str) -> None:
     """Print one pass of an engine: its figures, each scenario's timeline and problems, and for a
     failed one what vmalert said (:func:`_explain`)."""
-    measured = outcomes[0].measured
     print(f"\nvmalert {engine.version} {what}: {len(outcomes)} scenarios in {measured['wall']:.0f} s wall, "
           f"{measured['cpu']:.0f} CPU s (servers); samples searchable at most "
           f"{max(o.late for o in outcomes):+.2f} s after their step")

@@ -21,7 +21,7 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-class _Server(ThreadingHTTPServer):
+class BurstServer(ThreadingHTTPServer):
     """A ThreadingHTTPServer whose listen backlog holds a burst of connections: the standard
     library's 5 overflows when tens of clients connect at once (dozens of vmalerts notifying one
     webhook receiver, Prometheus scraping many simulated nodes) while the serving thread waits for
@@ -76,7 +76,7 @@ class ExpositionServer(ServedInThread):
             def log_message(self, *args):  # keep test output clean
                 pass
 
-        self.httpd = _Server((host, self.port), Handler)
+        self.httpd = BurstServer((host, self.port), Handler)
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
 
     @property
@@ -106,7 +106,7 @@ class WebhookReceiver(ServedInThread):
             def log_message(self, *args):
                 pass
 
-        self.httpd = _Server(("127.0.0.1", self.port), Handler)
+        self.httpd = BurstServer(("127.0.0.1", self.port), Handler)
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
 
     @property

@@ -23,7 +23,9 @@ marker: the restart of the model (tests/matrix_restart.py) happens for real here
 After the run each scenario's ``ALERTS`` samples are read back raw (``/api/v1/export``) and the
 pages at step ``s`` are those of each group's last evaluation before step ``s + 1``'s samples are
 written (:func:`timeline`). Steps while vmalert is down are not observed: they keep the pages of
-the step before (Alertmanager holds a page that long). The timeline is judged exactly as
+the step before (Alertmanager holds a page that long), and so does the first step after a restart
+for a page the new vmalert wrote as pending there (it restores its alerts' ``for`` state only after
+its first evaluation). The timeline is judged exactly as
 promtool's (:func:`tests.matrix_timeline.judge`), with ``Case.vm_pages`` where this engine
 differs.
 """
@@ -157,24 +159,38 @@ def down_steps(case: Case) -> set[int]:
     return {s for r in case.restarts for s in range(r, r + case.down)}
 
 
-def timeline(firing: dict[int, list[str]], t0: int, case: Case, every: dict[str, int]) -> matrix_timeline.Timeline:
+def timeline(firing: dict[int, list[str]], t0: int, case: Case, every: dict[str, int],
+             pending: dict[int, list[str]] | None = None) -> matrix_timeline.Timeline:
     """Step -> pages, from ``firing`` (second -> pages, :func:`tests.matrix_vm._firing`): at step
     ``s`` each group's last evaluation before ``t0 + (s + 1) * STEP``, when step ``s + 1``'s samples
-    become readable. A step while vmalert is down keeps the pages of the step before."""
+    become readable. A step while vmalert is down keeps the pages of the step before.
+
+    The first step after a restart also keeps a page of the step before that the new vmalert's
+    evaluation read there wrote as *pending* (``pending``: second -> pending alerts, as ``firing``):
+    vmalert restores its alerts' ``for`` state from ``ALERTS_FOR_STATE`` only after a group's first
+    evaluation (app/vmalert/rule/group.go, "restore the rules state after the first evaluation"), so
+    that evaluation writes every restored alert as pending and the next one as firing again, while
+    Alertmanager holds the page sent before the restart (its ``endsAt`` is hours ahead). A restore
+    that failed stays pending for the rule's whole ``for`` and shows as a gap at the next step."""
     out: dict[int, frozenset] = {}
     down = down_steps(case)
-    ids = ("cluster",) if case.clusters else ()
     for s in range(case.steps):
         if s in down:
             pages = out.get(s - 1, frozenset())
         else:
-            texts = firing_at(firing, t0 + (s + 1) * STEP - 1, every)
-            pages = frozenset(matrix_timeline.page_of(t, Page) for t in texts)
-            if not ids:
-                pages = frozenset(Page(p.alert, p.node, p.gpu, p.field) for p in pages)
+            when = t0 + (s + 1) * STEP - 1
+            pages = _pages(firing_at(firing, when, every), case)
+            if s - 1 in down:
+                pages |= out.get(s - 1, frozenset()) & _pages(firing_at(pending or {}, when, every), case)
         if pages:
             out[s] = pages
     return out
+
+
+def _pages(texts: list[str], case: Case) -> frozenset:
+    """The pages of ALERTS label texts, with their cluster only in a scenario of several clusters."""
+    pages = frozenset(matrix_timeline.page_of(t, Page) for t in texts)
+    return pages if case.clusters else frozenset(Page(p.alert, p.node, p.gpu, p.field) for p in pages)
 
 
 class Scenario:
@@ -288,13 +304,14 @@ class Scenario:
         self.client.get(f"{self.vm.url}/internal/force_flush").raise_for_status()
         end = t0 + (self.case.steps + 1) * STEP
         ids = IDENTITY + (("cluster",) if self.case.clusters else ())
-        firing: dict[int, list[str]] = {}
-        for line in self.export(PAGES, t0 - 600, end):
-            text = "{" + ", ".join(f'{k}="{line["metric"][k]}"' for k in sorted(ids) if k in line["metric"]) + "}"
-            for ts, value in zip(line["timestamps"], line["values"]):
-                if value is not None and not (isinstance(value, float) and math.isnan(value)) and value == 1:
-                    firing.setdefault(ts // 1000, []).append(text)
-        seen = timeline(firing, t0, self.case, every)
+        firing, pending = ({}, {})
+        for state, into in (("firing", firing), ("pending", pending)):
+            for line in self.export(PAGES.replace('"firing"', f'"{state}"'), t0 - 600, end):
+                text = "{" + ", ".join(f'{k}="{line["metric"][k]}"' for k in sorted(ids) if k in line["metric"]) + "}"
+                for ts, value in zip(line["timestamps"], line["values"]):
+                    if value is not None and not (isinstance(value, float) and math.isnan(value)) and value == 1:
+                        into.setdefault(ts // 1000, []).append(text)
+        seen = timeline(firing, t0, self.case, every, pending)
         beats = {ts // 1000 for line in self.export(HEARTBEAT, t0 - 600, end) for ts in line["timestamps"]}
         down = down_steps(self.case)
         missed = [s for s in range(self.case.steps) if s not in down and s - 1 not in down and s

@@ -30,6 +30,25 @@ def test_a_step_while_vmalert_is_down_keeps_the_pages_of_the_step_before():
     assert matrix_vmlive.down_steps(case) == {3, 4}
 
 
+def test_a_restored_page_pending_at_the_first_evaluation_after_a_restart_is_held():
+    """vmalert writes a restored alert as pending at its first evaluation after a restart and as
+    firing at the next: one page. A restore that failed stays pending: the page ends."""
+    case = Case("x", (), length=8, restarts=(3,), down=1)
+    t0 = 1000
+    lost = Page("GpuLost", "gpu-node-2", 1)
+    firing = {t0 + s * 10 + 7: [LOST] for s in (1, 2, 5, 6)}
+    # the new vmalert's first evaluation falls late in step 4, its second in step 5
+    restored = matrix_vmlive.timeline(firing, t0, case, {}, pending={t0 + 48: [LOST]})
+    assert sorted(restored) == [1, 2, 3, 4, 5, 6] and restored[4] == frozenset({lost})
+    assert 4 not in matrix_vmlive.timeline(firing, t0, case, {})
+    # pending at every evaluation of step 4 and after: no page held past the first step
+    failed = matrix_vmlive.timeline({t0 + s * 10 + 7: [LOST] for s in (1, 2)}, t0, case, {},
+                                    pending={t0 + s * 10 + 8: [LOST] for s in (4, 5, 6)})
+    assert sorted(failed) == [1, 2, 3, 4]
+    # a page pending after the restart that did not fire before it is not a page
+    assert 4 not in matrix_vmlive.timeline(firing, t0, case, {}, pending={t0 + 48: [GAPS]})
+
+
 #: one vmalert run's health text from a loaded CI machine (its figures as read from /metrics)
 STARVED = """vmalert_alerts_send_errors_total{addr="http://127.0.0.1:55999/api/v2/alerts"} 3
 vmalert_iteration_duration_seconds{group="gpumon.exporter", file="r.yaml",quantile="1"} 3.55

@@ -128,7 +128,29 @@ def test_exporter_label_cannot_be_one_gpumon_writes():
 ])
 def test_specs_that_load_render_tests_that_pass(tmp_path, entry):
     """The invariant: a spec that loads renders rules promtool accepts and tests that pass."""
-    files = render(parse_spec(_with(entry), "spec.yaml"))
+    _renders_passing_tests(tmp_path, _with(entry))
+
+
+#: identity labels named as the labels dcgm-exporter writes beside them (its device file, the MIG
+#: profile): the rule tests' series carried both under one name and the tests failed (or render ended
+#: in an internal error: two MIG instances became one series)
+EXPORTER_LABEL_NAMES = ["{gpu_index: device, mig_instance: GPU_I_PROFILE}", "{node: device}"]
+
+
+@pytest.mark.parametrize("labels", EXPORTER_LABEL_NAMES)
+def test_identity_labels_named_like_the_exporters_other_labels_render_tests_that_pass(tmp_path, labels):
+    _renders_passing_tests(tmp_path, BASE.replace("  scrape_interval: 15s\n", f"  scrape_interval: 15s\n  labels: {labels}\n"))
+
+
+@pytest.mark.parametrize("name", ["severity", "alertname", "alertstate"])
+def test_an_identity_label_every_alert_sets_itself_is_refused(name):
+    """It loaded, and the GPU's alerts lost its node (their own severity or alertname won)."""
+    errors = _errors(BASE.replace("  scrape_interval: 15s\n", f"  scrape_interval: 15s\n  labels: {{node: {name}}}\n"))
+    assert any("exporter.labels.node: " in e and "every alert sets its own" in e for e in errors), errors
+
+
+def _renders_passing_tests(tmp_path, text: str) -> None:
+    files = render(parse_spec(text, "spec.yaml"))
     writer.write(files, tmp_path)
     check = subprocess.run(["promtool", "check", "rules", "rules/gpumon.rules.yaml"], cwd=tmp_path,
                            capture_output=True, text=True, timeout=60)

@@ -73,11 +73,15 @@ def series_labels(spec: Spec, gpu: Gpu, node_label: str | None = None) -> dict[s
     node label's name (to model an exporter that writes ``hostname``)."""
     lab = spec.exporter.labels
     out = target_labels(spec, gpu.instance)
-    out.update({lab.gpu_index: str(gpu.index), lab.gpu: gpu.uuid, "device": f"nvidia{gpu.index}",
-                lab.model: "NVIDIA H100 80GB HBM3", node_label or lab.node: gpu.node})
+    own = {lab.node, lab.gpu, lab.gpu_index, lab.mig_instance, lab.model, lab.cluster}
+    # (name, value, the spec's own label): dcgm-exporter's labels beside the spec's (the device file,
+    # the MIG profile) are left out where the spec names one of them as its own (gpu_index: device)
+    labels = [(lab.gpu_index, str(gpu.index), True), (lab.gpu, gpu.uuid, True),
+              ("device", f"nvidia{gpu.index}", False), (lab.model, "NVIDIA H100 80GB HBM3", True),
+              (node_label or lab.node, gpu.node, True)]
     if gpu.mig is not None:
-        out[lab.mig_instance] = gpu.mig
-        out[MIG_PROFILE_LABEL] = "1g.10gb"
+        labels += [(lab.mig_instance, gpu.mig, True), (MIG_PROFILE_LABEL, "1g.10gb", False)]
+    out.update((name, value) for name, value, spec_label in labels if spec_label or name not in own)
     return out
 
 

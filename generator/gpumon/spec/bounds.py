@@ -274,6 +274,9 @@ IDENTITY_KEYS = ("cluster", "node", "gpu", "gpu_index", "mig_instance")
 #: labels gpumon's rules write on their own series (``rules.names``: FIELD_LABEL, SOURCE_LABEL, and
 #: the implausible/kubernetes ``reason``): an identity label of that name would be overwritten
 GPUMON_LABELS = ("dcgm_field", "source", "reason")
+#: labels every alert carries with a meaning of its own (Prometheus' ``alertname`` and ``ALERTS``'
+#: ``alertstate``, gpumon's per-alert ``severity``)
+ALERT_LABELS = ("alertname", "alertstate", "severity")
 #: ``sources[].labels.node`` value meaning the target's instance without its port
 #: (``presets.NODE_FROM_INSTANCE``)
 NODE_FROM_INSTANCE = "instance"
@@ -287,6 +290,9 @@ def label_problem(value: str) -> str | None:
         return f"{value!r} cannot be a GPU label: names starting with __ are Prometheus' own"
     if value in GPUMON_LABELS:
         return f"{value!r} cannot be a GPU label: gpumon's rules write it on their own series"
+    if value in ALERT_LABELS:
+        return (f"{value!r} cannot be a GPU label: every alert sets its own {value} (an identity label of that "
+                "name would be overwritten on the alert that names the GPU)")
     return None
 
 

@@ -149,6 +149,46 @@ def test_an_identity_label_every_alert_sets_itself_is_refused(name):
     assert any("exporter.labels.node: " in e and "every alert sets its own" in e for e in errors), errors
 
 
+#: a threshold on the range's bound (>= max, <= min: the bound itself fires, the test fed one past it,
+#: an implausible reading) and a rate threshold whose rate the test fed as 2 x 1e-06 + 1 per second
+#: (Prometheus' rate read back 1.0000020000000007, not the annotation's 1.000002)
+AT_THE_BOUNDS = BASE.replace('op: ">", value: 83', 'op: ">=", value: 110}\n      - {severity: critical, op: "<=", value: 5') + """\
+  - name: DCGM_FI_DEV_PCIE_REPLAY_COUNTER
+    kind: counter
+    unit: count
+    presence: optional
+    thresholds:
+      - {severity: warning, op: ">", value: 0.000001, rate: 5m, for: 5m}
+"""
+
+
+def test_thresholds_at_the_range_bounds_and_tiny_rates_render_tests_that_pass(tmp_path):
+    _renders_passing_tests(tmp_path, AT_THE_BOUNDS)
+
+
+@pytest.mark.parametrize("line,path,what", [
+    ("name: up", "metrics[0].name", "Prometheus writes itself"),
+    ("name: ALERTS", "metrics[0].name", "Prometheus writes itself"),
+    ("name: job_gpu:gpumon_inventory:group", "metrics[0].name", "reserves colons for recording rules"),
+    ("name: DCGM_FI_DEV_GPU_TEMP\n    legacy_names: [DCGM_FI_DEV_GPU_TEMP]", "metrics[0].legacy_names[0]",
+     "the metric's own name"),
+    ("name: DCGM_FI_DEV_GPU_TEMP\n    legacy_names: [ALERTS_FOR_STATE]", "metrics[0].legacy_names[0]",
+     "Prometheus writes itself"),
+])
+def test_a_metric_named_as_a_series_prometheus_or_gpumon_writes_is_refused(line, path, what):
+    """Each loaded: `up` rendered rules Prometheus refused at evaluation (many-to-many), `ALERTS`
+    and gpumon's own record names rendered failing tests (a record's name an internal error)."""
+    errors = _errors(BASE.replace("name: DCGM_FI_DEV_GPU_TEMP", line))
+    assert any(f"{path}: " in e and what in e for e in errors), errors
+
+
+def test_a_rate_threshold_past_the_dcgm_blank_codes_is_refused():
+    """`> 1e12/s`: the counter passes 2^47 (dropped as a blank code) before the alert's `for`."""
+    errors = _errors(AT_THE_BOUNDS.replace("value: 0.000001", "value: 999999999999"))
+    assert any("metrics[1].thresholds[0].value: " in e and "passes 2^47" in e for e in errors), errors
+    assert parse_spec(AT_THE_BOUNDS.replace("value: 0.000001", "value: 1000000"), "spec.yaml").metrics[1].thresholds
+
+
 def _renders_passing_tests(tmp_path, text: str) -> None:
     files = render(parse_spec(text, "spec.yaml"))
     writer.write(files, tmp_path)

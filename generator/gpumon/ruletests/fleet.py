@@ -159,15 +159,14 @@ def baseline(m: Metric) -> float:
 
 
 def firing_value(m: Metric, t: Threshold) -> float:
-    """A plausible reading of ``m`` that trips threshold ``t``: one unit past it, or half way to
-    the range bound when that is closer (``> 0`` on range [0, 1] -> 1). When the threshold lies on
-    or beyond the range bound, the value is filtered as implausible and the generated firing test
-    fails: such a threshold can never fire."""
+    """A plausible reading of ``m`` that trips threshold ``t``: one unit past it, or the range bound
+    when that is closer (``> 0`` on range [0, 1] -> 1; ``>= 110`` on [5, 110] -> 110, the bound
+    itself). A threshold beyond the bound (or ``>`` on it) can never fire: the spec refuses it."""
     up = t.op in (">", ">=")
     bound = m.range_max if up else m.range_min
     delta = 1.0
     if bound is not None and abs(bound - t.value) < 1:
-        delta = abs(bound - t.value) or 1.0
+        delta = abs(bound - t.value) or (0.0 if t.op in (">=", "<=") else 1.0)
     if m.alert_labels and up and holds(79.0, t) and (bound is None or 79.0 <= bound):
         return 79.0                     # XID 79, "GPU has fallen off the bus" (NVIDIA/DCGM#227)
     return t.value + delta if up else t.value - delta

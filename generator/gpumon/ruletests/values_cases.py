@@ -5,6 +5,8 @@ and frozen or reset counters (NVIDIA/dcgm-exporter#164, aitra-ai/aitra-meter#59)
 
 from __future__ import annotations
 
+import math
+
 from collections import defaultdict
 
 from ..rules import values
@@ -177,7 +179,9 @@ def rate_threshold_fires(spec: Spec, m: Metric, t: Threshold, step: float) -> Sc
     GPU only; a sibling whose counter resets (driver reload) stays quiet: rate() is reset safe
     (NVIDIA/DCGM#313: a correctable-ECC storm on one GPU of four)."""
     rule = values.threshold(spec, m, t)
-    per_s = float(t.value * 2 + 1) if t.op in (">", ">=") else 0.0
+    # a whole number of increments per second past the threshold: the rate Prometheus computes is then
+    # exact, and so the value its annotation prints (2 x 1e-06 + 1 read back as 1.0000020000000007)
+    per_s = float(math.floor(max(2 * t.value, t.value)) + 1) if t.op in (">", ">=") else 0.0
     inc = as_token(per_s * step)
     window, hold = steps(t.rate, step), steps(rule.for_, step)
     start = 2

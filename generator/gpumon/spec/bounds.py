@@ -259,6 +259,7 @@ def thresholds(plain: dict, add: Add) -> None:
                 add(["metrics", i, "thresholds", j], f"same alert name and severity as thresholds[{seen[key]}]: both "
                     "would produce the same alert series; give one its own alert name or severity")
             seen.setdefault(key, j)
+        _rate_reach(metric, i, add)
         # high (> / >=) and low (< / <=) thresholds must leave healthy readings between them
         values = [(_number(_d(t).get("value")), _d(t).get("op"), j) for j, t in enumerate(_l(metric.get("thresholds")))]
         highs = [(v, j) for v, op, j in values if v is not None and op in (">", ">=")]
@@ -267,6 +268,22 @@ def thresholds(plain: dict, add: Add) -> None:
             (low, jl), (high, _) = max(lows), min(highs)
             add(["metrics", i, "thresholds", jl, "value"], f"the low threshold {low:g} is not below the high "
                 f"threshold {high:g}: no reading is healthy, one of the alerts always fires")
+
+
+def _rate_reach(metric: dict, i: int, add: Add) -> None:
+    """A rate threshold a counter can hold: rising that fast for its window, its ``for`` and the hour
+    around them, it stays below the DCGM blank codes (2^47, readings at or above are dropped as
+    "not supported"). Past that the alert can never fire for its ``for``, and its test cannot play."""
+    for j, t in enumerate(_l(metric.get("thresholds"))):
+        t = _d(t)
+        value, window = _number(t.get("value")), _seconds(t.get("rate"))
+        if value is None or window is None:
+            continue
+        span = window + (_seconds(t.get("for")) or 0) + 3600
+        if value * span >= 2 ** 46:
+            add(["metrics", i, "thresholds", j, "value"], f"a counter rising {value:g}/s passes 2^47, where gpumon "
+                f"reads DCGM's blank codes and drops the reading, within {format_duration(2 ** 47 / value)}: "
+                "the alert could not hold for its `for`; lower the threshold")
 
 
 #: the exporter.labels keys that identify a GPU (kept on every alert)

@@ -9,7 +9,7 @@ from typing import Any
 
 from ruamel.yaml.comments import CommentedMap
 
-from . import kube, sidecar, presets, bounds
+from . import kube, sidecar, presets, bounds, metricnames
 from ..alertnames import builtin_alerts
 from ..durations import format_duration, parse_duration
 from .model import AlertSettings, DCGM_BLANK_MIN, Exporter, Labels, Metric, VOLATILE_LABELS
@@ -95,6 +95,7 @@ def _semantic_problems(doc: CommentedMap, plain: dict, name: str) -> list[Proble
     kube.problems(plain, add)
     sidecar.problems(plain, add)
     bounds.problems(plain, add, {f.name: f.default for f in dataclasses.fields(Labels)})
+    metricnames.problems(plain, add)
     return out
 
 

@@ -74,6 +74,27 @@ def test_amtool_accepts_the_merged_fragment(tmp_path, root, am_engine):
     assert f" - {len(frag['inhibit_rules'])} inhibit rules" in proc.stdout and " - 2 receivers" in proc.stdout
 
 
+def test_two_specs_fragments_merge_and_route_each_pool_to_its_own_receiver(tmp_path, default_spec, am_engine):
+    """Two GPU pools' specs (own name, job and node label) in one Alertmanager: their receivers
+    were both `gpumon` (amtool refused the merge) and the first route, matching alert names
+    only, took the second pool's alerts and grouped them by its own node label."""
+    text = open(default_spec.path).read()
+    pool = text.replace("name: gpumon\n", "name: pool-a\n", 1).replace("job: dcgm-exporter", "job: pool-a-dcgm", 1)
+    specs = [default_spec, parse_spec(pool, "pool-a.yaml")]
+    assert specs[1].name == "pool-a" and specs[1].exporter.job == "pool-a-dcgm"
+    cfg = MINIMAL
+    for spec in specs:
+        cfg = merged(alertmanager.fragment(spec, build_groups(spec)), "http://127.0.0.1:1/", base=cfg)
+    path = tmp_path / "alertmanager.yml"
+    path.write_text(yaml.safe_dump(cfg))
+    check = subprocess.run([am_engine.amtool, "check-config", str(path)], capture_output=True, text=True)
+    assert check.returncode == 0 and " - 3 receivers" in check.stdout, check.stdout + check.stderr
+    for job, receiver in (("dcgm-exporter", "gpumon"), ("pool-a-dcgm", "pool-a"), ("other", "default")):
+        routed = subprocess.run([am_engine.amtool, "config", "routes", "test", f"--config.file={path}",
+                                 "alertname=GpuLost", "severity=critical", f"job={job}"], capture_output=True, text=True)
+        assert routed.stdout.strip() == receiver, (job, routed.stdout + routed.stderr)
+
+
 # --------------------------------------------------------------------------- a real Alertmanager
 
 #: the test spec: the validate spec with time compressed (1 s scrapes, `for` of 2 s)

@@ -27,6 +27,12 @@ def literal_replacement(value: str) -> str:
     return quote(str(value).replace("$", "$$"))
 
 
+def regex_literal(text: str) -> str:
+    """``text`` as an RE2 regex matching exactly itself (RE2's metacharacters escaped; ``-`` too, for
+    character classes): for ``=~`` / ``!~`` matchers of PromQL and Alertmanager alike."""
+    return "".join("\\" + c if c in r".^$*+?()[]{}|\-" else c for c in text)
+
+
 def matcher(label: str, value: str, op: str = "=") -> str:
     """``label="value"`` (or ``=~``, ``!=``, ``!~``) with the value quoted."""
     return f"{label}{op}{quote(value)}"

@@ -9,7 +9,7 @@ without a window that runs out while the hardware is still gone.
 
 from __future__ import annotations
 
-from ..promqltext import matcher
+from ..promqltext import matcher, regex_literal
 from ..spec.presets import PRESETS
 from ..spec import Metric, Spec
 from . import names
@@ -33,14 +33,10 @@ def _retired(spec: Spec) -> str:
     lab, al = spec.exporter.labels, spec.alerts
     out = []
     if al.retired_nodes:
-        out.append(matcher(lab.node, "|".join(_re_escape(x) for x in al.retired_nodes), "!~"))
+        out.append(matcher(lab.node, "|".join(regex_literal(x) for x in al.retired_nodes), "!~"))
     if al.retired_gpus:
-        out.append(matcher(lab.gpu, "|".join(_re_escape(x) for x in al.retired_gpus), "!~"))
+        out.append(matcher(lab.gpu, "|".join(regex_literal(x) for x in al.retired_gpus), "!~"))
     return ",".join(out)
-
-
-def _re_escape(text: str) -> str:
-    return "".join("\\" + c if c in r".^$*+?()[]{}|\-" else c for c in text)
 
 
 def _self(spec: Spec, name: str) -> str:

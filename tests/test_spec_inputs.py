@@ -5,6 +5,7 @@ to end in an internal error (exit 4) are clean exit-2 messages with a position."
 from __future__ import annotations
 
 import dataclasses
+import json
 import re
 import subprocess
 import sys
@@ -91,6 +92,29 @@ def test_a_name_that_is_not_a_metric_name_cannot_add_operators():
     assert "vector(1)" not in expr.replace(promqltext.quote(INJECTION), "")
     assert promqltext.series("up", 'job="x"') == 'up{job="x"}' and promqltext.series("up", bare=True) == "up"
     assert promqltext.series("a b", 'job="x"') == '{__name__="a b",job="x"}'
+
+
+def test_a_dollar_in_a_job_never_reaches_grafana_as_a_variable(tmp_path):
+    """Grafana replaces `$node` in a panel's query with the node variable before sending it: the
+    job `exp-$node` reached Prometheus as `exp-(gpu-node-1|...)`. Every `$` left in a rendered
+    dashboard's queries is a variable the dashboard defines (or Grafana's own `$__...`), and the
+    rules still read the job as written."""
+    text = BASE.replace("job: dcgm-exporter", 'job: "exp-$node"')
+    files = render(parse_spec(text, "spec.yaml"))
+    seen = 0
+    for path, body in files.items():
+        if not (path.startswith("dashboards/") and path.endswith(".json")):
+            continue
+        board = json.loads(body)
+        variables = {v["name"] for v in board.get("templating", {}).get("list", [])}
+        for expr in re.findall(r'"expr": "((?:[^"\\]|\\.)*)"', body):
+            expr = json.loads(f'"{expr}"')
+            assert all(v in variables or v.startswith("__") for v in re.findall(r"\$\{?(\w+)", expr)), expr
+            seen += "exp-\\x24node" in expr
+    assert seen, "no panel reads the job"
+    rules = files["rules/gpumon.rules.yaml"]
+    assert 'job="exp-\\x24node"' in rules
+    assert any(m.value == "exp-$node" for m in promql_parser.parse('up{job="exp-\\x24node"}').matchers.matchers)
 
 
 # --------------------------------------------------------------------------- source labels

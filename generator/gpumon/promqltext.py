@@ -34,8 +34,11 @@ def regex_literal(text: str) -> str:
 
 
 def matcher(label: str, value: str, op: str = "=") -> str:
-    """``label="value"`` (or ``=~``, ``!=``, ``!~``) with the value quoted."""
-    return f"{label}{op}{quote(value)}"
+    """``label="value"`` (or ``=~``, ``!=``, ``!~``) with the value quoted, and a ``$`` in it written
+    ``\\x24`` (the same string to Prometheus, VictoriaMetrics and Thanos): Grafana replaces ``$name``
+    and ``${name}`` in a panel's query with its template variables before sending it, so a job
+    ``exp-$node`` on a dashboard with a ``node`` variable was read as ``exp-(gpu-node-1|...)``."""
+    return f"{label}{op}{quote(value).replace('$', chr(92) + 'x24')}"
 
 
 def matchers(labels: dict[str, str], op: str = "=") -> str:

@@ -332,6 +332,22 @@ def test_duplicate_gpu(env, faulty):
     assert not healthy.findings
 
 
+def test_missing_gpu_label_is_one_finding_naming_the_label_carried(env):
+    """A spec naming a GPU label the series lack (``uuid_label``; they carry ``UUID``): one
+    identity-label-missing per target that names ``UUID``, and no duplicate-gpu made of the
+    label-less series (their empty UUIDs are no GPU); the inventory still counts 4 GPUs."""
+    spec = spec_for("dcgm-healthy", edit=lambda t: t.replace("    gpu: UUID", "    gpu: uuid_label"))
+    report, code = run(env, spec, checks=("presence", "duplicates", "inventory"))
+    assert code == 1 and not by_check(report, "duplicate-gpu"), report.findings
+    missing = by_check(report, "identity-label-missing")
+    assert len(missing) == 2, missing
+    for f in missing:
+        assert "`uuid_label`" in f.message and "UUID_LABEL" not in f.message, f.message
+        assert "they carry `UUID`" in f.message and "exporter.labels.gpu to `UUID`" in f.hint, f
+    (inv,) = by_check(report, "gpu-inventory")
+    assert inv.message.startswith("4 GPUs on 2 nodes"), inv.message
+
+
 def test_optional_fields_absent(env, faulty):
     report, _ = faulty
     prof = [f for f in by_check(report, "optional-absent") if f.case == "optional/profiling"]

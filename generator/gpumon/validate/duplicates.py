@@ -6,7 +6,7 @@ One aggregated query on the first required metric, whatever the fleet size: GPUs
 appears under more than one (job, instance), limited to UUIDs the spec's job reports (MIG
 instances share their parent's UUID on one target, so they do not count as duplicates)::
 
-    group by (UUID, job, instance, Hostname) (last_over_time(M[3 scrapes]) and on (job, instance) up == 1)
+    group by (UUID, job, instance, Hostname) (last_over_time(M{UUID!=""}[3 scrapes]) and on (job, instance) up == 1)
     and on (UUID) (count by (UUID) (group by (UUID, job, instance) (...the same...)) > 1)
     and on (UUID) last_over_time(M{job="<job>"}[3 scrapes])
 
@@ -14,6 +14,11 @@ Only targets up *now* count (``up == 1``, an instant selector: a target that lef
 discovery got staleness markers and is gone at once). An exporter pod replaced by one at a new
 address reports the same UUIDs from two targets within the 3-scrape window, one after the other:
 that is one GPU, not a duplicate.
+
+Only series that carry the spec's UUID label count (``UUID!=""``): series without it (the label
+dropped by relabeling, or spelled otherwise) would all share the empty value and look like one
+GPU reported by every target. The presence check reports them (identity-label-missing /
+identity-label-renamed).
 
 Why: Two exporters or two scrape configs reporting one GPU double every sum and fire every alert
 twice.
@@ -24,6 +29,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
+from .. import promqltext
 from ..durations import format_duration
 from ..findings import Finding
 from ..promapi import PromError
@@ -36,7 +42,8 @@ FINDINGS = ("duplicate-gpu", CHECK)
 LOOKS_AT = ("a GPU UUID reported now by more than one (job, instance): two exporters on a node (GPU Operator's "
             'plus a Helm-installed one) or two scrape configs for one target; sums double, alerts fire twice. One '
             'aggregated query on the first required metric: `count by (UUID) (group by (UUID, job, instance) '
-            "(...)) > 1`, limited to UUIDs of the spec's job; MIG instances of one GPU on one target are not "
+            "(...)) > 1`, limited to UUIDs of the spec's job; series without the UUID label are not GPUs here "
+            "(identity-label-missing reports them); MIG instances of one GPU on one target are not "
             'duplicates. Only targets up now count (`... and on (job, instance) up == 1`): an exporter pod '
             'replaced by one at a new address reports the same UUIDs from two targets one after the other, which '
             'is one GPU, not a duplicate')
@@ -49,7 +56,10 @@ def query(ctx: Context, metric: str) -> str:
     recent = format_duration(3 * max(1.0, ctx.scrape_interval))
     # under a global view two clusters may reuse one target address: the cluster is part of it
     target = ", ".join((ctx.labels.cluster,) * bool(ctx.labels.cluster) + ("job", "instance"))
-    now = f"(last_over_time({metric}[{recent}]) and on ({target}) up == 1)"
+    # series without the UUID label all share the empty value: one "GPU" on every target. They
+    # are identity-label-missing (presence check), not duplicates
+    carrying = promqltext.series(metric, promqltext.matcher(uuid, "", "!="))
+    now = f"(last_over_time({carrying}[{recent}]) and on ({target}) up == 1)"
     # both spellings of the node label (Hostname / hostname, NVIDIA/dcgm-exporter#655)
     return (f"group by ({uuid}, job, instance, {node}, {other_spelling(node)}) ({now})\n"
             f"and on ({uuid}) (count by ({uuid}) (group by ({uuid}, job, instance) ({now})) > 1)\n"
@@ -77,6 +87,8 @@ def run(ctx: Context) -> CheckResult:
     for item in ans.data:
         m = item["metric"]
         uuid = m.get(uuid_label, "")
+        if not uuid:  # the query asks for a non-empty UUID; an answer without one is no GPU
+            continue
         targets[uuid].add((m.get("job", ""), m.get("instance", "")))
         name = m.get(node_label) or m.get(other_spelling(node_label))
         if name:

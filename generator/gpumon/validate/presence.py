@@ -24,6 +24,7 @@ from collections import defaultdict
 from ..durations import format_duration
 from ..findings import Finding
 from ..promapi import Answer, PromError
+from ..promqltext import matcher
 from ..rules.names import FIELD_LABEL
 from ..spec import Metric
 from . import hints
@@ -221,6 +222,8 @@ def _identity(ctx: Context, inv: Inventory) -> list[Finding]:
         if g.uuid_label != lab.gpu:
             by_target[(inst, "uuid")].add(g.uuid)
     out = []
+    lacking = {which for (_, which), values in by_target.items() if not any(values)}
+    carried = _uuid_like(ctx) if "uuid" in lacking else []
     for (inst, which), values in sorted(by_target.items()):
         want = lab.node if which == "node" else lab.gpu
         other = other_spelling(want)
@@ -230,9 +233,40 @@ def _identity(ctx: Context, inv: Inventory) -> list[Finding]:
                                f"({', '.join(sorted(values))[:200]}); rules and dashboards keyed on `{want}` do not see them",
                                hints.RENAMED if which == "node" else hints.LEGACY,
                                labels=(("instance", inst), ("job", ctx.job)), case=case))
-        else:
-            out.append(Finding("identity-label-missing", "error", inst,
-                               f"series of target {inst} have neither `{want}` nor `{other}`: GPUs cannot be told apart",
-                               "check relabeling (labeldrop) in the scrape config and the exporter's flags",
-                               labels=(("instance", inst), ("job", ctx.job)), case=case))
+            continue
+        # the other spelling only where exporters really use it (Hostname/hostname, UUID/uuid):
+        # for a label of the user's own naming it is noise
+        names = f"neither `{want}` nor `{other}`" if want in _SPELLINGS else f"no `{want}` label"
+        hint = "check relabeling (labeldrop) in the scrape config and the exporter's flags"
+        msg = f"series of target {inst} have {names}: GPUs cannot be told apart"
+        if which == "uuid" and carried:
+            listed = ", ".join(f"`{name}`" for name in carried)
+            msg += f"; they carry {listed} with GPU UUIDs (GPU-…/MIG-…)"
+            hint = f"set exporter.labels.gpu to {listed.split(', ')[0]} in the spec, or {hint}"
+        out.append(Finding("identity-label-missing", "error", inst, msg, hint,
+                           labels=(("instance", inst), ("job", ctx.job)), case=case))
     return out
+
+
+#: the identity label names dcgm-exporter versions really spell two ways (NVIDIA/dcgm-exporter#655,
+#: the 1.x ``uuid``)
+_SPELLINGS = {"Hostname", "hostname", "UUID", "uuid"}
+#: a GPU or MIG UUID as NVML writes it (``GPU-6f2e...``, ``MIG-4a1c...``)
+_UUID_VALUE = ("GPU-", "MIG-")
+
+
+def _uuid_like(ctx: Context) -> list[str]:
+    """Label names whose values look like GPU UUIDs on a series of the job that lacks the spec's
+    UUID label (both spellings): what to set ``exporter.labels.gpu`` to. One instant query for one
+    series (``topk(1, ...)``), asked only when some target lacks the label; [] when it fails."""
+    lab = ctx.labels
+    metric = ctx.spec.tracked_metrics[0].name if ctx.spec.tracked_metrics else ""
+    if not metric:
+        return []
+    recent = format_duration(3 * max(1.0, ctx.scrape_interval))
+    sel = ctx.sel(metric, matcher(lab.gpu, ""), matcher(other_spelling(lab.gpu), ""))
+    ans = ctx.queries_at_now({"uuid-like": f"topk(1, last_over_time({sel}[{recent}]))"})["uuid-like"]
+    if isinstance(ans, PromError):
+        return []
+    labels = ans.data[0]["metric"] if ans.data else {}
+    return sorted(k for k, v in labels.items() if isinstance(v, str) and v.startswith(_UUID_VALUE))

@@ -10,7 +10,7 @@ EXIT_OK = 0
 EXIT_FINDINGS = 1
 #: could not do the job: usage, spec/config, connection, auth, not a Prometheus API
 EXIT_ERROR = 2
-#: (validate) inconclusive: partial responses or failed queries, and nothing failed
+#: (validate, preview) inconclusive: partial responses or failed queries, and nothing failed
 EXIT_INCONCLUSIVE = 3
 #: internal error: an uncaught exception, a bug in gpumon (:func:`gpumon.cli.common.internal_error`)
 EXIT_INTERNAL = 4

@@ -2,8 +2,8 @@
 calling the library (imported inside the command, so ``gpumon --help`` loads little).
 
 Exit codes (all commands): 0 all good; 1 findings (drift, lint errors, failed checks);
-2 usage, config or connection errors; validate adds 3 (inconclusive: partial data, no failures);
-4 internal error (an uncaught exception anywhere: a bug, reported in one line, see
+2 usage, config or connection errors; validate and preview add 3 (inconclusive: partial data,
+no failures); 4 internal error (an uncaught exception anywhere: a bug, reported in one line, see
 :func:`common.internal_error`); 141 when the reader of stdout went away first (``| head``), as a
 shell reports a command ended by SIGPIPE.
 """

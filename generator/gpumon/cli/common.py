@@ -24,7 +24,7 @@ Exit codes:
   0  all good
   1  findings: drift, lint errors, failed checks
   2  usage, spec/config or connection error
-  3  (validate) inconclusive: partial data, no failures
+  3  (validate, preview) inconclusive: partial data, no failures
   4  internal error: a bug in gpumon (please report it; GPUMON_DEBUG=1 shows the traceback)
 """
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import yaml
 
+from gpumon import starter
 from gpumon.spec import load_spec
 
 from .clirun import gpumon
@@ -50,3 +51,11 @@ def test_relative_or_odd_url_is_refused_and_nothing_is_written(tmp_path):
         proc = gpumon("init", str(tmp_path), "--runbook-url", url, cwd=tmp_path)
         assert proc.returncode == 2 and "absolute http(s) URL" in proc.stderr, (url, proc.stderr)
         assert not list(tmp_path.iterdir())
+
+
+def test_starter_header_speaks_of_the_users_own_file():
+    """The starter is the user's copy: its header does not call it the bundled spec or ask to copy it."""
+    text = starter.starter_spec()
+    head = text.split("\nversion:", 1)[0]
+    assert text.startswith(starter.MODELINE + "\n#\n# Your gpumon spec, written by `gpumon init`"), head
+    assert "Copy this file" not in head and "bundled default spec" not in head, head

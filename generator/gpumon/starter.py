@@ -33,6 +33,14 @@ UNSET_RUNBOOK = ("  # runbook_url: https://<your forge>/<repo>/blob/main/output/
                  "  #   notifications and Grafana carry it verbatim, so a relative one is a dead link there\n")
 
 
+#: the starter's header, instead of the bundled spec's (which calls itself the bundled spec and asks
+#: to be copied: the starter is the copy, already the user's own file)
+HEADER = ("#\n"
+          "# Your gpumon spec, written by `gpumon init` from gpumon's bundled one: dcgm-exporter 4.x as shipped,\n"
+          "# with the image's default field list. Edit it and keep it in your GitOps repo; `gpumon render`\n"
+          "# turns it into rules, dashboards, rule tests and runbooks (in output/ beside this file).\n")
+
+
 class InitError(Exception):
     """A starter file exists already, or an option is unusable (nothing was written)."""
 
@@ -58,8 +66,9 @@ def _runbook_lines(runbook_url: str | None) -> str:
 
 
 def starter_spec(runbook_url: str | None = None) -> str:
-    """The bundled default spec with its modeline pointing at the schema beside it, and the
-    bundled relative runbook base replaced (see the module docstring).
+    """The bundled default spec with its modeline pointing at the schema beside it, a header of
+    its own (:data:`HEADER`) and the bundled relative runbook base replaced (see the module
+    docstring).
 
     Raises:
         InitError: ``runbook_url`` is not an absolute http(s) URL.
@@ -68,6 +77,9 @@ def starter_spec(runbook_url: str | None = None) -> str:
     lines = default_spec_path().read_text(encoding="utf-8").splitlines(keepends=True)
     if lines and lines[0].startswith("# yaml-language-server:"):
         lines = lines[1:]
+    # the bundled spec's header: its leading comment lines
+    body = next((i for i, line in enumerate(lines) if not line.startswith("#")), len(lines))
+    lines = [HEADER] + lines[body:]
     start = next((i for i, line in enumerate(lines) if line.startswith("  runbook_url:")), None)
     if start is None:
         raise RuntimeError("the bundled spec has no alerts.runbook_url line to replace")

@@ -13,6 +13,8 @@ import pytest
 from .conftest import ROOT
 
 NO_SPEC = "no spec found: pass SPEC or run `gpumon init`"
+#: lint and preview take a spec only as an option
+NO_SPEC_OPTION = "no spec found: pass --spec SPEC or run `gpumon init`"
 
 
 def gpumon(*args: str, cwd: Path) -> subprocess.CompletedProcess:
@@ -20,12 +22,17 @@ def gpumon(*args: str, cwd: Path) -> subprocess.CompletedProcess:
                           timeout=120)
 
 
-@pytest.mark.parametrize("command", [["render"], ["render", "--check"], ["lint", "somewhere"],
-                                     ["validate", "--prom", "http://127.0.0.1:9"]])
-def test_no_spec_anywhere_stops_with_exit_2_and_writes_nothing(tmp_path, command):
+@pytest.mark.parametrize("command,said", [(["render"], NO_SPEC), (["render", "--check"], NO_SPEC),
+                                           (["lint", "somewhere"], NO_SPEC_OPTION),
+                                           (["validate", "--prom", "http://127.0.0.1:9"], NO_SPEC),
+                                           (["preview", ".", "--prom", "http://127.0.0.1:9"], NO_SPEC_OPTION),
+                                           (["lint", "--spec", "nothere.yaml", "."], "no spec found at nothere.yaml: "
+                                            "pass --spec SPEC or run")])
+def test_no_spec_anywhere_stops_with_exit_2_and_writes_nothing(tmp_path, command, said):
+    """Says how this command takes a spec: SPEC for render and validate, --spec SPEC for lint and preview."""
     proc = gpumon(*command, cwd=tmp_path)
     assert proc.returncode == 2, proc.stdout + proc.stderr
-    assert NO_SPEC in proc.stderr and "Traceback" not in proc.stderr
+    assert said in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
     assert list(tmp_path.iterdir()) == []
 
 
@@ -56,7 +63,7 @@ def test_lint_without_a_spec_does_not_pass_relative_runbook_links(tmp_path):
     rules.write_text("groups:\n- name: g\n  rules:\n  - alert: A\n    expr: up == 0\n    for: 5m\n"
                      "    annotations: {runbook_url: ../runbooks/A.md}\n")
     proc = gpumon("lint", str(rules), cwd=tmp_path)
-    assert proc.returncode == 2 and NO_SPEC in proc.stderr
+    assert proc.returncode == 2 and NO_SPEC_OPTION in proc.stderr
 
 
 def test_without_o_the_output_is_beside_the_spec_from_any_folder(tmp_path):
@@ -112,4 +119,4 @@ def test_lint_names_the_file_no_spec_governs(tmp_path):
     (tmp_path / "governed" / "a.yaml").write_text(RULES)
     (tmp_path / "loose.yaml").write_text(RULES)
     proc = gpumon("lint", "governed/a.yaml", "loose.yaml", cwd=tmp_path)
-    assert proc.returncode == 2 and NO_SPEC in proc.stderr and "for loose.yaml" in proc.stderr, proc.stderr
+    assert proc.returncode == 2 and NO_SPEC_OPTION in proc.stderr and "for loose.yaml" in proc.stderr, proc.stderr

@@ -122,12 +122,22 @@ def specs_for(paths: list[str]) -> dict[Path, list[str]]:
         found = find_spec(start) or find_spec()
         if found is None:
             where = sorted({str(start.resolve()), str(Path.cwd())})
-            click.echo(f"gpumon: no spec found: pass SPEC or run `gpumon init` (no gpumon.yaml in {' or '.join(where)} "
+            click.echo(f"gpumon: no spec found: pass {_how_to_name()} or run `gpumon init` (no gpumon.yaml in {' or '.join(where)} "
                        f"or a folder above, for {path}; `--spec {DEFAULT_SPEC}` uses gpumon's bundled example spec)",
                        err=True)
             sys.exit(EXIT_ERROR)
         out.setdefault(found, []).append(path)
     return out
+
+
+def _how_to_name() -> str:
+    """How the running command takes a spec, for "pass ... or run `gpumon init`": ``SPEC`` where
+    it is an argument (render, validate), ``--spec SPEC`` where it is only an option (lint,
+    preview): naming an argument a command does not have sends the user to a usage error."""
+    ctx = click.get_current_context(silent=True)
+    params = ctx.command.params if ctx is not None else ()
+    positional = any(isinstance(p, click.Argument) and "SPEC" in (p.metavar or p.name.upper()) for p in params)
+    return "SPEC" if positional or ctx is None else "--spec SPEC"
 
 
 def _is_dir(path: Path) -> bool:
@@ -162,7 +172,7 @@ def load_built_or_exit(path: str | None):
     elif path is None:
         found = find_spec()
         if found is None:
-            click.echo("gpumon: no spec found: pass SPEC or run `gpumon init` (no gpumon.yaml in "
+            click.echo(f"gpumon: no spec found: pass {_how_to_name()} or run `gpumon init` (no gpumon.yaml in "
                        f"{Path.cwd()} or a folder above it; `{DEFAULT_SPEC}` uses gpumon's bundled example spec)", err=True)
             sys.exit(EXIT_ERROR)
         path = os.path.relpath(found)
@@ -172,7 +182,7 @@ def load_built_or_exit(path: str | None):
         click.echo(f"gpumon: cannot read spec {path}: {exc.strerror or exc}", err=True)
         sys.exit(EXIT_ERROR)
     if not found:
-        click.echo(f"gpumon: no spec found at {path}: pass SPEC or run `gpumon init`", err=True)
+        click.echo(f"gpumon: no spec found at {path}: pass {_how_to_name()} or run `gpumon init`", err=True)
         sys.exit(EXIT_ERROR)
     from ..rules import build_groups
 

@@ -8,6 +8,8 @@ import pytest
 
 from gpumon.spec import schema
 
+from .conftest import ROOT
+
 #: JSON pointer of a free-text string schema -> where the value is made safe where it is used.
 #: Every string also passes specbounds.walk (no control characters, no ``{{``/``}}``).
 FREE_TEXT = {
@@ -85,3 +87,22 @@ def test_a_new_string_field_without_a_rule_fails(field):
     root = schema()
     root["properties"]["exporter"]["properties"]["new_field"] = field
     assert uncovered(root, frozenset(FREE_TEXT)) == ["/properties/exporter/properties/new_field"]
+
+
+def test_a_number_where_a_duration_is_expected_says_give_a_unit():
+    """Every duration field of the bundled spec, written as a bare number (YAML reads `30` as an
+    int): one problem each at its line, saying a unit is missing, never "is not of type 'string'"."""
+    import re
+
+    from gpumon.spec import SpecError, parse_spec
+
+    text = (ROOT / "gpumon.yaml").read_text()
+    fields = re.findall(r"^ *(\w+): (\d+)(?:ms|[smhdwy])\b", text, re.M)
+    assert {"scrape_interval", "for", "gap_window", "refresh", "window"} <= {f for f, _ in fields}, fields
+    numbers = re.sub(r"^( *\w+: \d+)(?:ms|[smhdwy])\b", r"\1", text, flags=re.M)
+    with pytest.raises(SpecError) as exc:
+        parse_spec(numbers, "numbers.yaml")
+    messages = [p.message for p in exc.value.problems]
+    assert len(messages) == len(fields), messages
+    for message in messages:
+        assert "is a number, not a Prometheus duration: give a unit (use e.g. 30s" in message, message

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import re
 from importlib import resources
 
 import jsonschema
@@ -55,12 +56,25 @@ def _explain(err: jsonschema.ValidationError, doc: CommentedMap, name: str) -> l
             msg += f"; did you mean {hint[0]!r}?"
         line, col = _position(doc, path)
         return [Problem(name, line, col, _format_path(path), msg)]
-    if err.validator == "pattern" and "duration" in json.dumps(err.schema.get("description", "")).lower():
+    if err.validator in ("pattern", "type") and _is_duration(err.schema):
         msg = f"{err.instance!r} is not a Prometheus duration (use e.g. 30s, 5m, 1h)"
+        if isinstance(err.instance, (int, float)) and not isinstance(err.instance, bool):
+            # YAML reads `30` as a number: the unit is what is missing, not the quotes
+            msg = f"{err.instance!r} is a number, not a Prometheus duration: give a unit (use e.g. 30s, 5m, 1h)"
     else:
         msg = err.message
     line, col = _position(doc, path)
     return [Problem(name, line, col, _format_path(path), msg)]
+
+
+def _is_duration(sub: dict) -> bool:
+    """Whether ``sub`` (the schema an error was found under) is a duration's: a string whose
+    pattern takes ``30s`` and ``5m`` but not a bare ``30`` (the duration definition every
+    Prometheus duration field refers to, and Grafana's ``refresh``)."""
+    pattern = sub.get("pattern") if isinstance(sub, dict) and sub.get("type") == "string" else None
+    if not isinstance(pattern, str):
+        return False
+    return all(re.search(pattern, text) for text in ("30s", "5m")) and not re.search(pattern, "30")
 
 
 def _dedupe(problems: list[Problem]) -> list[Problem]:

@@ -350,3 +350,24 @@ def test_the_newest_point_is_the_end_of_the_range():
     now = fetch.ending_now(tm)
     assert (now.end - now.start) % now.step == 0 and now.end == NOW + 50 and now.step == tm.step
     assert (now.end - now.start) / now.step <= fetch.MAX_POINTS
+
+
+def test_the_summary_line_counts_panels_with_data_from_the_verdicts_it_tallies(tmp_path, monkeypatch):
+    """While the server fills up, the drawing's range queries can find series on a panel that
+    validate's verdict (asked a moment earlier) found empty: the line's "with data" and its tally
+    come from the one list of verdicts, so they always add up."""
+    import gpumon.validate
+    from gpumon.findings import Report
+
+    drawn = [panel("timeseries", [Series("a", {}, wave(5))], id=i, title=f"p{i}") for i in range(3)]
+    verdicts = [{"dashboard": "Fleet", "uid": "u", "file": "f.json", "panel_id": i, "title": f"p{i}",
+                 "verdict": v, "message": ""} for i, v in enumerate(["panel-ok", "panel-no-data", "panel-partial"])]
+    report = Report("gpumon validate", panels=verdicts,
+                    previews=[DashboardPreview("Fleet", "u", "f.json", START, NOW, "last 1h", panels=drawn)])
+    monkeypatch.setattr(gpumon.validate, "validate", lambda *a, **k: (report, 1))
+    out = tmp_path / "p.html"
+    res = CliRunner().invoke(cli, ["preview", "output/dashboards", "--prom", "http://127.0.0.1:9", "--spec", "default",
+                                   "-o", str(out)])
+    assert res.exit_code == 1, res.output
+    assert f"{out}: 1 dashboard(s), 2 of 3 panels with data; 3 panels in 1 dashboard(s): 1 ok, 1 no data, 1 partial" \
+        in res.output, res.output

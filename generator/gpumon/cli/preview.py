@@ -81,8 +81,9 @@ def preview(dashboards, url, out_file, spec_option, time_range, server, timeout,
         except OSError as exc:
             click.echo(f"gpumon preview: cannot write {out_file}: {exc.strerror or exc}", err=True)
             sys.exit(EXIT_ERROR)
-        drawn = sum(1 for d in report.previews for p in d.panels if p.state == "data")
-        total = sum(1 for d in report.previews for p in d.panels if p.type not in ("row", "text"))
-        click.echo(f"{out_file}: {len(report.previews)} dashboard(s), {drawn} of {total} panels with data"
-                   + (f"; {report.summary['dashboards']}" if "dashboards" in report.summary else ""))
+        # one count of one set of verdicts: "with data" and the tally after it were once two
+        # passes over the server (the drawing's range queries and validate's verdicts), which
+        # disagreed while the server was filling up
+        from ..validate.dashboards import summary
+        click.echo(f"{out_file}: {len(report.previews)} dashboard(s), {summary(report.panels, with_data=True)}")
     sys.exit(code)

@@ -373,9 +373,16 @@ def _many(ctx, calls: dict) -> dict:
     return {k: f.result() for k, f in futures.items()}
 
 
-def summary(found: list[Verdict]) -> str:
-    """``38 panels in 3 dashboard(s): 30 ok, 5 no data, ...`` in :data:`~.verdicts.VERDICTS` order."""
-    counts = {k: sum(1 for v in found if v.verdict == k) for k in verdicts.VERDICTS}
+def summary(found: list, with_data: bool = False) -> str:
+    """``38 panels in 3 dashboard(s): 30 ok, 5 no data, ...`` in :data:`~.verdicts.VERDICTS` order,
+    of :class:`Verdict` objects or their dicts (a report's ``panels``). ``with_data`` puts
+    ``32 of 38 panels with data; `` first, counted from the same verdicts
+    (:data:`~.verdicts.WITH_DATA`), so the two numbers always agree (gpumon preview's line)."""
+    rows = [v if isinstance(v, dict) else v.as_dict() for v in found]
+    counts = {k: sum(1 for v in rows if v["verdict"] == k) for k in verdicts.VERDICTS}
     parts = [f"{n} {k.removeprefix('panel-').replace('-', ' ')}" for k, n in counts.items() if n]
-    dashes = len({(v.file, v.uid, v.dashboard) for v in found})
-    return f"{len(found)} panels in {dashes} dashboard(s): " + (", ".join(parts) or "none")
+    dashes = len({(v["file"], v["uid"], v["dashboard"]) for v in rows})
+    text = f"{len(rows)} panels in {dashes} dashboard(s): " + (", ".join(parts) or "none")
+    if with_data:
+        text = f"{sum(counts[k] for k in verdicts.WITH_DATA)} of {len(rows)} panels with data; {text}"
+    return text

@@ -18,6 +18,8 @@ SEVERITY = {"panel-no-data": "error", "panel-query-error": "error", "panel-varia
             "panel-unsupported": "info", "panel-not-evaluated": "inconclusive"}
 FINDINGS = tuple(SEVERITY) + ("dashboard-query-cap", "unreadable-file")
 VERDICTS = ("panel-ok",) + tuple(SEVERITY)
+#: verdicts of a panel that shows series now (partial: some of them; masked: the `or vector(0)` stand-in)
+WITH_DATA = ("panel-ok", "panel-partial", "panel-masked")
 #: verdict -> what to do about it (the finding's hint)
 HINTS = {
     "panel-no-data": "the panel says \"No data\": make the series exist (exporter field list, scrape config, "

@@ -100,3 +100,19 @@ def test_a_broken_hand_written_rule_fails_the_lint_step_with_an_annotation(repo)
     name, proc = run_steps({"workdir": str(repo), "lint-paths": "monitoring"}, only="lint")[-1]
     assert name.startswith("lint") and proc.returncode == 1, proc.stdout + proc.stderr
     assert "::error file=monitoring/extra.yaml,line=5" in proc.stdout and "promql-syntax" in proc.stdout
+
+
+def test_without_output_the_steps_check_the_output_beside_the_spec(repo):
+    """`spec: clusters/a/gpumon.yaml` checks clusters/a/output (render's default), not ./output."""
+    cluster = repo / "clusters" / "a"
+    cluster.mkdir(parents=True)
+    (repo / "gpumon.yaml").rename(cluster / "gpumon.yaml")
+    (repo / "output").rename(cluster / "output")
+    done = run_steps({"workdir": str(repo), "spec": "clusters/a/gpumon.yaml"})
+    assert [p.returncode for _, p in done] == [0, 0, 0], [(n, p.stdout + p.stderr) for n, p in done]
+    assert "clusters/a/output" in done[1][1].stdout, done[1][1].stdout
+    assert not (repo / "output").exists()
+    # an output given still wins
+    (cluster / "output").rename(repo / "rendered")
+    done = run_steps({"workdir": str(repo), "spec": "clusters/a/gpumon.yaml", "output": "rendered"})
+    assert [p.returncode for _, p in done] == [0, 0, 0], [(n, p.stdout + p.stderr) for n, p in done]

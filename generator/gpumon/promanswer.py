@@ -56,7 +56,8 @@ class Answer:
 
 
 def _strings(value: object) -> list[str]:
-    return [str(v)[:500] for v in value][:50] if isinstance(value, list) else []
+    # masked before the cut: a warning quoting a credential is not printed in part
+    return [redact.clip(str(v), 500) for v in value[:50]] if isinstance(value, list) else []
 
 
 def _known_codec(name: str | None) -> bool:

@@ -242,7 +242,7 @@ class PromClient:
             except httpx.TimeoutException:
                 raise self._timed_out(url, overall) from None
             except httpx.InvalidURL as exc:  # e.g. over httpx's 65,536-character URL limit
-                raise PromError("config", strip_userinfo(url)[:200], f"request not sent: {exc}") from None
+                raise PromError("config", redact.clip(strip_userinfo(url), 200), f"request not sent: {exc}") from None
             except httpx.HTTPError as exc:
                 raise PromError("connection", strip_userinfo(url), f"cannot connect: {exc}",
                                 hint="check the URL, port, proxy and TLS options (--ca-file, --insecure-skip-verify)") from None
@@ -264,7 +264,7 @@ class PromClient:
         url, cap = strip_userinfo(str(resp.url)), self.max_bytes
         encoding = resp.headers.get("content-encoding", "identity").strip().lower()
         if encoding not in ("", "identity", "gzip", "x-gzip", "deflate"):
-            raise PromError("http", url, f"unsupported Content-Encoding {encoding[:40]!r}", resp.status_code)
+            raise PromError("http", url, f"unsupported Content-Encoding {redact.clip(encoding, 40)!r}", resp.status_code)
         too_big = PromError("too-large", url, f"response larger than {cap >> 20} MiB (after decompression)",
                             resp.status_code, hint="raise --max-response-mib, or narrow --lookback/--checks; a "
                             "server answering this much to gpumon's queries is unusual")
@@ -295,7 +295,7 @@ class PromClient:
         return body
 
     def _shape(self, path: str, what: str, data: object) -> PromError:
-        data = str(data)[:200]  # the repr of a large answer is not built whole for 200 characters
+        data = redact.clip(str(data), 200)  # masked before the cut: a secret at the cut is not shown in part
         return PromError("not-json", self.base + path, f"unexpected {what} answer: {data}",
                          hint="not the Prometheus API (or a broken proxy in front of it): check --prom and --path-prefix")
 
@@ -372,7 +372,7 @@ class PromClient:
                 return Answer(groups, warnings, infos)
             if not isinstance(token, str) or token in seen:
                 raise PromError("api", self.base + "/api/v1/rules", f"the server repeated groupNextToken "
-                                f"{str(token)[:40]!r}: its rule pages loop", hint="a bug in the server or a proxy; "
+                                f"{redact.clip(str(token), 40)!r}: its rule pages loop", hint="a bug in the server or a proxy; "
                                 "leave rules-loaded out with --checks")
             seen.add(token)
             params = {**_NO_ALERTS, "group_next_token": token, "group_limit": "100"}

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import re
 
+from . import redact
 from .promanswer import Answer, PromError, _known_codec, _strings
 from .promauth import strip_userinfo
 
@@ -28,14 +29,16 @@ def decode(resp, raw: bytes | bytearray, hook=None) -> Answer:
     if isinstance(raw, bytearray):
         raw.clear()  # the text is all that is read from here on: a large answer is not held twice
     start = _FIRST_TEXT.search(body)
-    head = body[start.start():start.start() + 2000] if start else ""
+    # secrets are masked before any cut (redact.clip), so an echoed credential the cut would split
+    # is not printed in part
+    head = redact.clip(body, 2000, start.start()) if start else ""
     # the first 200 characters with runs of white space as one (the whole body split on white
     # space would make a string per token: hundreds of thousands for a large answer)
-    snippet = " ".join(head.split())[:200]
+    snippet = redact.clip(" ".join(head.split()), 200)
     if "html" in ctype or head[:1] == "<":
         login = status in (401, 403) or any(w in body.lower() for w in _LOGIN_WORDS)
         if status < 400 and not login:
-            raise PromError("not-json", url, f"received an HTML page, not the Prometheus API: {snippet[:120]!r}",
+            raise PromError("not-json", url, f"received an HTML page, not the Prometheus API: {redact.clip(snippet, 120)!r}",
                             status, hint="--prom points at a web page (a UI, an index, an ingress default "
                             "backend), not at the API: check --prom and --path-prefix")
         if login:
@@ -43,7 +46,7 @@ def decode(resp, raw: bytes | bytearray, hook=None) -> Answer:
                             "Prometheus API", status, hint="pass credentials (--bearer-token-file, "
                             "--basic-auth-file, --header) or point --prom at the API behind the proxy")
         raise PromError("not-found" if status == 404 else "http", url,
-                        f"received an HTML error page, not the Prometheus API: {snippet[:120]!r}", status,
+                        f"received an HTML error page, not the Prometheus API: {redact.clip(snippet, 120)!r}", status,
                         hint="a proxy or ingress answered instead of Prometheus: check --prom and --path-prefix")
     try:
         doc = json.loads(body, object_hook=hook)
@@ -55,8 +58,8 @@ def decode(resp, raw: bytes | bytearray, hook=None) -> Answer:
     if isinstance(doc, dict) and doc.get("status") in ("success", "error"):
         if doc["status"] == "error":
             kind = "auth" if status in (401, 403) else "api"
-            raise PromError(kind, url, f"{str(doc.get('errorType', 'error'))[:100]}: "
-                            f"{str(doc.get('error', ''))[:300]}".strip(), status)
+            raise PromError(kind, url, f"{redact.clip(str(doc.get('errorType', 'error')), 100)}: "
+                            f"{redact.clip(str(doc.get('error', '')), 300)}".strip(), status)
         if status >= 400:
             raise PromError("http", url, snippet, status)
         return Answer(doc.get("data"), _strings(doc.get("warnings")), _strings(doc.get("infos")))

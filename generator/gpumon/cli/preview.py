@@ -51,6 +51,7 @@ def preview(dashboards, url, out_file, spec_option, time_range, server, timeout,
     range. An empty panel says why, as `gpumon validate --dashboards` explains it."""
     from .. import writer
     from ..preview import fetch
+    from ..redact import redact
     from ..preview.layout import page
     from ..validate import validate as run_validate
 
@@ -70,9 +71,11 @@ def preview(dashboards, url, out_file, spec_option, time_range, server, timeout,
     if code == EXIT_ERROR:  # the server could not be asked, or a dashboard could not be read
         for f in report.sorted_findings():
             if f.severity == "error" and (f.check == "input-unreadable" or f.case and f.case.startswith("reachability/")):
-                click.echo(f"gpumon preview: {f.subject}: {f.message}" + (f" ({f.hint})" if f.hint else ""), err=True)
+                click.echo(redact(f"gpumon preview: {f.subject}: {f.message}" + (f" ({f.hint})" if f.hint else "")),
+                           err=True)
         sys.exit(EXIT_ERROR)
-    html = page(report.previews, "Dashboards on live data", client.base)
+    # the one redaction step every report passes through (gpumon.redact), on the finished page
+    html = redact(page(report.previews, "Dashboards on live data", client.base))
     if out_file == "-":
         click.echo(html, nl=False)
     else:

@@ -17,6 +17,7 @@ import re
 from dataclasses import replace
 from datetime import datetime, timezone
 
+from .. import redact
 from ..durations import format_duration, parse_duration
 from ..promapi import PromError
 from ..readers import loader
@@ -117,7 +118,9 @@ def series_of(answer_data: list, fmt, expr: str, ref: str) -> list[Series]:
     for item in answer_data:
         if not isinstance(item, dict):
             continue
-        labels = {str(k): str(v) for k, v in (item.get("metric") or {}).items()}
+        # masked here, before the cards cut long names to fit: a label echoing a secret is not
+        # drawn in part
+        labels = {redact.redact(str(k)): redact.redact(str(v)) for k, v in (item.get("metric") or {}).items()}
         if "values" in item:
             points = [(float(t), _value(v)) for t, v in item.get("values") or []]
         elif isinstance(item.get("value"), list) and len(item["value"]) == 2:
@@ -223,7 +226,7 @@ def _collect(ctx, preview: DashboardPreview, calls: dict, max_series: int) -> No
         target, fmt = calls[(i, j)]
         answer, pp = future.result(), preview.panels[i]
         if isinstance(answer, PromError):
-            pp.errors.append(f"query {target.ref}: {answer.message}"[:300])
+            pp.errors.append(redact.clip(f"query {target.ref}: {answer.message}", 300))
             continue
         for s in series_of(answer.data, fmt, target.expr, target.ref):
             if len(pp.series) < max_series:

@@ -23,6 +23,7 @@ from __future__ import annotations
 import time
 from dataclasses import replace
 
+from .. import redact
 from ..durations import format_duration
 from ..exitcodes import EXIT_ERROR, EXIT_FINDINGS, EXIT_INCONCLUSIVE, EXIT_OK
 from ..findings import Report
@@ -136,7 +137,7 @@ def _prefetch(ctx: Context, checks) -> None:
 def _inconclusive(findings: list, warnings: list[str]) -> list:
     """A run that saw a partial answer (a store or querier did not answer) cannot prove that a
     series, target or rule is missing: its errors become inconclusive (exit 3, issue #15 finding 6)."""
-    note = "; ".join(dict.fromkeys(warnings))[:300]
+    note = redact.clip("; ".join(dict.fromkeys(warnings)), 300)
     return [replace(f, severity="inconclusive", message=f"{f.message} (the server answered partially: {note})")
             if f.severity == "error" else f for f in findings]
 

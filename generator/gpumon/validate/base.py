@@ -10,7 +10,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 
-from .. import promqltext
+from .. import promqltext, redact
 from ..findings import Finding
 from ..promapi import Answer, PromClient, PromError
 from ..rules import RuleGroup, build_groups
@@ -212,7 +212,7 @@ def partial(findings: list[Finding], answer: Answer | None, case: str, check: st
     ``inconclusive`` findings, or add one when nothing failed."""
     if answer is None or not answer.partial:
         return findings
-    note = "partial response: " + "; ".join(answer.warnings)[:300]
+    note = "partial response: " + redact.clip("; ".join(answer.warnings), 300)
     out = [replace(f, severity="inconclusive", message=f"{f.message} ({note})") if f.severity == "error" else f
            for f in findings]
     if not any(f.severity == "inconclusive" for f in out):

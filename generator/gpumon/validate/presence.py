@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
+from .. import redact
 from ..durations import format_duration
 from ..findings import Finding
 from ..promapi import Answer, PromError
@@ -230,7 +231,7 @@ def _identity(ctx: Context, inv: Inventory) -> list[Finding]:
         if any(values):
             out.append(Finding("identity-label-renamed", "error", inst,
                                f"series of target {inst} carry `{other}` instead of `{want}` "
-                               f"({', '.join(sorted(values))[:200]}); rules and dashboards keyed on `{want}` do not see them",
+                               f"({redact.clip(', '.join(sorted(values)), 200)}); rules and dashboards keyed on `{want}` do not see them",
                                hints.RENAMED if which == "node" else hints.LEGACY,
                                labels=(("instance", inst), ("job", ctx.job)), case=case))
             continue

@@ -8,6 +8,7 @@ Silence: Not skippable: fix --prom, --path-prefix, --tenant or the auth options 
 
 from __future__ import annotations
 
+from .. import redact
 from ..findings import Finding
 from ..promapi import PromError
 from .base import CheckResult, Context
@@ -37,6 +38,6 @@ def run(ctx: Context) -> CheckResult:
     # exactly one sample without labels, valued "1" (promapi checked the shapes)
     if len(answer.data) != 1 or answer.data[0].get("metric") or answer.data[0]["value"][1] != "1":
         return CheckResult([Finding("not-prometheus-api", "error", "query-api",
-                                    f"{ctx.client.base}/api/v1/query answered vector(1) with {str(answer.data)[:200]}",
+                                    f"{ctx.client.base}/api/v1/query answered vector(1) with {redact.clip(str(answer.data), 200)}",
                                     "check --prom and --path-prefix", case=case)], [case])
     return CheckResult([], [case])

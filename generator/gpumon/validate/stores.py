@@ -26,6 +26,7 @@ Silence: Bring the store back or remove it from Query's --endpoint list; leave t
 
 from __future__ import annotations
 
+from .. import redact
 from ..findings import Finding
 from ..promapi import PromError
 from .base import CheckResult, Context
@@ -74,7 +75,7 @@ def run(ctx: Context) -> CheckResult:
         label_sets = [ls for ls in (store.get("labelSets") or []) if isinstance(ls, dict)]
         name = str(store.get("name", "?"))
         covered = label_sets and all(_key(ls) in healthy for ls in label_sets)
-        what = f"Thanos Query lists {kind} store {name} {_labels_text(label_sets)} as failing: {str(error)[:300]}"
+        what = f"Thanos Query lists {kind} store {name} {_labels_text(label_sets)} as failing: {redact.clip(str(error), 300)}"
         if covered:
             findings.append(Finding("replica-unavailable", "warning", name,
                                     f"{what}; a healthy replica with the same labels serves its series",

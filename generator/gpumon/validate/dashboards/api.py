@@ -4,6 +4,7 @@ tenant headers, redirects and error envelopes are handled in the one place they 
 
 from __future__ import annotations
 
+from ... import redact
 from ...promapi import Answer, PromClient, PromError
 
 
@@ -14,7 +15,7 @@ def query_range(client: PromClient, expr: str, start: float, end: float, step: f
     ans = client.get("/api/v1/query_range", params)
     data = ans.data if isinstance(ans.data, dict) else {}
     if data.get("resultType") not in ("matrix", "vector", "scalar", "string"):
-        raise PromError("not-json", client.base + "/api/v1/query_range", f"unexpected answer: {str(ans.data)[:200]}")
+        raise PromError("not-json", client.base + "/api/v1/query_range", f"unexpected answer: {redact.clip(str(ans.data), 200)}")
     result = data.get("result")
     ans.data = result if isinstance(result, list) else []
     return ans

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 
+from ... import redact
 from ...durations import format_duration
 from ...findings import Finding
 from ...promapi import Answer, PromError
@@ -120,7 +121,7 @@ class Judge:
             sev = v.severity
             msg = v.message
             if partial and sev == "error":
-                sev, msg = "inconclusive", msg + " (partial response: " + "; ".join(partial[0].warnings)[:200] + ")"
+                sev, msg = "inconclusive", msg + " (partial response: " + redact.clip("; ".join(partial[0].warnings), 200) + ")"
             hint = HINTS[v.verdict]
             if v.causes:
                 hint += "; explained by " + "; ".join(v.causes)
@@ -391,5 +392,5 @@ class Judge:
 def _cut(text: str, limit: int = 300) -> str:
     """A server message short enough for a table cell: many-to-many errors list whole series
     between their head and the reason at the end, so keep both ends."""
-    half = limit // 2
+    half, text = limit // 2, redact.redact(text)  # masked before either cut can split a secret
     return text if len(text) <= limit else f"{text[:half]} ... {text[-half:]}"

@@ -156,3 +156,26 @@ def test_pr_comment_fits_githubs_limit(tmp_path):
     shown = md.count("- **changed**")
     assert 0 < shown < 2000
     assert f"_… {2000 - shown} more change(s) not shown here: the comment is capped at 65,536 characters" in md
+
+
+def test_git_revision_reads_files_whose_names_git_quotes(tmp_path, monkeypatch):
+    """Names with non-ASCII or quote characters are listed verbatim (git ls-tree -z), so a
+    dashboard named like that is compared, not left out."""
+    repo = tmp_path / "repo"
+    (repo / "dash").mkdir(parents=True)
+    names = ["donn\u20aces.json", 'say "hi".json']
+    for name in names:
+        shutil.copy(DIFF / "v1" / "dashboard.json", repo / "dash" / name)
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@example.com", "-c", "core.quotePath=true"]
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    subprocess.run(git + ["-C", str(repo), "add", "-A"], check=True)
+    subprocess.run(git + ["-C", str(repo), "commit", "-qm", "v1"], check=True)
+    monkeypatch.chdir(repo)
+    side = read("git:HEAD:dash")
+    assert sorted(d.file for d in side.dashboards) == sorted(f"dash/{n}" for n in names)
+    for name in names:
+        (repo / "dash" / name).write_text('{"title": "gutted", "uid": "x", "panels": []}')
+    result = CliRunner().invoke(cli, ["diff", "git:HEAD:dash", "dash"])
+    assert result.exit_code == 1 and "No semantic differences" not in result.output
+    bad = CliRunner().invoke(cli, ["diff", "git:--output=x:dash", "dash"])
+    assert bad.exit_code == 2 and "cannot start with '-'" in bad.output

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -34,7 +35,8 @@ def gpumon(*args, timeout: float = 60, cwd: Path = ROOT) -> tuple[subprocess.Com
     start = time.monotonic()
     try:
         proc = subprocess.run([sys.executable, "-c", WRAPPER, *map(str, args)], capture_output=True, text=True,
-                              cwd=cwd, timeout=timeout, env={**os.environ, "PYTHONPATH": str(ROOT)})
+                              cwd=cwd, timeout=timeout,
+                              env={**os.environ, "PYTHONPATH": os.pathsep.join((str(ROOT / "generator"), str(ROOT)))})
     except subprocess.TimeoutExpired:
         pytest.fail(f"gpumon {' '.join(map(str, args))} still running after {timeout}s")
     out = proc.stdout + proc.stderr
@@ -103,7 +105,8 @@ def test_diff_refuses_hostile_files_by_name(tree, tmp_path):
     result = CliRunner().invoke(cli, ["diff", str(tree), str(tree)])
     assert result.exit_code == 2 and "Traceback" not in result.output, result.output[-2000:]
     for name, words in expect.items():
-        assert f"{name}:1:1: not read: " in result.output and words in result.output, name
+        # a file refused for its content is named with the line and column where it goes too deep
+        assert re.search(rf"{re.escape(name)}:\d+:\d+: not read: ", result.output) and words in result.output, name
 
 
 @pytest.mark.slow
@@ -262,3 +265,61 @@ def test_a_symlinked_spec_is_still_the_spec(tmp_path):
 
     (tmp_path / "gpumon.yaml").symlink_to(ROOT / "gpumon.yaml")
     assert _is_spec(tmp_path / "gpumon.yaml")
+
+
+# --------------------------------------------------------------------------- bounded YAML and JSON values
+
+#: an alias bomb of about 700 bytes: a0 holds one value, each aN nine copies of a(N-1)
+ALIAS_BOMB = ("a0: &a0 [x]\n" + "".join(f"a{n}: &a{n} [{', '.join([f'*a{n - 1}'] * 9)}]\n" for n in range(1, 12))
+              + "groups:\n- name: g\n  rules:\n  - record: r\n    expr: up\n    labels: {x: *a11}\n")
+_DASH = {"title": "t", "uid": "u", "panels": [{"id": 1, "type": "graph", "title": "p",
+                                              "gridPos": {"x": 1, "y": 0, "w": 1, "h": 1},
+                                              "targets": [{"expr": "up", "refId": "A"}]}]}
+#: file name -> (text, the words and position its refusal must show)
+BOUNDED = {
+    "bomb.rules.yaml": (ALIAS_BOMB, "6:20: not read: YAML aliases expand to more than 50000 values"),
+    "label.rules.yaml": ("groups:\n- name: g\n  rules:\n  - record: r\n    expr: up\n    labels: {x: " + "1" * 5000
+                         + "}\n", "6:17: not read: a number of 5000 characters"),
+    "interval.rules.yaml": ("groups:\n- name: g\n  interval: " + "9" * 5000 + "\n  rules:\n  - record: r\n"
+                            "    expr: up\n", "3:13: not read: a number of 5000 characters"),
+    "long.json": (json.dumps(_DASH).replace('"id": 1', '"id": ' + "7" * 5000), "1:46: not read: the number 7777"),
+    "inf.json": (json.dumps(_DASH).replace('"x": 1', '"x": Infinity'), "1:97: not read: the number Infinity"),
+    "e999.json": (json.dumps(_DASH).replace('"x": 1', '"x": 1e999'), "1:97: not read: the number 1e999"),
+    "cm.yaml": ("kind: ConfigMap\nmetadata: {name: d}\ndata:\n  d.json: '" + json.dumps(_DASH).replace(
+        '"x": 1', '"x": NaN') + "'\n", "4:3: not read: /data/d.json: the number NaN"),
+}
+
+
+@pytest.mark.parametrize("command", ["lint", "diff"])
+def test_unbounded_yaml_and_json_values_are_refused_by_name(tmp_path, command):
+    """An alias bomb ran lint and diff for minutes at 1.2 GB; integers over Python's 4,300 digits,
+    Infinity and 1e999 in a rule file or a dashboard ended in exit 4. Each is refused with the
+    file, line and column (exit 2), within seconds."""
+    other = tmp_path / "other.yaml"
+    other.write_text("groups:\n- name: g\n  rules:\n  - record: r\n    expr: up\n")
+    for name, (text, words) in BOUNDED.items():
+        path = tmp_path / name
+        path.write_text(text)
+        args = ["lint", path] if command == "lint" else ["diff", path, other]
+        proc, seconds = gpumon(*args, timeout=30)
+        where, _, message = words.partition(": ")
+        out = proc.stdout + proc.stderr
+        assert proc.returncode == 2 and f"{path}:{where}: " in out and message in out, (name, out[-1500:])
+        assert seconds < 20
+
+
+def test_validate_refuses_a_dashboard_with_an_endless_number(tmp_path):
+    bad = tmp_path / "long.json"
+    bad.write_text(BOUNDED["long.json"][0])
+    with HostileProm("healthy") as srv:
+        proc, _ = gpumon("validate", "--prom", srv.url, "--dashboards", bad, "--timeout", "5")
+    assert proc.returncode == 2 and "the number 7777" in proc.stdout
+
+
+def test_fault_files_are_bounded_like_every_yaml_input(tmp_path):
+    from gpumon.simfaults import FaultError, load_faults
+
+    faults = tmp_path / "faults.yaml"
+    faults.write_text(ALIAS_BOMB)
+    with pytest.raises(FaultError, match="faults.yaml:6:20: not read: YAML aliases expand"):
+        load_faults(faults)

@@ -83,6 +83,9 @@ HOSTILE = [
     ("deep-nesting", BASE + "name: " + "[" * 200 + "]" * 200 + "\n", ""),
     ("alias-bomb", "a: &a [x, x, x, x, x, x, x, x, x, x]\n" + "".join(
         f"{c}: &{c} [{', '.join(['*' + p] * 10)}]\n" for p, c in zip("abcdefgh", "bcdefghi")) + BASE, ""),
+    ("int-5000-digits", BASE.replace("value: 83", "value: " + "9" * 5000), ""),
+    ("hex-5000-digits", BASE.replace("value: 83", "value: 0x" + "f" * 5000), ""),
+    ("range-5000-digits", BASE.replace("range: [5, 110]", "range: [5, " + "9" * 5000 + "]"), ""),
     ("re2-lookahead", KUBE.replace("POD", "(?=nvidia).*"), "kubernetes.exporter.pod_regex"),
     ("re2-backref", KUBE.replace("POD", "(a)\\\\1"), "kubernetes.exporter.pod_regex"),
     ("re2-Z", KUBE.replace("POD", "nvidia.*\\\\Z"), "kubernetes.exporter.pod_regex"),
@@ -117,7 +120,8 @@ def test_raw_control_character_is_a_positioned_yaml_error(tmp_path):
     assert info.value.problems[0].line == 13
 
 
-@pytest.mark.parametrize("case", ["for-empty", "huge-int", "range-inf", "template-job", "deep-nesting", "alias-bomb"])
+@pytest.mark.parametrize("case", ["for-empty", "huge-int", "range-inf", "template-job", "deep-nesting", "alias-bomb",
+                                  "int-5000-digits", "hex-5000-digits"])
 def test_cli_exits_2_without_traceback(tmp_path, case):
     text = dict((h[0], h[1]) for h in HOSTILE)[case]
     spec = tmp_path / "spec.yaml"

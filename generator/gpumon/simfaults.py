@@ -11,6 +11,8 @@ from pathlib import Path
 
 import yaml
 
+from .readers import files as inputfiles
+
 #: Fault kinds. Metric-scoped kinds take ``metric`` (None = every metric); all take ``node`` and
 #: ``gpu`` (None = all).
 FAULT_KINDS = {
@@ -144,7 +146,11 @@ def load_faults(path: str | Path) -> list[Fault]:
         FaultError: unreadable file, bad syntax or a bad fault (message names the file).
     """
     try:
-        doc = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+        text = inputfiles.read_text(Path(path), inputfiles.Limits(follow_symlinks=True))
+        inputfiles.check_yaml(text)  # bounded like every YAML input (alias bombs, endless numbers)
+        doc = yaml.safe_load(text)
+    except inputfiles.Refused as exc:
+        raise FaultError(f"{path}:{exc.line}:{exc.column}: not read: {exc}") from None
     except OSError as exc:
         raise FaultError(f"{path}: cannot read: {exc.strerror or exc}") from None
     except yaml.YAMLError as exc:

@@ -18,7 +18,7 @@ from .positions import json_locator, loc, pos
 
 def load_json_file(text: str, name: str, inputs: Inputs) -> None:
     try:
-        doc = json.loads(text)
+        doc = inputfiles.decode_json(text)  # the depth was checked by the caller
     except json.JSONDecodeError as exc:
         inputs.problems.append(unreadable(name, exc.lineno, exc.colno, f"JSON syntax error: {exc.msg}"))
         return
@@ -46,6 +46,11 @@ def embedded_dashboard(parent: CommentedMap, key, name: str, lines: list[str], i
         return
     try:
         doc = inputfiles.loads_json(text)
+    except inputfiles.Refused as exc:
+        line, col = pos(parent, key)
+        inputs.problems.append(unreadable(name, line + 1, col + 1, f"not read: {pointer}: {exc} (line {exc.line} "
+                                          "of the value)"))
+        return
     except json.JSONDecodeError as exc:
         if str(key).endswith(".json"):
             line, col = pos(parent, key)

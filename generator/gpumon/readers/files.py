@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import math
 import os
 import re
 import stat
@@ -39,7 +40,12 @@ _BRACKETS = re.compile(r"[\[\]{}]")
 
 
 class Refused(Exception):
-    """A file gpumon will not read; ``str()`` says why (without the file name)."""
+    """A file gpumon will not read; ``str()`` says why (without the file name), ``line`` and
+    ``column`` where (1, 1 when the whole file is refused)."""
+
+    def __init__(self, message: str, line: int = 1, column: int = 1):
+        super().__init__(message)
+        self.line, self.column = line, column
 
 
 @dataclass(frozen=True)
@@ -143,27 +149,129 @@ def check_json_depth(text: str) -> None:
 
 
 def loads_json(text: str):
-    """``json.loads`` after the depth check (raises :class:`Refused` or ``json.JSONDecodeError``)."""
+    """``json.loads`` after the depth check, numbers bounded (raises :class:`Refused` or
+    ``json.JSONDecodeError``): see :func:`decode_json`."""
     check_json_depth(text)
-    return json.loads(text)
+    return decode_json(text)
 
 
-def check_yaml_depth(text: str) -> None:
-    """Raise :class:`Refused` when YAML ``text`` nests deeper than :data:`MAX_DEPTH`. Counts
-    libyaml's events (a stream, not a tree: no recursion); a syntax error is left for the loader
-    to report with its position."""
+def decode_json(text: str):
+    """``json.loads`` of ``text`` (its depth already checked) refusing, with their line and
+    column, a number longer than :data:`MAX_NUMBER_CHARS` characters (Python converts integers
+    of up to 4,300 digits) and numbers that are not finite (``NaN``, ``Infinity``, ``1e999``:
+    not JSON, and no position or size is infinite).
+
+    Raises:
+        Refused: such a number.
+        json.JSONDecodeError: a syntax error.
+    """
+    try:
+        return json.loads(text, parse_int=_json_int, parse_float=_json_float, parse_constant=_json_constant)
+    except _BadNumber as exc:
+        line, column = _position_outside_strings(text, exc.token)
+        shown = exc.token if len(exc.token) <= 20 else f"{exc.token[:12]}… ({len(exc.token)} characters)"
+        raise Refused(f"the number {shown} {exc.why}", line, column) from None
+
+
+class _BadNumber(Exception):
+    def __init__(self, token: str, why: str):
+        super().__init__(token)
+        self.token, self.why = token, why
+
+
+def _json_int(token: str) -> int:
+    if len(token) > MAX_NUMBER_CHARS:
+        raise _BadNumber(token, f"is longer than {MAX_NUMBER_CHARS} characters")
+    return int(token)
+
+
+def _json_float(token: str) -> float:
+    if len(token) > MAX_NUMBER_CHARS:
+        raise _BadNumber(token, f"is longer than {MAX_NUMBER_CHARS} characters")
+    value = float(token)
+    if not math.isfinite(value):
+        raise _BadNumber(token, "is out of range (not a finite number)")
+    return value
+
+
+def _json_constant(token: str):
+    raise _BadNumber(token, "is not JSON (NaN and Infinity have no place in a dashboard)")
+
+
+def _position_outside_strings(text: str, token: str) -> tuple[int, int]:
+    """1-based (line, column) of the first ``token`` outside JSON strings, (1, 1) if none."""
+    blanked = _JSON_STRING.sub(lambda m: "\"" + " " * (len(m.group()) - 2) + "\"", text)
+    at = blanked.find(token)
+    if at < 0:
+        return 1, 1
+    return blanked.count("\n", 0, at) + 1, at - (blanked.rfind("\n", 0, at) + 1) + 1
+
+
+def check_yaml(text: str, max_depth: int = MAX_DEPTH) -> None:
+    """The bounds every YAML document gpumon reads is held to before it is loaded (rule files,
+    PrometheusRule/ConfigMap/GrafanaDashboard objects, specs, fault files). Raise
+    :class:`Refused` (with the line and column) when the text
+
+    - nests deeper than ``max_depth`` levels: parsers and the checks that walk the result recurse;
+    - has aliases that expand to more than :data:`MAX_NODES` values in all: an alias bomb (each
+      anchor a list of nine aliases of the one before) is a few hundred bytes that expand to
+      billions of values once anything walks, copies or prints the document;
+    - holds a plain number longer than :data:`MAX_NUMBER_CHARS` characters: Python refuses to
+      convert integers of more than 4,300 digits, and no setting needs such a number.
+
+    Counts libyaml's events (a stream, not a tree: no recursion); a syntax error is left for
+    the loader to report with its position."""
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-    depth = 0
+    depth = total = expanded = 0
+    sizes: dict[str, int] = {}
+    open_anchors: list[tuple[str | None, int]] = []
     try:
         for event in yaml.parse(text, Loader=loader):
             if isinstance(event, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
                 depth += 1
-                if depth > MAX_DEPTH:
-                    raise Refused(f"YAML nested more than {MAX_DEPTH} levels deep")
+                total += 1
+                if depth > max_depth:
+                    raise _refused(event, f"YAML nested more than {max_depth} levels deep")
+                open_anchors.append((event.anchor, total - 1))
             elif isinstance(event, (yaml.MappingEndEvent, yaml.SequenceEndEvent)):
                 depth -= 1
+                anchor, before = open_anchors.pop()
+                if anchor is not None:
+                    sizes[anchor] = total - before
+            elif isinstance(event, yaml.ScalarEvent):
+                total += 1
+                if event.anchor is not None:
+                    sizes[event.anchor] = 1
+                if _long_number(event):
+                    raise _refused(event, f"a number of {len(event.value)} characters, over the cap of "
+                                          f"{MAX_NUMBER_CHARS}")
+            elif isinstance(event, yaml.AliasEvent):
+                size = sizes.get(event.anchor, 1)
+                total += size
+                expanded += size
+                if expanded > MAX_NODES:
+                    raise _refused(event, f"YAML aliases expand to more than {MAX_NODES} values (an alias "
+                                          f"bomb?); write the values out")
     except yaml.YAMLError as exc:
         # libyaml stops at its own limit (1,000 flow levels) before yielding the deep events
         if "nesting depth" in str(getattr(exc, "problem", "") or ""):
-            raise Refused(f"YAML nested more than {MAX_DEPTH} levels deep") from None
+            raise Refused(f"YAML nested more than {max_depth} levels deep") from None
         return  # a syntax error: the loader reports it with its position
+
+
+#: aliases in one YAML document expand to at most this many values (the spec's bound too)
+MAX_NODES = 50_000
+#: characters of one plain YAML number or JSON number (Python converts integers of up to 4,300
+#: digits; 1,000 hexadecimal digits are about 1,200 decimal ones)
+MAX_NUMBER_CHARS = 1000
+_NUMBERISH = re.compile(r"[-+]?\.?[0-9][0-9a-fA-FxXoObB_:.eE+-]*")
+
+
+def _long_number(event) -> bool:
+    return (not event.style and event.implicit[0] and len(event.value) > MAX_NUMBER_CHARS
+            and _NUMBERISH.fullmatch(event.value) is not None)
+
+
+def _refused(event, message: str) -> "Refused":
+    mark = event.start_mark
+    return Refused(message, mark.line + 1, mark.column + 1)

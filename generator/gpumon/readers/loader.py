@@ -127,16 +127,18 @@ def load_text_file(path: Path, inputs: Inputs, limits: inputfiles.Limits = input
 
 def load_text(text: str, name: str, inputs: Inputs) -> None:
     """Like :func:`load_text_file` for text already read; ``name`` is used in positions. Text
-    nested deeper than :data:`.files.MAX_DEPTH` is an ``input-unreadable`` finding."""
+    out of :mod:`.files`' bounds (nested deeper than :data:`.files.MAX_DEPTH`, YAML aliases that
+    expand past :data:`.files.MAX_NODES` values, numbers too long to convert) is an
+    ``input-unreadable`` finding naming the file, line and column."""
     try:
         if name.endswith(".json"):
             inputfiles.check_json_depth(text)
             load_json_file(text, name, inputs)
         else:
-            inputfiles.check_yaml_depth(text)
+            inputfiles.check_yaml(text)
             _load_yaml_file(text, name, inputs)
     except inputfiles.Refused as exc:
-        inputs.problems.append(unreadable(name, 1, 1, f"not read: {exc}"))
+        inputs.problems.append(unreadable(name, exc.line, exc.column, f"not read: {exc}"))
     except RecursionError:  # a backstop: the depth checks above should keep every parser shallow
         inputs.problems.append(unreadable(name, 1, 1, "not read: nested too deeply to parse"))
 

@@ -14,6 +14,7 @@ from ruamel.yaml.comments import CommentedMap
 from ruamel.yaml.error import MarkedYAMLError, YAMLError
 
 from ..fields import known_fields
+from ..readers import files as inputfiles
 from .. import overrides as alert_overrides
 from .build import _build
 from .model import Spec
@@ -28,7 +29,8 @@ from .semantic import _semantic_problems
 MAX_SPEC_BYTES = 1 << 20
 
 
-MAX_NODES = 50_000
+#: values after YAML aliases are expanded: the bound every YAML input is held to (readers.files)
+MAX_NODES = inputfiles.MAX_NODES
 
 
 MAX_DEPTH = 32
@@ -82,6 +84,10 @@ def parse_spec(text: str, name: str = "<spec>") -> Spec:
     deep = _flow_too_deep(text) or _block_too_deep(text)
     if deep:
         raise SpecError([Problem(name, deep[0], deep[1], "", f"nested more than {MAX_DEPTH} levels deep")])
+    try:  # the bounds of every YAML input: alias expansion, number length
+        inputfiles.check_yaml(text)
+    except inputfiles.Refused as exc:
+        raise SpecError([Problem(name, exc.line, exc.column, "", str(exc))]) from None
     yaml = YAML(typ="rt")
     try:
         doc = yaml.load(text)

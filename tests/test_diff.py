@@ -179,3 +179,45 @@ def test_git_revision_reads_files_whose_names_git_quotes(tmp_path, monkeypatch):
     assert result.exit_code == 1 and "No semantic differences" not in result.output
     bad = CliRunner().invoke(cli, ["diff", "git:--output=x:dash", "dash"])
     assert bad.exit_code == 2 and "cannot start with '-'" in bad.output
+
+
+_ODD_VALUES = [5, -1.5, "x", [], [1, "a"], {}, {"a": [1]}, None, True]
+_PANEL_KEYS = ["gridPos", "title", "type", "id", "targets", "datasource", "fieldConfig", "panels", "yaxes",
+               "thresholds"]
+_TARGET_KEYS = ["expr", "refId", "legendFormat", "datasource"]
+_DASH_KEYS = ["title", "uid", "templating", "panels"]
+
+
+def _odd_dashboards():
+    base = json.loads((DIFF / "v1" / "dashboard.json").read_text())
+    for value in _ODD_VALUES:
+        for key in _DASH_KEYS:
+            yield f"dashboard.{key}={value!r}", dict(base, **{key: value})
+        for key in _PANEL_KEYS:
+            doc = json.loads(json.dumps(base))
+            doc["panels"][0][key] = value
+            yield f"panel.{key}={value!r}", doc
+        for key in _TARGET_KEYS:
+            doc = json.loads(json.dumps(base))
+            doc["panels"][0]["targets"][0][key] = value
+            yield f"target.{key}={value!r}", doc
+        doc = json.loads(json.dumps(base))
+        doc["templating"] = {"list": [{"name": "v", "type": "query", "query": value, "definition": value}]}
+        yield f"variable.query={value!r}", doc
+
+
+def test_dashboards_of_any_shape_diff_without_crashing(tmp_path):
+    """A gridPos of 5 or an expr of 5 (lint accepts both) crashed diff with an internal error:
+    whatever type a dashboard field holds, both directions compare."""
+    from gpumon.readers import loader
+    from gpumon.readers.model import Inputs
+
+    base = Inputs()
+    loader.load_text((DIFF / "v1" / "dashboard.json").read_text(), "d.json", base)
+    for case, doc in _odd_dashboards():
+        odd = Inputs()
+        loader.load_text(json.dumps(doc), "d.json", odd)
+        assert not odd.problems, case
+        for old, new in ((base, odd), (odd, base)):
+            md = compare(old, new, "a", "b").markdown()
+            assert md.startswith("### gpumon diff"), case

@@ -53,6 +53,11 @@ def _seq(value) -> list:
     return value if isinstance(value, list) else []
 
 
+def _mapping(value) -> dict:
+    """``value`` when it is an object, else {}."""
+    return value if isinstance(value, dict) else {}
+
+
 def _grid(panel: dict) -> str | None:
     g = panel.get("gridPos")
     return f"x={g.get('x')} y={g.get('y')} w={g.get('w')} h={g.get('h')}" if isinstance(g, dict) else None
@@ -63,8 +68,9 @@ def _targets(panel: dict, variables: dict) -> dict:
     for i, t in enumerate(_seq(panel.get("targets"))):
         if isinstance(t, dict):
             expr = t.get("expr")
-            norm = promql.normalize(grafana.substitute(expr, variables)) if isinstance(expr, str) else None
-            out[str(t.get("refId", i))] = (expr, norm, t.get("legendFormat"))
+            # an expr that is not a string (a number, an object) is compared and shown as its JSON
+            norm = promql.normalize(grafana.substitute(expr, variables)) if isinstance(expr, str) else _json(expr)
+            out[str(t.get("refId", i))] = (expr if isinstance(expr, str) else _json(expr), norm, t.get("legendFormat"))
     return out
 
 
@@ -125,7 +131,7 @@ def dashboard_changes(old: dict, new: dict, seen: dict | None = None) -> list[st
         if a.get("id") != b.get("id"):
             renumbered += 1
         if _grid(a) != _grid(b):
-            ga, gb = a.get("gridPos") or {}, b.get("gridPos") or {}
+            ga, gb = _mapping(a.get("gridPos")), _mapping(b.get("gridPos"))
             if all(ga.get(k) == gb.get(k) for k in ("w", "h")) and (added or removed):
                 reflowed += 1  # same size, new place: the grid reflowed around panels that came or went
             else:
@@ -146,7 +152,8 @@ def dashboard_changes(old: dict, new: dict, seen: dict | None = None) -> list[st
             elif ref not in tb:
                 out.append(f"- {name}: query {ref} removed: `{ta[ref][0]}`")
             else:
-                listed = regex_list_changes(ta[ref][0], tb[ref][0]) if ta[ref][1] != tb[ref][1] else None
+                listed = regex_list_changes(ta[ref][0], tb[ref][0]) if ta[ref][1] != tb[ref][1] and \
+                    isinstance(ta[ref][0], str) and isinstance(tb[ref][0], str) else None
                 if listed:
                     out += [f"- {name}: query {ref}: {ln}" for ln in listed]
                     if seen is not None:

@@ -7,9 +7,11 @@ merged. A new output adds a function to :data:`RENDERERS`.
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Callable
 
 from . import alertmanager, dashboards, ruletests, runbooks, sidecar, writer
+from .readers.files import Limits
 from .rules import RuleGroup, build_groups
 from .rules import output as rule_output
 from .spec import Spec
@@ -22,9 +24,10 @@ RENDERERS: list[Renderer] = [rule_output.files, alertmanager.files, dashboards.f
                              sidecar.files]
 
 
-def render(spec: Spec, groups: list[RuleGroup] | None = None) -> dict[str, str]:
+def render(spec: Spec, groups: list[RuleGroup] | None = None, *, inputs: Limits | None = None) -> dict[str, str]:
     """Render every output file for ``spec`` from its rule ``groups`` (built here when not given:
-    :func:`gpumon.rules.build_groups`; a caller that built them already passes them).
+    :func:`gpumon.rules.build_groups`; a caller that built them already passes them). ``inputs``
+    says how the spec's own runbook templates are read (``--follow-symlinks``, ``--max-input-mib``).
 
     Returns:
         {relative path: file text}, sorted by path.
@@ -35,6 +38,8 @@ def render(spec: Spec, groups: list[RuleGroup] | None = None) -> dict[str, str]:
     files: dict[str, str] = {}
     groups = build_groups(spec) if groups is None else groups
     for renderer in RENDERERS:
+        if renderer is runbooks.files and inputs is not None:
+            renderer = partial(runbooks.files, limits=inputs)
         for path, text in renderer(spec, groups).items():
             if path in files:
                 raise ValueError(f"two renderers wrote {path}")

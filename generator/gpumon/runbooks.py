@@ -15,16 +15,18 @@ plain data).
 
 from __future__ import annotations
 
+import contextlib
 import re
 from collections import OrderedDict
 from functools import lru_cache
 from pathlib import Path
 
 import jinja2
-from jinja2.sandbox import SandboxedEnvironment
 
 from .durations import format_duration
 from .promqltext import quote
+from .readers import files as inputs
+from .runbooksandbox import MAX_OUTPUT, BoundedSandbox, OwnLoader, bounded, explain
 from .rules import names
 from .rules.model import Rule, RuleGroup
 from .rules.output import CRD_PATH, PLAIN_PATH
@@ -51,10 +53,16 @@ def override_dir(spec: Spec) -> Path | None:
 
 
 @lru_cache(maxsize=8)
-def _env(own: str | None = None) -> jinja2.Environment:
-    """The runbook templates: ``own`` (the spec's folder) first, then the bundled ones."""
-    env = SandboxedEnvironment(
-        loader=jinja2.FileSystemLoader(([own] if own else []) + [str(templates_dir() / "runbooks")]),
+def _env(own: str | None = None, limits: inputs.Limits = inputs.DEFAULT) -> jinja2.Environment:
+    """The runbook templates: ``own`` (the spec's folder, read within ``limits``:
+    :class:`gpumon.runbooksandbox.OwnLoader`) first, then the bundled ones."""
+    bundled = jinja2.FileSystemLoader(str(templates_dir() / "runbooks"))
+    loader = bundled
+    if own:
+        root = Path(own).parent.resolve()      # the spec's folder: symlinks may lead anywhere inside
+        loader = OwnLoader(Path(own), root, limits, bundled)
+    env = BoundedSandbox(
+        loader=loader,
         undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True,
         keep_trailing_newline=True, autoescape=False,
     )
@@ -64,6 +72,7 @@ def _env(own: str | None = None) -> jinja2.Environment:
     # single-quoted string a ' ends the string, so it is written as '\''
     env.filters["promql"] = quote
     env.filters["sq"] = lambda value: str(value).replace("'", "'\\''")
+    env.filters["code"] = code_span
     return env
 
 
@@ -111,31 +120,46 @@ class TemplateProblem(ValueError):
     the file (and line, when Jinja knows it)."""
 
 
-def _where(exc: jinja2.TemplateError, own: Path, alert: str) -> str:
-    file = getattr(exc, "filename", None) or getattr(exc, "name", None)
-    line = getattr(exc, "lineno", None)
-    place = f"{file}:{line}" if file and line else (file or str(own))
-    return f"runbook template {place} (runbook of {alert}): {exc.message or exc}"
+def code_span(value) -> str:
+    """``value`` as a Markdown inline code span whose fence is longer than any run of backticks
+    in it, so a spec value (a job name with a backtick) can never end the span early and inject
+    Markdown (links, emphasis) into a runbook."""
+    text = " ".join(str(value).splitlines())
+    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
+    fence = "`" * (longest + 1)
+    pad = " " if text.startswith("`") or text.endswith("`") or (text.startswith(" ") and text.strip()) else ""
+    return f"{fence}{pad}{text}{pad}{fence}"
 
 
-def render_one(spec: Spec, alert: str, rules: list[Rule]) -> str:
-    """The runbook of ``alert`` (all ``rules`` carrying that name) as Markdown.
+def render_one(spec: Spec, alert: str, rules: list[Rule], limits: inputs.Limits = inputs.DEFAULT) -> str:
+    """The runbook of ``alert`` (all ``rules`` carrying that name) as Markdown; the spec's own
+    templates are read within ``limits`` and rendered within the bounds of
+    :mod:`gpumon.runbooksandbox`.
 
     Raises:
         TemplateProblem: a template of the spec's ``runbooks/`` folder has a syntax error, uses a
-            variable the context lacks or breaks the sandbox's rules.
+            variable the context lacks, breaks the sandbox's rules or bounds, or cannot be read.
         jinja2.TemplateError: the same in a bundled template (a programming error).
     """
     own = override_dir(spec)
-    env = _env(str(own) if own else None)
+    env = _env(str(own) if own else None, limits)
     kind = rules[0].kind or "generic"
     try:
-        template = env.select_template([f"{alert}.md.j2", f"{kind}.md.j2", "generic.md.j2"])
-        text = template.render(**_context(spec, alert, rules))
-    except jinja2.TemplateError as exc:
-        if own is None:
+        with bounded() if own else contextlib.nullcontext():
+            template = env.select_template([f"{alert}.md.j2", f"{kind}.md.j2", "generic.md.j2"])
+            text = template.render(**_context(spec, alert, rules))
+        if len(text) > MAX_OUTPUT:
+            raise TemplateProblem(f"runbook template {template.filename} (runbook of {alert}): the page has "
+                                  f"{len(text)} characters, over the cap of {MAX_OUTPUT}")
+    except TemplateProblem:
+        raise
+    except Exception as exc:     # noqa: BLE001 - every failure of the spec's own template is its error
+        found = explain(exc) if own is not None else None
+        if found is None:
             raise
-        raise TemplateProblem(_where(exc, own, alert)) from None
+        file, line, message = found
+        place = f"{file}:{line}" if file and line else (file or str(own))
+        raise TemplateProblem(f"{place}: {message} (runbook template for {alert})") from None
     text = "\n".join(line.rstrip() for line in text.strip().splitlines()) + "\n"
     text = re.sub(r"\n{3,}", "\n\n", text)
     if not writer.carries_mark(f"runbooks/{alert}.md", text.encode("utf-8")):
@@ -145,8 +169,9 @@ def render_one(spec: Spec, alert: str, rules: list[Rule]) -> str:
     return text
 
 
-def files(spec: Spec, groups: list[RuleGroup]) -> dict[str, str]:
+def files(spec: Spec, groups: list[RuleGroup], limits: inputs.Limits = inputs.DEFAULT) -> dict[str, str]:
     """Rendered runbooks keyed by path relative to the output folder, one per alert name of the
-    ``groups`` built from ``spec`` (:func:`gpumon.rules.build_groups`)."""
-    return {RUNBOOK_PATH.format(alert=alert): render_one(spec, alert, rules)
+    ``groups`` built from ``spec`` (:func:`gpumon.rules.build_groups`); the spec's own templates
+    are read within ``limits`` (``--follow-symlinks``, ``--max-input-mib``)."""
+    return {RUNBOOK_PATH.format(alert=alert): render_one(spec, alert, rules, limits)
             for alert, rules in _alerts_by_name(groups).items()}

@@ -10,7 +10,7 @@ from pathlib import Path
 import click
 
 from ..exitcodes import EXIT_ERROR, EXIT_FINDINGS
-from .common import DEFAULT_SPEC, EPILOG, load_built_or_exit, pick_spec
+from .common import DEFAULT_SPEC, EPILOG, input_options, load_built_or_exit, pick_spec, read_limits
 
 
 @click.command(epilog=EPILOG)
@@ -20,7 +20,9 @@ from .common import DEFAULT_SPEC, EPILOG, load_built_or_exit, pick_spec
 @click.option("-o", "--output", "out", default=None, type=click.Path(file_okay=False),
               help="Folder to write into [default: output/ beside the spec; ./output for `default`].")
 @click.option("--check", is_flag=True, help="Write nothing; list what differs and exit 1 if anything does.")
-def render(spec: str | None, spec_option: str | None, out: str | None, check: bool) -> None:
+@input_options
+def render(spec: str | None, spec_option: str | None, out: str | None, check: bool, follow_symlinks: bool,
+           max_input_mib: int) -> None:
     """Render rules, dashboards, rule tests and runbooks from SPEC (default: the gpumon.yaml in
     this folder or the nearest one above it; `default` is gpumon's bundled example spec) into
     the -o folder (default: the output/ folder beside the spec, from whichever folder you run it).
@@ -29,6 +31,10 @@ def render(spec: str | None, spec_option: str | None, out: str | None, check: bo
     longer renders are removed; other files in the folder are never touched. A manifest line
     naming anything but a file gpumon renders inside the folder is an error (exit 2). The write is
     all or nothing: a failed or killed render leaves the old tree (finished on the next run).
+
+    Runbook templates of a runbooks/ folder beside the spec are read like lint's inputs
+    (--follow-symlinks, --max-input-mib) and rendered in a bounded sandbox; an error in one is
+    reported as FILE:LINE (exit 2).
     """
     from .. import render as render_mod
     from .. import writer
@@ -39,9 +45,9 @@ def render(spec: str | None, spec_option: str | None, out: str | None, check: bo
     model, groups = load_built_or_exit(spec)
     given, out = out, out or default_output(spec, model.path)
     try:
-        files = render_mod.render(model, groups)
-    except TemplateProblem as exc:      # the spec's own runbook templates
-        click.echo(f"gpumon: {exc}", err=True)
+        files = render_mod.render(model, groups, inputs=read_limits(follow_symlinks, max_input_mib))
+    except TemplateProblem as exc:      # the spec's own runbook templates: FILE:LINE: message
+        click.echo(str(exc), err=True)
         sys.exit(EXIT_ERROR)
     folder = Path(out)
     if check:

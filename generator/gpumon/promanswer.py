@@ -5,6 +5,7 @@ before a check reads an answer."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 from . import redact
@@ -30,6 +31,13 @@ class PromError(Exception):
         self.kind, self.url, self.status, self.message, self.hint = kind, url, status, message, hint
         where = f"{url}: HTTP {status}" if status else url
         super().__init__(f"{where}: {message}")
+
+
+def shape_error(url: str, what: str, data: object) -> PromError:
+    """A ``not-json`` :class:`PromError` for an answer of the wrong shape, quoting the start of it
+    (masked before it is cut)."""
+    return PromError("not-json", url, f"unexpected {what} answer: {redact.clip(str(data), 200)}",
+                     hint="not the Prometheus API (or a broken proxy in front of it): check --prom and --path-prefix")
 
 
 #: How Prometheus 3 starts PromQL annotations (promql/annotations: "PromQL info: ", "PromQL warning: ")
@@ -75,9 +83,12 @@ def _is_labels(value: object) -> bool:
 
 def _is_value(value: object) -> bool:
     """``[unix time, "number as string"]`` (Prometheus sends values as strings; ``NaN``, ``+Inf``
-    included), the string a number Python reads."""
+    included), the string a number Python reads, the time a number of seconds before the year
+    5000 (Python's JSON reads ``Infinity`` and ``1e400`` as infinite, a time no reader can turn
+    into milliseconds or a date)."""
     if not (isinstance(value, list) and len(value) == 2 and isinstance(value[0], (int, float))
-            and not isinstance(value[0], bool) and isinstance(value[1], str) and len(value[1]) <= 64):
+            and not isinstance(value[0], bool) and math.isfinite(value[0]) and abs(value[0]) < 1e11
+            and isinstance(value[1], str) and len(value[1]) <= 64):
         return False
     try:
         float(value[1])
@@ -107,6 +118,23 @@ def _is_target(item: object) -> bool:
                                                                  "scrapeTimeout"))
             and isinstance(item.get("lastScrapeDuration", 0), (int, float))
             and not isinstance(item.get("lastScrapeDuration", 0), bool))
+
+
+def result_items(data: object) -> list | None:
+    """The items of a query answer's ``data`` (``{"resultType", "result"}``) in the shapes the API
+    documents: vector samples, matrix series, a scalar or string as one sample without labels;
+    None for anything else (an item that is not an object, labels that are not a mapping of
+    strings, a value that is not ``[time, "number"]``), which the caller refuses as a server
+    error instead of crashing where it reads the item."""
+    data = data if isinstance(data, dict) else {}
+    kind, result = data.get("resultType"), data.get("result")
+    if kind == "vector" and isinstance(result, list) and all(map(_is_sample, result)):
+        return result
+    if kind == "matrix" and isinstance(result, list) and all(map(_is_series, result)):
+        return result
+    if kind in ("scalar", "string") and _is_value(result):
+        return [{"metric": {}, "value": result}]
+    return None
 
 
 def streaming(each):

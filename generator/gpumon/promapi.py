@@ -45,7 +45,8 @@ import httpx  # noqa: E402
 from . import redact
 # the answer types and the credential helpers live in their own modules; read through this one
 from .promanswer import (LEFT_OUT, Answer, PromError, _is_labels, _is_sample, _is_series,  # noqa: F401
-                         _is_target, _is_value, _known_codec, _strings, count, streaming, targets_hook)
+                         _is_target, _is_value, _known_codec, _strings, count, result_items, shape_error,
+                         streaming, targets_hook)
 from .promauth import _bad_header_char, _read_secret, check_header, strip_userinfo  # noqa: F401
 from .promdecode import decode
 
@@ -295,9 +296,7 @@ class PromClient:
         return body
 
     def _shape(self, path: str, what: str, data: object) -> PromError:
-        data = redact.clip(str(data), 200)  # masked before the cut: a secret at the cut is not shown in part
-        return PromError("not-json", self.base + path, f"unexpected {what} answer: {data}",
-                         hint="not the Prometheus API (or a broken proxy in front of it): check --prom and --path-prefix")
+        return shape_error(self.base + path, what, data)
 
     def query(self, expr: str, time: float | None = None, each=None) -> Answer:
         """Instant query; ``data`` becomes the ``result`` list (each ``{"metric", "value"}``, the
@@ -314,22 +313,18 @@ class PromClient:
         if time is not None:
             params["time"] = f"{time:.3f}"
         ans = self.get("/api/v1/query", params, streaming(each) if each else None)
-        data = ans.data if isinstance(ans.data, dict) else {}
-        kind, result = data.get("resultType"), data.get("result")
         if each is not None:
+            data = ans.data if isinstance(ans.data, dict) else {}
+            kind, result = data.get("resultType"), data.get("result")
             # streamed samples are None in the list; anything else in it is not a sample
             if kind == "vector" and isinstance(result, list) and all(item is None for item in result):
                 ans.data = []
                 return ans
             raise self._shape("/api/v1/query", "query", ans.data)
-        if kind == "vector" and isinstance(result, list) and all(map(_is_sample, result)):
-            ans.data = result
-        elif kind == "matrix" and isinstance(result, list) and all(map(_is_series, result)):
-            ans.data = result
-        elif kind in ("scalar", "string") and _is_value(result):
-            ans.data = [{"metric": {}, "value": result}]
-        else:
+        items = result_items(ans.data)
+        if items is None:
             raise self._shape("/api/v1/query", "query", ans.data)
+        ans.data = items
         return ans
 
     def targets(self, keep=None) -> Answer:

@@ -31,6 +31,7 @@ it; `panel-unsupported` panels (Loki, TestData) are reported as info only.
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass, field
 
@@ -232,11 +233,21 @@ def _probe_selectors(ctx, runs: list[PanelRun], budget: "_Budget", end: float, s
         budget.take(len(wanted))
     probe_answers = _many(ctx, {k: ("instant", v, timing.Timing(end - ctx.lookback, end, scrape, scrape, scrape))
                                 for k, v in wanted.items()})
-    counts = {k: (None if isinstance(a, PromError) else int(float(a.data[0]["value"][1])) if a.data else 0)
-              for k, a in probe_answers.items()}
+    counts = {k: _probe_count(a) for k, a in probe_answers.items()}
     series = {k: n for k, n in counts.items() if not isinstance(k, tuple)}
     history = {k: n for k, n in counts.items() if isinstance(k, tuple)}
     return series, history
+
+
+def _probe_count(answer) -> int | None:
+    """A probe's one number: 0 for an empty answer, None (unknown, as for a failed query) when the
+    server sent no number for it (``NaN``, an infinity: a count cannot be either)."""
+    if isinstance(answer, PromError):
+        return None
+    if not answer.data:
+        return 0
+    value = float(answer.data[0].get("value", [0, "nan"])[1])
+    return int(value) if math.isfinite(value) else None
 
 
 @dataclass

@@ -14,7 +14,8 @@ from ...promapi import Answer, PromError
 from ...rules import names
 from ..base import gpu_list, other_spelling
 from . import exprs
-from .verdicts import ALWAYS_SPARSE, HINTS, Verdict, history_to_probe, is_empty, target_empty
+from .verdicts import (ALWAYS_SPARSE, HINTS, NO_ANSWER_HINT, Verdict, history_to_probe, is_empty, query_errors,
+                       target_empty)
 
 #: checks whose findings explain a missing series
 _CAUSES = ("series-missing", "optional-absent", "gpu-lost", "legacy-metric-names", "identity-label-renamed",
@@ -122,7 +123,7 @@ class Judge:
             msg = v.message
             if partial and sev == "error":
                 sev, msg = "inconclusive", msg + " (partial response: " + redact.clip("; ".join(partial[0].warnings), 200) + ")"
-            hint = HINTS[v.verdict]
+            hint = NO_ANSWER_HINT if v.downgraded == "inconclusive" else HINTS[v.verdict]
             if v.causes:
                 hint += "; explained by " + "; ".join(v.causes)
             loc = dash.at(pr.pointer) if hasattr(dash, "at") else None
@@ -149,7 +150,7 @@ class Judge:
         if not errs:
             return False
         v.verdict = "panel-query-error"
-        v.message = "; ".join(f"query {t.ref}: {_cut(a.message)}" for t, a in errs[:3])
+        v.message, v.downgraded = query_errors(errs)
         return True
 
     def _variable_empty(self, pr, v) -> bool:
@@ -191,6 +192,12 @@ class Judge:
             return False
         missing = self._missing(pr.targets)
         real = [s for s in missing if not self.sparse(s.metric)]
+        unknown = sorted({s.text for t in pr.targets if t.ast is not None for s in exprs.selectors(t.ast)
+                          if s.text in self.series and self.series[s.text] is None})
+        if not missing and unknown:  # a probe failed or answered no number: nothing says the series exist
+            v.verdict, v.downgraded = "panel-no-data", "inconclusive"
+            v.message = f"the query returns nothing; the server gave no series count for {', '.join(unknown[:3])}"
+            return True
         if not missing:
             short = self._short_history(pr)
             if short:
@@ -387,10 +394,3 @@ class Judge:
         total = len(gpus)
         return (f"aggregates over {total - len(lost)} of {total} GPUs ({', '.join(lacking)} missing on "
                 f"{gpu_list(lost)})")
-
-
-def _cut(text: str, limit: int = 300) -> str:
-    """A server message short enough for a table cell: many-to-many errors list whole series
-    between their head and the reason at the end, so keep both ends."""
-    half, text = limit // 2, redact.redact(text)  # masked before either cut can split a secret
-    return text if len(text) <= limit else f"{text[:half]} ... {text[-half:]}"

@@ -238,7 +238,7 @@ def values_for(var: dict, definition: str, run, variables: dict[str, Resolved], 
                 ans = run("query", f"group by ({label}) ({expr})")
                 if isinstance(ans, PromError):
                     return [], label, str(ans)
-                return [i["metric"].get(label) for i in ans.data if i["metric"].get(label)], label, None
+                return [i.get("metric", {}).get(label) for i in ans.data if i.get("metric", {}).get(label)], label, None
         ans = run("label_values", label, expr)
         if isinstance(ans, PromError):
             return [], label, str(ans)

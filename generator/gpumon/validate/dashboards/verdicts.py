@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ... import redact
 from ...findings import Finding
 from ...promapi import Answer
 from . import exprs
@@ -36,6 +37,9 @@ HINTS = {
     "panel-unsupported": "gpumon evaluates Prometheus queries only; check this panel by eye",
     "panel-not-evaluated": "raise --dashboard-max-queries",
 }
+#: the hint of a panel whose queries (or series probes) got no usable answer: its verdict is inconclusive
+NO_ANSWER_HINT = ("the server gave no usable answer (a timeout, an answer of the wrong shape, a proxy's page): "
+                  "check the server, --prom and --path-prefix, then run validate again")
 #: series that exist only while something happens (alerts firing)
 ALWAYS_SPARSE = {"ALERTS", "ALERTS_FOR_STATE"}
 
@@ -125,3 +129,21 @@ def short_windows_to_probe(pr, scrape: float) -> list[tuple]:
 def _seconds(window: str) -> float:
     """``"900ms"`` -> 0.9, ``"30s"`` -> 30.0 (the forms :func:`.exprs.two_sample_windows` writes)."""
     return float(window[:-2]) / 1000 if window.endswith("ms") else float(window[:-1])
+
+
+def query_errors(errs: list) -> tuple[str, str | None]:
+    """``(message, milder severity or None)`` of a panel whose queries ``errs`` (``(target,
+    PromError)`` pairs) failed. The server rejecting a query (an ``api`` error: bad syntax, a
+    many-to-many join) is the panel's fault: an error. Any other failure (a timeout, a malformed
+    or refused answer) left nothing to judge: inconclusive, as a core check's failed query is,
+    and the message names the URL asked."""
+    rejected = any(a.kind == "api" for _, a in errs)
+    message = "; ".join(f"query {t.ref}: {_cut(a.message if a.kind == 'api' else str(a))}" for t, a in errs[:3])
+    return message, None if rejected else "inconclusive"
+
+
+def _cut(text: str, limit: int = 300) -> str:
+    """A server message short enough for a table cell: many-to-many errors list whole series
+    between their head and the reason at the end, so keep both ends."""
+    half, text = limit // 2, redact.redact(text)  # masked before either cut can split a secret
+    return text if len(text) <= limit else f"{text[:half]} ... {text[-half:]}"

@@ -236,6 +236,10 @@ MODES = {
     "rules-entries-wrong": (_data({"groups": [{"name": 1, "rules": "x"}]}, "/api/v1/rules"), LATER),
     "rules-token-loop": (on("/api/v1/rules", rules_token_loop), LATER),
     "metadata-wrong": (_data({"DCGM_FI_DEV_GPU_TEMP": "x"}, "/api/v1/metadata"), LATER),
+    # Thanos Query's store list: label sets that are not label sets, on a healthy and a failing store
+    "stores-label-sets-wrong": (_data({"store": [{"name": "a", "labelSets": "x"},
+                                                 {"name": "b", "labelSets": [{"k": ["v"]}, 1], "lastError": "down"}]},
+                                      "/api/v1/stores"), LATER),
     "warnings-not-list": (after_probe(lambda h, p, q: send(h, 200, json.dumps(
         {"status": "success", "data": vector(), "warnings": "one string"}))), LATER),
     "partial-missing-target": (partial_missing_target, INCONCLUSIVE),

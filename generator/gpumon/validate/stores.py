@@ -28,6 +28,7 @@ from __future__ import annotations
 
 from .. import redact
 from ..findings import Finding
+from ..promanswer import _is_labels
 from ..promapi import PromError
 from .base import CheckResult, Context
 
@@ -49,6 +50,13 @@ def _key(label_set: dict) -> tuple:
     return tuple(sorted((k, v) for k, v in (label_set or {}).items() if k not in REPLICA_LABELS))
 
 
+def _label_sets(store: dict) -> list[dict]:
+    """A store's ``labelSets`` that are label sets (mappings of strings): a malformed one is left
+    out, not hashed or sorted where it would crash the check."""
+    sets = store.get("labelSets")
+    return [ls for ls in sets if _is_labels(ls)] if isinstance(sets, list) else []
+
+
 def _labels_text(label_sets: list[dict]) -> str:
     return "; ".join("{" + ", ".join(f'{k}="{v}"' for k, v in sorted(s.items())) + "}" for s in label_sets) or "{}"
 
@@ -66,13 +74,13 @@ def run(ctx: Context) -> CheckResult:
     data = answer.data if isinstance(answer.data, dict) else {}
     stores = [(kind, s) for kind, items in sorted(data.items()) if isinstance(items, list)
               for s in items if isinstance(s, dict)]
-    healthy = {_key(ls) for _, s in stores if not s.get("lastError") for ls in (s.get("labelSets") or [{}])}
+    healthy = {_key(ls) for _, s in stores if not s.get("lastError") for ls in (_label_sets(s) or [{}])}
     findings = []
     for kind, store in stores:
         error = store.get("lastError")
         if not error:
             continue
-        label_sets = [ls for ls in (store.get("labelSets") or []) if isinstance(ls, dict)]
+        label_sets = _label_sets(store)
         name = str(store.get("name", "?"))
         covered = label_sets and all(_key(ls) in healthy for ls in label_sets)
         what = f"Thanos Query lists {kind} store {name} {_labels_text(label_sets)} as failing: {redact.clip(str(error), 300)}"

@@ -159,3 +159,21 @@ def test_a_spec_value_with_backticks_cannot_inject_markdown_into_the_bundled_run
         # the value stays one code span: no link, and none of its words in plain text
         assert not [t for t in tokens if t.type == "link_open" and "evil" in str(t.attrs)], path
         assert not any(t.type == "text" and ("Fix: run this" in t.content or "evil" in t.content) for t in tokens), path
+
+
+
+def test_an_error_inside_the_memory_bound_propagates_under_a_lower_limit():
+    """With `ulimit -v` already below the sandbox's cap the cap is left alone, and an error the
+    template raises inside the bound (a ValueError: `"a".index("b")`) is the template's: it once
+    hit the bound's own error handling, which yielded twice (an internal error, exit 4)."""
+    import resource
+    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+    with open("/proc/self/statm", encoding="ascii") as fh:
+        current = int(fh.read().split()[0]) * resource.getpagesize()
+    resource.setrlimit(resource.RLIMIT_AS, (current + (256 << 20), hard))
+    try:
+        with pytest.raises(ValueError, match="substring not found"):
+            with runbooksandbox._address_space(512 << 20):
+                "a".index("b")
+    finally:
+        resource.setrlimit(resource.RLIMIT_AS, (soft, hard))

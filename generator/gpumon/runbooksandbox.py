@@ -186,25 +186,31 @@ def bounded(seconds: float = None, memory: int = None):
 def _address_space(extra: int):
     """Cap the process' address space at its current size plus ``extra`` (Linux; elsewhere a
     no-op), so a filter that builds gigabytes fails with MemoryError instead of swapping."""
+    limit = _cap(extra)
+    if limit is None:
+        yield
+        return
+    import resource
+    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+    resource.setrlimit(resource.RLIMIT_AS, (limit, hard))
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
+
+
+def _cap(extra: int) -> int | None:
+    """The address-space limit :func:`_address_space` sets (bytes), or None where it sets none:
+    not Linux, unreadable, or a lower limit already in force (``ulimit -v``)."""
     try:
         import resource
         with open("/proc/self/statm", encoding="ascii") as fh:
             current = int(fh.read().split()[0]) * resource.getpagesize()
         soft, hard = resource.getrlimit(resource.RLIMIT_AS)
-        cap = current + extra
-        if hard != resource.RLIM_INFINITY:
-            cap = min(cap, hard)
-        if soft != resource.RLIM_INFINITY and soft <= cap:
-            yield
-            return
-        resource.setrlimit(resource.RLIMIT_AS, (cap, hard))
     except (ImportError, OSError, ValueError):
-        yield
-        return
-    try:
-        yield
-    finally:
-        resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
+        return None
+    cap = current + extra if hard == resource.RLIM_INFINITY else min(current + extra, hard)
+    return None if soft != resource.RLIM_INFINITY and soft <= cap else cap
 
 
 def explain(exc: BaseException) -> tuple[str | None, int | None, str] | None:

@@ -28,7 +28,8 @@ def render(spec: str | None, spec_option: str | None, out: str | None, check: bo
     the -o folder (default: the output/ folder beside the spec, from whichever folder you run it).
 
     Output is byte-identical for the same spec on any machine. Files gpumon wrote earlier and no
-    longer renders are removed; other files in the folder are never touched. A manifest line
+    longer renders are removed; other files in the folder are never touched (a file gpumon did
+    not write at a path it renders is an error, exit 2, as is a FIFO or device there). A manifest line
     naming anything but a file gpumon renders inside the folder is an error (exit 2). The write is
     all or nothing: a failed or killed render leaves the old tree (finished on the next run).
 

@@ -106,6 +106,8 @@ def parse_spec(text: str, name: str = "<spec>") -> Spec:
         plain = _to_plain(doc, _Budget())
     except _TooBig as exc:
         raise SpecError([Problem(name, exc.line, exc.column, _format_path(exc.path), str(exc))]) from None
+    except _WrongType as exc:
+        raise SpecError([Problem(name, *_position(doc, exc.path), _format_path(exc.path), str(exc))]) from None
     # Report schema and semantic problems together, so a user fixes everything in one round.
     problems = _schema_problems(doc, plain, name) + _semantic_problems(doc, plain, name)
     warnings = _field_warnings(doc, plain, name)
@@ -145,6 +147,25 @@ class _TooBig(Exception):
     def __init__(self, message: str, path: list, line: int, column: int):
         super().__init__(message)
         self.path, self.line, self.column = path, line, column
+
+
+class _WrongType(Exception):
+    """A YAML value of a type no spec key takes (``!!binary``, a timestamp, a set)."""
+
+    def __init__(self, message: str, path: list):
+        super().__init__(message)
+        self.path = path
+
+
+#: YAML types the loader would otherwise turn into text nobody wrote (``b'dcgm'``, an ISO date)
+_YAML_TYPES = {"bytes": "binary value (!!binary)", "TimeStamp": "timestamp", "datetime": "timestamp",
+               "date": "date", "CommentedSet": "set (!!set)"}
+
+
+def _wrong_type(node: Any, path: list) -> _WrongType:
+    kind = _YAML_TYPES.get(type(node).__name__, f"{type(node).__name__} value")
+    return _WrongType(f"a YAML {kind}, but spec values are strings, numbers, booleans, lists and mappings; "
+                      "quote it if you mean the text", path)
 
 
 @dataclass
@@ -220,9 +241,13 @@ def _to_plain(node: Any, budget: _Budget, path: list | None = None, depth: int =
         line, col = (lc.line + 1, lc.col + 1) if lc is not None and lc.line is not None else (1, 1)
         raise _TooBig(f"the spec is {too}", path, line, col)
     if isinstance(node, dict):
+        for key in node:
+            if not (key is None or isinstance(key, (bool, int, float, str))):
+                raise _wrong_type(key, path)      # str() of it is not what the file says
         return {str(k): _to_plain(v, budget, path + [str(k)], depth + 1) for k, v in node.items()}
     if isinstance(node, list):
         return [_to_plain(v, budget, path + [i], depth + 1) for i, v in enumerate(node)]
     if isinstance(node, bool) or node is None or isinstance(node, (int, float, str)):
         return node
-    return str(node)
+    # the schema must see the YAML's real type: str() of bytes or a timestamp is text nobody wrote
+    raise _wrong_type(node, path)

@@ -1,12 +1,12 @@
-"""``runbook-url-not-absolute``: an alert's ``runbook_url`` that no notification can open.
+"""``runbook-url-not-absolute``: an alert's ``runbook_url`` that is relative, which no notification can open.
 
-What: an alerting rule whose ``runbook_url`` annotation is relative (``../runbooks/X.md``), has no
-host, or is a placeholder (``example.com``/``.org``/``.net``, ``*.example``/``*.invalid``,
-``localhost``, ``<...>``, ``CHANGEME``, ``TODO``, an unexpanded ``${VAR}``). A relative link that
+What: an alerting rule whose ``runbook_url`` annotation is relative (``../runbooks/X.md``) or has
+no host. A placeholder (an absolute URL on ``example.com`` or ``localhost``, ``<...>``,
+``CHANGEME``) is ``runbook-url-placeholder``'s. A relative link that
 starts with the spec's own base is accepted when the spec says so (``alerts.runbook_url_relative:
 true``): it resolves in a git forge's file view of ``output/rules/``, the only place it works.
-Why: Alertmanager, chat and pager notifications carry the annotation verbatim, so a relative or
-placeholder link is broken in every page.
+Why: Alertmanager, chat and pager notifications carry the annotation verbatim, so a relative
+link is broken in every page.
 Silence: set ``alerts.runbook_url`` to an absolute base (``https://…/output/runbooks``), set
 ``alerts.runbook_url_relative: true`` in the spec for gpumon's own relative links,
 ``# gpumon-lint: ignore runbook-url-not-absolute`` on the rule, or ``--disable runbook-url-not-absolute``.
@@ -28,15 +28,24 @@ _PLACEHOLDER_HOST = re.compile(r"(^|\.)(example\.(com|org|net)|[^.]+\.(example|i
 _PLACEHOLDER_TEXT = re.compile(r"<[^>]*>|\bCHANGE_?ME\b|\bTODO\b|\bFIXME\b|\$\{[^}]*\}|\bXXX\b", re.IGNORECASE)
 
 
-def problem(url: str) -> str | None:
-    """Why ``url`` cannot be opened from a notification, or None when it can."""
+def placeholder(url: str) -> str | None:
+    """Why ``url`` is a placeholder (``runbook-url-placeholder``), or None when it is not."""
     if _PLACEHOLDER_TEXT.search(url):
         return "is a placeholder"
     parsed = urlparse(url)
+    if parsed.scheme in ("http", "https") and parsed.netloc and _PLACEHOLDER_HOST.search(parsed.hostname or ""):
+        return f"points at the placeholder host {parsed.hostname}"
+    return None
+
+
+def problem(url: str) -> str | None:
+    """Why ``url`` is relative (no http(s) scheme or no host), or None when it is absolute. A
+    placeholder is not this check's (:func:`placeholder`)."""
+    if placeholder(url):
+        return None
+    parsed = urlparse(url)
     if parsed.scheme not in ("http", "https") or not parsed.netloc:
         return "is relative: notifications carry it verbatim, so the link is broken"
-    if _PLACEHOLDER_HOST.search(parsed.hostname or ""):
-        return f"points at the placeholder host {parsed.hostname}"
     return None
 
 
@@ -47,14 +56,22 @@ def _accepted_relative(url: str, ctx) -> bool:
                 and url.startswith(al.runbook_url + "/"))
 
 
-def check(inputs, ctx) -> Iterator[Finding]:
+def alert_urls(inputs, ctx) -> Iterator[tuple[object, str]]:
+    """``(rule, runbook_url)`` of every alerting rule with one, but gpumon's own relative links
+    when the spec declares them deliberate."""
     for rule in inputs.rules:
         url = rule.annotations.get("runbook_url") if rule.kind == "alert" else None
-        if not isinstance(url, str) or _accepted_relative(url, ctx):
-            continue
+        if isinstance(url, str) and not _accepted_relative(url, ctx):
+            yield rule, url
+
+
+#: what to do about a runbook_url either check flags
+HINT = "set alerts.runbook_url in the spec to an absolute base, e.g. https://github.com/<org>/<repo>/blob/main/output/runbooks"
+
+
+def check(inputs, ctx) -> Iterator[Finding]:
+    for rule, url in alert_urls(inputs, ctx):
         why = problem(url)
         if why:
-            yield make(ID, SEVERITY, rule.subject, f"runbook_url {url!r} {why}",
-                       "set alerts.runbook_url in the spec to an absolute base, e.g. "
-                       "https://github.com/<org>/<repo>/blob/main/output/runbooks",
+            yield make(ID, SEVERITY, rule.subject, f"runbook_url {url!r} {why}", HINT,
                        rule.annotation_locations.get("runbook_url", rule.location))

@@ -74,7 +74,7 @@ test: $(BIN)/gpumon prometheus-installed tools   ## run the whole test suite (Pr
 
 # one worker more than cores: some fast tests wait on purpose (a stalled server's timeouts, a hung nvidia-smi's
 # children killed, a progress line after one second); on 2 cores 3 workers took 48-52 s wall, 2 took 60-61 s
-test-fast: $(BIN)/gpumon         ## the fast tier: no servers, no promtool, on every core (about 90 s of CPU time)
+test-fast: $(BIN)/gpumon         ## the fast tier: no servers, no promtool, on every core (about 160 s of CPU time on 2 cores)
 	$(BIN)/python -m pytest -q -m "not slow" -n $$(( $$(nproc) + 1 ))
 
 fuzz: $(BIN)/gpumon prometheus-installed   ## a long fuzzing run of specs, lint/diff/dashboard inputs and sidecar input (CI runs bounded slices); FUZZ_SEED=N to reproduce

@@ -122,7 +122,8 @@ def specs_for(paths: list[str]) -> dict[Path, list[str]]:
         found = find_spec(start) or find_spec()
         if found is None:
             where = sorted({str(start.resolve()), str(Path.cwd())})
-            click.echo(f"gpumon: no spec found: pass {_how_to_name()} or run `gpumon init` (no gpumon.yaml in {' or '.join(where)} "
+            click.echo(f"gpumon: no spec found: pass {_how_to_name()} or run `gpumon init` "
+                       f"(no gpumon.yaml in {' or '.join(where)} "
                        f"or a folder above, for {path}; `--spec {DEFAULT_SPEC}` uses gpumon's bundled example spec)",
                        err=True)
             sys.exit(EXIT_ERROR)

@@ -66,7 +66,8 @@ def alert_urls(inputs, ctx) -> Iterator[tuple[object, str]]:
 
 
 #: what to do about a runbook_url either check flags
-HINT = "set alerts.runbook_url in the spec to an absolute base, e.g. https://github.com/<org>/<repo>/blob/main/output/runbooks"
+HINT = ("set alerts.runbook_url in the spec to an absolute base, e.g. "
+        "https://github.com/<org>/<repo>/blob/main/output/runbooks")
 
 
 def check(inputs, ctx) -> Iterator[Finding]:

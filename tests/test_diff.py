@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -221,3 +222,74 @@ def test_dashboards_of_any_shape_diff_without_crashing(tmp_path):
         for old, new in ((base, odd), (odd, base)):
             md = compare(old, new, "a", "b").markdown()
             assert md.startswith("### gpumon diff"), case
+
+
+_INJECTED = ["x\n### No semantic differences", "</details>", "@acme/security-team", "[click](https://evil.example)",
+             "<img src=https://evil.example/x.png>", "aaa\n<!--", "a ``` b\n```\nout", "`tick`", "x\r\n- **removed** all"]
+
+
+def _outside_code(md: str) -> str:
+    """``md`` without fenced code blocks and inline code spans (which GitHub shows literally)."""
+    kept, fence = [], ""
+    for line in md.splitlines():
+        stripped = line.strip()
+        if not fence and stripped.startswith("```"):
+            fence = stripped[:len(stripped) - len(stripped.lstrip("`"))]
+        elif fence and stripped.startswith(fence) and not stripped.strip("`"):
+            fence = ""
+        elif not fence:
+            kept.append(re.sub(r"(`+)(?!`).*?(?<!`)\1(?!`)", "CODE", line))
+    assert not fence, "a code block left open"
+    return "\n".join(kept)
+
+
+def _check_markdown_is_inert(md: str) -> None:
+    """No line of ``md`` starts markup that came from the input; no HTML, mention or link from it."""
+    text = _outside_code(md)
+    for line in text.splitlines():
+        assert not line.startswith(("### No", "<!--", "- **removed** all", "out")), line
+    assert text.count("</details>") == text.count("<details>")
+    for bad in ("<img", "<!--", "[click]", "@acme"):
+        assert bad not in text, (bad, text)
+    for unescaped in (r"(?<!\\)\]\(", r"(?<!\\)`"):
+        assert not re.search(unescaped, text), (unescaped, text)
+
+
+def test_values_from_the_pull_request_cannot_inject_markdown(tmp_path):
+    """Titles, group names, labels, queries and names were copied into the PR comment verbatim: a
+    newline started a heading, </details> and <!-- hid the rest, @team mentioned, links and images
+    rendered. Each value is now a one-line code span or escaped text; code blocks outfence it."""
+    base = json.loads((DIFF / "v1" / "dashboard.json").read_text())
+    for i, bad in enumerate(_INJECTED):
+        old, new = tmp_path / f"old{i}", tmp_path / f"new{i}"
+        old.mkdir()
+        new.mkdir()
+        (old / "rules.yaml").write_text(
+            "groups:\n- name: g\n  rules:\n  - alert: A\n    expr: up == 0\n    labels: {severity: warning}\n"
+            "  - alert: Gone\n    expr: up\n")
+        (new / "rules.yaml").write_text(json.dumps({"groups": [
+            {"name": bad, "interval": "1m", "rules": [
+                {"alert": "A", "expr": f"up == 0 # {bad}", "labels": {"severity": bad, "team": bad}},
+                {"alert": bad, "expr": f"up # {bad}", "labels": {bad: bad}}]}]}))
+        (old / "dashboard.json").write_text(json.dumps(base))
+        changed = json.loads(json.dumps(base))
+        changed["title"] = bad
+        changed["panels"][0]["title"] = bad
+        changed["panels"][0]["type"] = bad
+        changed["panels"][0]["targets"][0]["expr"] = f"up # {bad}"
+        changed["panels"][0]["targets"][0]["legendFormat"] = bad
+        changed["panels"].append({"id": 99, "title": bad, "type": bad, "gridPos": {"x": bad, "y": 0, "w": 1, "h": 1},
+                                  "targets": [{"refId": bad, "expr": bad}]})
+        changed["templating"] = {"list": [{"name": bad, "type": bad, "query": bad}]}
+        (new / "dashboard.json").write_text(json.dumps(changed))
+        for a, b in ((old, new), (new, old)):
+            md = compare(read(str(a)), read(str(b)), f"git:main:{bad}", bad).markdown()
+            _check_markdown_is_inert(md)
+
+
+def test_markdown_values_keep_what_they_say():
+    from gpumon.diff.comment import code, fence, text
+
+    assert code("a`b") == "``a`b``" and code("`x`") == "`` `x` ``" and code("a\nb") == "`a⏎b`"
+    assert text("<b>@me</b> *x* [l](u)") == "&lt;b&gt;@&#8203;me&lt;/b&gt; \\*x\\* \\[l\\](u)"
+    assert fence(["a ``` b"], "diff") == ["````diff", "a ``` b", "````"]

@@ -18,7 +18,7 @@ from ..durations import format_duration, parse_duration
 from ..readers import promql
 from ..readers.model import Inputs
 from . import comment, fields
-from .comment import quoted as _q
+from .comment import code as _c, fence as _fence, quoted as _q, text as _t
 from .exprs import regex_list_changes
 from .dashboards import all_panels, dashboard_changes, dashboard_key, dashboard_variables, panel_list
 from . import panels as panel_match
@@ -45,8 +45,8 @@ class RuleView:
     @property
     def title(self) -> str:
         extra = ",".join(f'{k}="{v}"' for k, v in self.labels if k != "severity")
-        sev = f" ({self.severity})" if self.severity else ""
-        return f"`{self.name}{{{extra}}}`{sev}" if extra else f"`{self.name}`{sev}"
+        sev = f" ({_t(self.severity)})" if self.severity else ""
+        return _c(f"{self.name}{{{extra}}}") + sev if extra else _c(self.name) + sev
 
 
 def _seconds(text: str | None) -> float | None:
@@ -117,23 +117,23 @@ def rule_changes(o: RuleView, n: RuleView) -> list[str]:
     if listed:
         out += [f"- expression: {ln}" for ln in listed]
     elif o.expr != n.expr:
-        out += ["- expression:", "  ```diff"] + [f"  - {ln}" for ln in o.expr.splitlines()] + \
-               [f"  + {ln}" for ln in n.expr.splitlines()] + ["  ```"]
+        out += ["- expression:"] + _fence([f"- {ln}" for ln in o.expr.splitlines()] +
+                                          [f"+ {ln}" for ln in n.expr.splitlines()], "diff", "  ")
     if o.for_ != n.for_:
         out.append(f"- `for`: {_fmt_for(o.for_)} → {_fmt_for(n.for_)}")
     if o.severity != n.severity:
-        out.append(f"- severity: {o.severity or 'none'} → {n.severity or 'none'}")
+        out.append(f"- severity: {_t(o.severity or 'none')} → {_t(n.severity or 'none')}")
     lo = {k: v for k, v in o.labels if k != "severity"}
     ln = {k: v for k, v in n.labels if k != "severity"}
     for key in sorted(set(lo) | set(ln)):
         if lo.get(key) != ln.get(key):
-            out.append(f"- label `{key}`: {_q(lo.get(key))} → {_q(ln.get(key))}")
+            out.append(f"- label {_c(key)}: {_q(lo.get(key))} → {_q(ln.get(key))}")
     ao, an = dict(o.annotations), dict(n.annotations)
     changed = [k for k in sorted(set(ao) | set(an)) if ao.get(k) != an.get(k)]
     if changed:
-        out.append(f"- annotations changed: {', '.join(f'`{k}`' for k in changed)}")
+        out.append(f"- annotations changed: {', '.join(_c(k) for k in changed)}")
     if o.group != n.group:
-        out.append(f"- moved from group `{o.group}` to `{n.group}`")
+        out.append(f"- moved from group {_c(o.group)} to {_c(n.group)}")
     return out
 
 
@@ -145,18 +145,18 @@ def _group_and_object_changes(old: Inputs, new: Inputs, diff: "Diff") -> list[st
     gn = {r.group: _seconds(r.group_interval) for r in new.rules}
     for group in sorted(go.keys() & gn.keys()):
         if go[group] != gn[group]:
-            lines.append(f"- group `{group}`: evaluation interval {_fmt_interval(go[group])} → "
+            lines.append(f"- group {_c(group)}: evaluation interval {_fmt_interval(go[group])} → "
                          f"{_fmt_interval(gn[group])}")
     oo = {f"{o.namespace}/{o.name}": o.labels for o in old.objects}
     on = {f"{o.namespace}/{o.name}": o.labels for o in new.objects}
     for key in sorted(on.keys() - oo.keys()):
-        lines.append(f"- PrometheusRule `{key}` added")
+        lines.append(f"- PrometheusRule {_c(key)} added")
     for key in sorted(oo.keys() - on.keys()):
-        lines.append(f"- PrometheusRule `{key}` removed")
+        lines.append(f"- PrometheusRule {_c(key)} removed")
     for key in sorted(oo.keys() & on.keys()):
         for label in sorted(oo[key].keys() | on[key].keys()):
             if oo[key].get(label) != on[key].get(label):
-                lines.append(f"- PrometheusRule `{key}`: metadata label `{label}`: {_q(oo[key].get(label))} → "
+                lines.append(f"- PrometheusRule {_c(key)}: metadata label {_c(label)}: {_q(oo[key].get(label))} → "
                              f"{_q(on[key].get(label))} (Prometheus selects rule objects by these labels)")
     diff.counts["rule groups / PrometheusRule objects changed"] = len(lines)
     return lines
@@ -186,7 +186,7 @@ class Diff:
     def markdown(self, limit: int = comment.GITHUB_LIMIT) -> str:
         """The PR comment: a one-line summary, the change per DCGM field, then one collapsed
         section per kind of change; at most ``limit`` characters (GitHub's comment limit)."""
-        head = f"### gpumon diff: `{self.old}` → `{self.new}`\n\n"
+        head = f"### gpumon diff: {_c(self.old)} → {_c(self.new)}\n\n"
         if not self.any:
             return head + "No semantic differences in rules or dashboards.\n"
         parts = {}
@@ -213,11 +213,10 @@ def compare(old: Inputs, new: Inputs, old_name: str, new_name: str) -> Diff:
         listed += [ln for o, n in pairs if o.expr != n.expr for ln in (regex_list_changes(o.expr, n.expr) or [])]
         lines = []
         for r in added:
-            where = f"- **added** {r.title} in `{r.group}`" + (f", for {_fmt_for(r.for_)}" if kind == "alert" else "")
-            lines += [where,
-                      "  ```promql"] + [f"  {ln}" for ln in r.expr.splitlines()] + ["  ```"]
+            where = f"- **added** {r.title} in {_c(r.group)}" + (f", for {_fmt_for(r.for_)}" if kind == "alert" else "")
+            lines += [where] + _fence(r.expr.splitlines(), "promql", "  ")
         for r in removed:
-            lines.append(f"- **removed** {r.title} from `{r.group}`")
+            lines.append(f"- **removed** {r.title} from {_c(r.group)}")
         changed = 0
         for o, n in pairs:
             details = rule_changes(o, n)
@@ -236,15 +235,15 @@ def compare(old: Inputs, new: Inputs, old_name: str, new_name: str) -> Diff:
     seen: dict = {"listed": listed}
     changed = 0
     for key in sorted(dn.keys() - do.keys()):
-        dash_lines.append(f"- **added** dashboard \"{dn[key].get('title')}\" (uid `{key}`, "
+        dash_lines.append(f"- **added** dashboard \"{_t(dn[key].get('title'))}\" (uid {_c(key)}, "
                           f"{len(all_panels(dn[key]))} panels)")
     for key in sorted(do.keys() - dn.keys()):
-        dash_lines.append(f"- **removed** dashboard \"{do[key].get('title')}\" (uid `{key}`)")
+        dash_lines.append(f"- **removed** dashboard \"{_t(do[key].get('title'))}\" (uid {_c(key)})")
     for key in sorted(do.keys() & dn.keys()):
         details = dashboard_changes(do[key], dn[key], seen)
         if details:
             changed += 1
-            dash_lines.append(f"- **changed** dashboard \"{dn[key].get('title')}\" (uid `{key}`)")
+            dash_lines.append(f"- **changed** dashboard \"{_t(dn[key].get('title'))}\" (uid {_c(key)})")
             dash_lines += [f"  {ln}" for ln in details]
     diff.sections.append(("Dashboards", dash_lines))
     diff.counts["dashboards added"] = len(dn.keys() - do.keys())
@@ -271,7 +270,7 @@ def _by_field(old: Inputs, new: Inputs, ro, rn, gone_rules, new_rules, seen: dic
         for f in names:
             mine = [r for r in rules if f in fields.rule_fields(r)]
             shown = [(str(p.get("title", "")), str(dash)) for p, dash, metrics in panels if f in metrics]
-            relisted = sum(1 for ln in seen.get("listed", []) if f"`{f}`" in ln)
+            relisted = sum(1 for ln in seen.get("listed", []) if _c(f) in ln)
             lines.append(fields.summary(f, verb, shown, [r for r in mine if r.kind == "alert"],
                                         [r for r in mine if r.kind == "record"], relisted))
     return lines

@@ -9,7 +9,7 @@ import json
 
 from ..readers import grafana, promql
 from . import panels as panel_match
-from .comment import quoted as _q
+from .comment import code as _c, fence as _fence, quoted as _q, text as _t
 from .exprs import regex_list_changes
 
 
@@ -60,7 +60,7 @@ def _mapping(value) -> dict:
 
 def _grid(panel: dict) -> str | None:
     g = panel.get("gridPos")
-    return f"x={g.get('x')} y={g.get('y')} w={g.get('w')} h={g.get('h')}" if isinstance(g, dict) else None
+    return _t(f"x={g.get('x')} y={g.get('y')} w={g.get('w')} h={g.get('h')}") if isinstance(g, dict) else None
 
 
 def _targets(panel: dict, variables: dict) -> dict:
@@ -98,7 +98,7 @@ _VAR_FIELDS = ("type", "query", "definition", "datasource", "regex", "multi", "i
 
 
 def _panel_name(p: dict) -> str:
-    return f"\"{p.get('title', '')}\" (id {p.get('id')})"
+    return f"\"{_t(p.get('title', ''))}\" (id {_t(p.get('id'))})"
 
 
 def panel_list(doc: dict) -> list[dict]:
@@ -111,13 +111,13 @@ def dashboard_changes(old: dict, new: dict, seen: dict | None = None) -> list[st
     (optional) collects ``{"removed": [panel], "added": [panel], "listed": [line]}``."""
     out = []
     if old.get("title") != new.get("title"):
-        out.append(f"- title: \"{old.get('title')}\" → \"{new.get('title')}\"")
+        out.append(f"- title: \"{_t(old.get('title'))}\" → \"{_t(new.get('title'))}\"")
     vo, vn = dashboard_variables(old), dashboard_variables(new)
     pairs, removed, added = panel_match.pair(panel_list(old), panel_list(new), vo, vn)
     for p in added:
-        out.append(f"- panel added: {_panel_name(p)} ({p.get('type')}, {_grid(p)})")
+        out.append(f"- panel added: {_panel_name(p)} ({_t(p.get('type'))}, {_grid(p)})")
     for p in removed:
-        out.append(f"- panel removed: {_panel_name(p)} ({p.get('type')})")
+        out.append(f"- panel removed: {_panel_name(p)} ({_t(p.get('type'))})")
     if seen is not None:
         seen.setdefault("removed", []).extend((p, old.get("title"), panel_match.metrics(p, vo)) for p in removed)
         seen.setdefault("added", []).extend((p, new.get("title"), panel_match.metrics(p, vn)) for p in added)
@@ -125,9 +125,9 @@ def dashboard_changes(old: dict, new: dict, seen: dict | None = None) -> list[st
     for a, b in pairs:
         name = _panel_name(b)
         if a.get("title") != b.get("title"):
-            out.append(f"- {name}: title \"{a.get('title')}\" → \"{b.get('title')}\"")
+            out.append(f"- {name}: title \"{_t(a.get('title'))}\" → \"{_t(b.get('title'))}\"")
         if a.get("type") != b.get("type"):
-            out.append(f"- {name}: type `{a.get('type')}` → `{b.get('type')}`")
+            out.append(f"- {name}: type {_c(a.get('type'))} → {_c(b.get('type'))}")
         if a.get("id") != b.get("id"):
             renumbered += 1
         if _grid(a) != _grid(b):
@@ -144,43 +144,43 @@ def dashboard_changes(old: dict, new: dict, seen: dict | None = None) -> list[st
             out.append(f"- {name}: datasource {_q(_json(a.get('datasource')))} → {_q(_json(b.get('datasource')))}")
         others = _other_changes(a, b, _PANEL_COMPARED)
         if others:
-            out.append(f"- {name}: other settings changed: {', '.join(f'`{k}`' for k in others)}")
+            out.append(f"- {name}: other settings changed: {', '.join(_c(k) for k in others)}")
         ta, tb = _targets(a, vo), _targets(b, vn)
         for ref in sorted(ta.keys() | tb.keys()):
             if ref not in ta:
-                out.append(f"- {name}: query {ref} added: `{tb[ref][0]}`")
+                out.append(f"- {name}: query {_t(ref)} added: {_q(tb[ref][0])}")
             elif ref not in tb:
-                out.append(f"- {name}: query {ref} removed: `{ta[ref][0]}`")
+                out.append(f"- {name}: query {_t(ref)} removed: {_q(ta[ref][0])}")
             else:
                 listed = regex_list_changes(ta[ref][0], tb[ref][0]) if ta[ref][1] != tb[ref][1] and \
                     isinstance(ta[ref][0], str) and isinstance(tb[ref][0], str) else None
                 if listed:
-                    out += [f"- {name}: query {ref}: {ln}" for ln in listed]
+                    out += [f"- {name}: query {_t(ref)}: {ln}" for ln in listed]
                     if seen is not None:
                         seen.setdefault("listed", []).extend(listed)
                 elif ta[ref][1] != tb[ref][1]:
-                    out += [f"- {name}: query {ref} changed:", "  ```diff", f"  - {ta[ref][0]}", f"  + {tb[ref][0]}",
-                            "  ```"]
+                    out += [f"- {name}: query {_t(ref)} changed:"] + _fence([f"- {ta[ref][0]}", f"+ {tb[ref][0]}"],
+                                                                               "diff", "  ")
                 if ta[ref][2] != tb[ref][2]:
-                    out.append(f"- {name}: query {ref} legend {_q(ta[ref][2])} → {_q(tb[ref][2])}")
+                    out.append(f"- {name}: query {_t(ref)} legend {_q(ta[ref][2])} → {_q(tb[ref][2])}")
     if reflowed:
         out.append(f"- {reflowed} panel(s) moved, same size (the grid reflowed around added or removed panels)")
     if renumbered:
         out.append(f"- {renumbered} panel id(s) changed (links with `viewPanel=` to them change)")
     others = _other_changes(old, new, _DASHBOARD_COMPARED)
     if others:
-        out.append(f"- dashboard settings changed: {', '.join(f'`{k}`' for k in others)}")
+        out.append(f"- dashboard settings changed: {', '.join(_c(k) for k in others)}")
     for key in sorted(vn.keys() - vo.keys()):
-        out.append(f"- variable added: `${key}` ({vn[key].get('type')}: {_q(_json(_vquery(vn[key])))})")
+        out.append(f"- variable added: {_c('$' + key)} ({_t(vn[key].get('type'))}: {_q(_json(_vquery(vn[key])))})")
     for key in sorted(vo.keys() - vn.keys()):
-        out.append(f"- variable removed: `${key}`")
+        out.append(f"- variable removed: {_c('$' + key)}")
     for key in sorted(vo.keys() & vn.keys()):
         a, b = dict(vo[key], query=_vquery(vo[key])), dict(vn[key], query=_vquery(vn[key]))
         for fld in _VAR_FIELDS:
             if fld == "definition" and a["query"] != b["query"]:
                 continue  # Grafana mirrors the query into definition; report it once
             if a.get(fld) != b.get(fld):
-                out.append(f"- variable `${key}`: {fld} {_q(_json(a.get(fld)))} → {_q(_json(b.get(fld)))}")
+                out.append(f"- variable {_c('$' + key)}: {fld} {_q(_json(a.get(fld)))} → {_q(_json(b.get(fld)))}")
     return out
 
 

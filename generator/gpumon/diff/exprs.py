@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import re
 
+from .comment import code as _c
+
 _REGEX_MATCHER = re.compile(r'(\w+)(=~|!~)"((?:[^"\\]|\\.)*)"')
 
 
@@ -21,9 +23,9 @@ def regex_list_changes(old: str, new: str) -> list[str] | None:
         xa, xb = a.group(3).split("|"), b.group(3).split("|")
         gone = [x for x in xa if x not in xb]
         came = [x for x in xb if x not in xa]
-        what = "; ".join(p for p in (f"removed {', '.join(f'`{x}`' for x in gone)}" if gone else "",
-                                     f"added {', '.join(f'`{x}`' for x in came)}" if came else "") if p)
-        line = f"`{a.group(1)}{a.group(2)}` list: {what or 'reordered'}"
+        what = "; ".join(p for p in (f"removed {', '.join(_c(x) for x in gone)}" if gone else "",
+                                     f"added {', '.join(_c(x) for x in came)}" if came else "") if p)
+        line = f"{_c(a.group(1) + a.group(2))} list: {what or 'reordered'}"
         if line not in out:
             out.append(line)
     return out or None

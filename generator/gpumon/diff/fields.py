@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import re
 
+from .comment import code as _c, text as _t
+
 _FIELD = re.compile(r"\bDCGM_FI_[A-Z0-9_]+\b")
 
 
@@ -30,7 +32,7 @@ def side_fields(rules, panels) -> set[str]:
 
 
 def _names(rules) -> str:
-    return ", ".join(sorted({f"`{r.name}`" for r in rules}))
+    return ", ".join(sorted({_c(r.name) for r in rules}))
 
 
 def summary(field: str, verb: str, panels: list[tuple[str, str]], alerts: list, records: list,
@@ -41,7 +43,7 @@ def summary(field: str, verb: str, panels: list[tuple[str, str]], alerts: list, 
     for title, dash in panels:
         titles.setdefault(title, []).append(dash)
     for title, dashes in titles.items():
-        parts.append(f"{title} panel ({', '.join(dashes)})")
+        parts.append(f"{_t(title)} panel ({', '.join(_t(d) for d in dashes)})")
     its = "its" if verb == "removed" else "new"
     if alerts:
         parts.append(f"{its} alerts: {_names(alerts)}")
@@ -50,4 +52,4 @@ def summary(field: str, verb: str, panels: list[tuple[str, str]], alerts: list, 
     if relisted:
         parts.append(f"{'dropped from' if verb == 'removed' else 'added to'} the field lists of {relisted} "
                      f"rule(s)/quer(ies)")
-    return f"- **{verb}** `{field}`: " + ("; ".join(parts) if parts else "no panel or rule named it")
+    return f"- **{verb}** {_c(field)}: " + ("; ".join(parts) if parts else "no panel or rule named it")

@@ -323,3 +323,19 @@ def test_fault_files_are_bounded_like_every_yaml_input(tmp_path):
     faults.write_text(ALIAS_BOMB)
     with pytest.raises(FaultError, match="faults.yaml:6:20: not read: YAML aliases expand"):
         load_faults(faults)
+
+
+def test_yaml_libyaml_cannot_parse_is_still_bounded(monkeypatch):
+    """Where libyaml stops (YAML it does not read), the loader's own parser counts the aliases."""
+    import yaml
+
+    from gpumon.readers import files
+
+    def refuse(*args, **kwargs):
+        raise yaml.YAMLError("libyaml gave up")
+
+    monkeypatch.setattr(files.yaml, "parse", refuse)
+    with pytest.raises(files.Refused, match="YAML aliases expand to more than 50000 values") as info:
+        files.check_yaml(ALIAS_BOMB)
+    assert (info.value.line, info.value.column) == (6, 20)
+    files.check_yaml("a: [b\n")  # a syntax error is left for the loader to report

@@ -29,6 +29,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import yaml
+from ruamel.yaml import YAML
+from ruamel.yaml.error import YAMLError as RuamelYAMLError
 
 #: bytes per input file (16 MiB: the largest Grafana dashboard JSON and rule files seen in the wild
 #: are well under 2 MiB; a generous cap still stops /dev/zero-like inputs long before memory does)
@@ -219,44 +221,54 @@ def check_yaml(text: str, max_depth: int = MAX_DEPTH) -> None:
     - holds a plain number longer than :data:`MAX_NUMBER_CHARS` characters: Python refuses to
       convert integers of more than 4,300 digits, and no setting needs such a number.
 
-    Counts libyaml's events (a stream, not a tree: no recursion); a syntax error is left for
-    the loader to report with its position."""
+    Counts libyaml's events (a stream, not a tree: no recursion). Where libyaml stops at a syntax
+    error, ruamel.yaml's parser (the loader's, which reads some YAML 1.2 that libyaml does not)
+    counts the events again; its own syntax errors are left for the loader to report."""
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-    depth = total = expanded = 0
-    sizes: dict[str, int] = {}
-    open_anchors: list[tuple[str | None, int]] = []
     try:
-        for event in yaml.parse(text, Loader=loader):
-            if isinstance(event, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
-                depth += 1
-                total += 1
-                if depth > max_depth:
-                    raise _refused(event, f"YAML nested more than {max_depth} levels deep")
-                open_anchors.append((event.anchor, total - 1))
-            elif isinstance(event, (yaml.MappingEndEvent, yaml.SequenceEndEvent)):
-                depth -= 1
-                anchor, before = open_anchors.pop()
-                if anchor is not None:
-                    sizes[anchor] = total - before
-            elif isinstance(event, yaml.ScalarEvent):
-                total += 1
-                if event.anchor is not None:
-                    sizes[event.anchor] = 1
-                if _long_number(event):
-                    raise _refused(event, f"a number of {len(event.value)} characters, over the cap of "
-                                          f"{MAX_NUMBER_CHARS}")
-            elif isinstance(event, yaml.AliasEvent):
-                size = sizes.get(event.anchor, 1)
-                total += size
-                expanded += size
-                if expanded > MAX_NODES:
-                    raise _refused(event, f"YAML aliases expand to more than {MAX_NODES} values (an alias "
-                                          f"bomb?); write the values out")
+        _scan(yaml.parse(text, Loader=loader), max_depth)
     except yaml.YAMLError as exc:
         # libyaml stops at its own limit (1,000 flow levels) before yielding the deep events
         if "nesting depth" in str(getattr(exc, "problem", "") or ""):
             raise Refused(f"YAML nested more than {max_depth} levels deep") from None
-        return  # a syntax error: the loader reports it with its position
+        try:
+            _scan(YAML(typ="rt").parse(text), max_depth)
+        except (RuamelYAMLError, RecursionError):
+            return  # a syntax error: the loader reports it with its position
+
+
+def _scan(events, max_depth: int) -> None:
+    """Raise :class:`Refused` at the first event of ``events`` (PyYAML's or ruamel.yaml's, whose
+    classes share names and fields) past a bound of :func:`check_yaml`."""
+    depth = total = expanded = 0
+    sizes: dict = {}
+    open_anchors: list[tuple] = []
+    for event in events:
+        kind = type(event).__name__
+        if kind in ("MappingStartEvent", "SequenceStartEvent"):
+            depth += 1
+            total += 1
+            if depth > max_depth:
+                raise _refused(event, f"YAML nested more than {max_depth} levels deep")
+            open_anchors.append((event.anchor, total - 1))
+        elif kind in ("MappingEndEvent", "SequenceEndEvent"):
+            depth -= 1
+            anchor, before = open_anchors.pop()
+            if anchor is not None:
+                sizes[anchor] = total - before
+        elif kind == "ScalarEvent":
+            total += 1
+            if event.anchor is not None:
+                sizes[event.anchor] = 1
+            if _long_number(event):
+                raise _refused(event, f"a number of {len(event.value)} characters, over the cap of {MAX_NUMBER_CHARS}")
+        elif kind == "AliasEvent":
+            size = sizes.get(event.anchor, 1)
+            total += size
+            expanded += size
+            if expanded > MAX_NODES:
+                raise _refused(event, f"YAML aliases expand to more than {MAX_NODES} values (an alias bomb?); "
+                                      "write the values out")
 
 
 #: aliases in one YAML document expand to at most this many values (the spec's bound too)

@@ -277,3 +277,16 @@ def test_only_gpumons_own_rule_may_read_1x_names(tmp_path, default_spec):
     assert lint_rule(rule.record, expr) == set()
     assert "unknown-metric" in lint_rule("job_gpu:team_legacy:group", expr)
     assert "unknown-metric" in lint_rule(rule.record, expr.replace("dcgm_gpu_temp{", "dcgm_gpu_temp{gpu!=\"\",", 1))
+
+
+def test_text_report_shows_rich_markup_from_the_input_literally():
+    """validate's tables read cell strings as rich markup: a panel titled "[/bold]" ended in an
+    internal error, "[link=...]" made a terminal link. Subjects and messages are shown as written."""
+    from gpumon.findings import Finding, Report
+
+    subject = 'dashboard "x" panel 1 "[/bold] [red]x[/red] [link=https://evil.example]y[/link]"'
+    finding = Finding(check="panel-empty", severity="error", subject=subject, message="reads [/] nothing",
+                      hint="[b]fix[/b]", location=None, labels=())
+    out = reporters.text(Report(tool="gpumon validate", findings=[finding]), color=True, width=400)
+    assert "[/bold] [red]x[/red] [link=https://evil.example]y[/link]" in out
+    assert "reads [/] nothing" in out and "[b]fix[/b]" in out and "\x1b]8;" not in out

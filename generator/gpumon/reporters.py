@@ -91,14 +91,17 @@ _SECTIONS = (("error", "== errors: fix these"), ("warning", "== warnings: look i
 def _check_table(console, check: str, items: list[Finding]) -> None:
     """One table of one check's findings, each with its hint (``console``: a rich Console)."""
     from rich.table import Table
+    from rich.text import Text
 
-    table = Table(title=f"{check} ({len(items)})", title_justify="left", show_lines=False, expand=False)
+    table = Table(title=Text(f"{check} ({len(items)})"), title_justify="left", show_lines=False, expand=False)
     table.add_column("severity", no_wrap=True)
     table.add_column("subject", overflow="fold")
     table.add_column("finding", overflow="fold")
     for f in items:
         body = f.message + (f"\nhint: {f.hint}" if f.hint else "")
-        table.add_row(f.severity, f.subject, body)
+        # Text, not str: a cell string is read as rich markup, and subjects and messages carry
+        # panel titles and queries from the input ("[/bold]" ended in an error, "[link=...]" linked)
+        table.add_row(Text(f.severity), Text(f.subject), Text(body))
     console.print(table)
 
 

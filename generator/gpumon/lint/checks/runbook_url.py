@@ -70,9 +70,15 @@ HINT = ("set alerts.runbook_url in the spec to an absolute base, e.g. "
         "https://github.com/<org>/<repo>/blob/main/output/runbooks")
 
 
-def check(inputs, ctx) -> Iterator[Finding]:
+def url_findings(check_id: str, severity: str, judge, inputs, ctx) -> Iterator[Finding]:
+    """A ``check_id`` finding for each alerting rule's runbook_url that ``judge(url)`` (a reason or
+    None) finds wrong, at the annotation's line."""
     for rule, url in alert_urls(inputs, ctx):
-        why = problem(url)
+        why = judge(url)
         if why:
-            yield make(ID, SEVERITY, rule.subject, f"runbook_url {url!r} {why}", HINT,
+            yield make(check_id, severity, rule.subject, f"runbook_url {url!r} {why}", HINT,
                        rule.annotation_locations.get("runbook_url", rule.location))
+
+
+def check(inputs, ctx) -> Iterator[Finding]:
+    return url_findings(ID, SEVERITY, problem, inputs, ctx)

@@ -15,8 +15,7 @@ from __future__ import annotations
 from typing import Iterator
 
 from ...findings import Finding
-from ._base import make
-from .runbook_url import HINT, alert_urls, placeholder
+from .runbook_url import placeholder, url_findings
 
 ID = "runbook-url-placeholder"
 ORDER = 141
@@ -24,8 +23,4 @@ SEVERITY = "warning"
 
 
 def check(inputs, ctx) -> Iterator[Finding]:
-    for rule, url in alert_urls(inputs, ctx):
-        why = placeholder(url)
-        if why:
-            yield make(ID, SEVERITY, rule.subject, f"runbook_url {url!r} {why}", HINT,
-                       rule.annotation_locations.get("runbook_url", rule.location))
+    return url_findings(ID, SEVERITY, placeholder, inputs, ctx)

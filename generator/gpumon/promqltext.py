@@ -27,6 +27,10 @@ def literal_replacement(value: str) -> str:
     return quote(str(value).replace("$", "$$"))
 
 
+#: ``$`` as a PromQL string escape (Go's ``\\x24``): the same character to every server, none to Grafana
+DOLLAR = "\\x24"
+
+
 def regex_literal(text: str) -> str:
     """``text`` as an RE2 regex matching exactly itself (RE2's metacharacters escaped; ``-`` too, for
     character classes): for ``=~`` / ``!~`` matchers of PromQL and Alertmanager alike."""
@@ -38,7 +42,7 @@ def matcher(label: str, value: str, op: str = "=") -> str:
     ``\\x24`` (the same string to Prometheus, VictoriaMetrics and Thanos): Grafana replaces ``$name``
     and ``${name}`` in a panel's query with its template variables before sending it, so a job
     ``exp-$node`` on a dashboard with a ``node`` variable was read as ``exp-(gpu-node-1|...)``."""
-    return f"{label}{op}{quote(value).replace('$', chr(92) + 'x24')}"
+    return label + op + quote(value).replace("$", DOLLAR)
 
 
 def matchers(labels: dict[str, str], op: str = "=") -> str:

@@ -63,14 +63,14 @@ def test_parts_spread_a_nodes_gpus_evenly():
         ctx.close()
 
 
-def test_gone_is_one_grouping_of_the_series_difference():
-    """A metric's "gone" GPUs: the lookback's series unless (on the identity) the recent ones,
-    grouped once, not both sides grouped: the grouping of every GPU's series is the costly part."""
+def test_gone_read_on_its_own_is_one_grouping_of_the_series_difference():
+    """A metric's "gone" GPUs, where they get a read of their own: the lookback's series unless
+    (on the identity) the recent ones, grouped once, not both sides grouped: the grouping of every
+    GPU's series is the costly part."""
     ctx = context(4)
     try:
         ctx.__dict__["targets"] = type("T", (), {"scrape_interval": 15.0})()
-        q = facts.inventory_queries(ctx)["state|DCGM_FI_DEV_GPU_TEMP"]
-        gone = q.split(" or ", 1)[1]
+        gone = facts.gone_query(ctx, "DCGM_FI_DEV_GPU_TEMP", "1h", "45s")
         assert gone.count("group by") == 1 and gone.count("last_over_time") == 2
         assert "[1h]) unless on (" in gone and "[45s]))" in gone
     finally:
@@ -145,15 +145,19 @@ def test_values_filter_reads_the_recent_window_only():
 
 def test_optional_metrics_read_the_lookback_only_when_absent():
     """The lookback read (every sample of every GPU's series) is the inventory's costliest part:
-    a required metric's state asks for its gone GPUs, an optional metric's only for the count now;
-    an optional metric no GPU carries now is asked for who carried it, in the second round."""
+    a required metric's lookback is read once (``gaps|M``: its gone GPUs and its gaps), an
+    optional metric's state asks only for the count now; an optional metric no GPU carries now is
+    asked for who carried it, in the second round."""
     ctx = context(4)
     try:
         ctx.__dict__["targets"] = type("T", (), {"scrape_interval": 15.0})()
         queries = facts.inventory_queries(ctx)
         for m in ctx.spec.tracked_metrics:
-            assert ("[1h]" in queries[f"state|{m.name}"]) == m.required, m.name
-            assert "[45s]" in queries[f"state|{m.name}"]
+            assert "[1h]" not in queries[f"state|{m.name}"] and "[45s]" in queries[f"state|{m.name}"]
+            assert (f"gaps|{m.name}" in queries) == m.required, m.name
+        reads = [q.count(f"{m.name}{{job=\"dcgm-exporter\"}}[1h]") for m in ctx.spec.required_metrics
+                 for k, q in queries.items() if k.endswith(f"|{m.name}")]
+        assert sorted(reads)[-1] == 1 and sum(reads) == len(ctx.spec.required_metrics)
         seen = facts.seen_query(ctx, "DCGM_FI_DEV_ENC_UTIL")
         assert 'last_over_time(DCGM_FI_DEV_ENC_UTIL{job="dcgm-exporter"}[1h])' in seen and '"gone"' in seen
     finally:

@@ -116,7 +116,7 @@ def validate(spec: Spec, client: PromClient, *, lookback: float = 3600.0, concur
 
 #: checks whose queries depend on no other answer (``queries(ctx)``, or ``calls(ctx)`` for other API
 #: calls): started before the checks run, the costliest first
-PREFETCHED = ("values", "continuity", "counters", "duplicates", "metadata")
+PREFETCHED = ("values", "counters", "duplicates", "metadata")
 
 
 def _prefetch(ctx: Context, checks) -> None:

@@ -176,7 +176,7 @@ class Context:
     def prefetch(self, calls) -> None:
         """Start ``calls`` (``(method name, *args)``, as :meth:`run` takes them) now, in the same
         bounded pool, for a later :meth:`run` or :meth:`queries_at_now` of the same call to take
-        over: calls that do not depend on another's answer (the values, continuity, counters,
+        over: calls that do not depend on another's answer (the values, counters,
         duplicates and metadata checks') share the queue with the inventory's rounds instead of
         running in rounds of their own, so the server always has ``concurrency`` queries to work
         on and no round waits for its slowest query while the other cores idle. Each is still

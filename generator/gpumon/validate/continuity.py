@@ -1,7 +1,8 @@
 """Check 5: continuity over the lookback — per target, GPU and required metric, the share of the
 target's successful scrapes that carried the metric (samples seen / samples expected). Dividing
 by the target's own successful scrapes (``sum_over_time(up[w])``) separates field gaps from
-target outages, which the targets check reports. One query per metric; only GPUs below the
+target outages, which the targets check reports. The inventory asks it, one query per metric
+that also lists the GPUs gone since (:func:`.inventoryqueries.gaps_query`); only GPUs below the
 spec's ``gap_min_ratio`` come back.
 
 Why: A field missing from some scrapes passes a "present now" check but makes `for` clauses restart
@@ -14,7 +15,6 @@ from __future__ import annotations
 from ..durations import format_duration
 from ..findings import Finding
 from ..rules.names import FIELD_LABEL
-from ..spec import Metric
 from . import hints
 from .base import CheckResult, Context, answered, gpu_count, partial
 
@@ -25,24 +25,6 @@ LOOKS_AT = ('per target, GPU and required metric: samples seen / successful scra
             '`alerts.gap_min_ratio`; worst GPUs first')
 
 
-def query(ctx: Context, m: Metric) -> str:
-    """Ratio samples/successful scrapes per (instance, GPU) over the lookback, below the threshold.
-    ``up`` is summed by (job, instance) first: it carries target labels (pod, service ...) that
-    would make the division many-to-many."""
-    w = format_duration(ctx.lookback)
-    ids = ", ".join(ctx.id_labels)
-    # under a global view two clusters may reuse one target address: the cluster is part of it
-    target = ", ".join((ctx.labels.cluster,) * bool(ctx.labels.cluster) + ("job", "instance"))
-    return (f"sum by ({ids}) (count_over_time({ctx.sel(m.name)}[{w}]))\n"
-            f"/ on ({target}) group_left ()\nsum by ({target}) (sum_over_time({ctx.sel('up')}[{w}]))\n"
-            f"< {ctx.spec.alerts.gap_min_ratio:g}")
-
-
-def queries(ctx: Context) -> dict[str, str]:
-    """``{metric: query}`` per required metric (what :func:`run` asks; the run prefetches it)."""
-    return {m.name: query(ctx, m) for m in ctx.spec.required_metrics}
-
-
 def run(ctx: Context) -> CheckResult:
     """Findings ``series-intermittent``: one per metric, worst GPUs first. GPUs missing the metric
     right now are left to the presence check (one cause, one finding)."""
@@ -51,14 +33,14 @@ def run(ctx: Context) -> CheckResult:
     if ctx.skip_gpu_checks:
         return CheckResult([], cases)
     inv = ctx.inventory
-    answers = ctx.queries_at_now(queries(ctx))
+    answers = {m.name: inv.answers.get(f"gaps|{m.name}") for m in metrics}
     findings: list[Finding] = []
     for m, case, ans in answered(CHECK, metrics, answers, findings):
         bad = []
         for item in ans.data:
             gpu = ctx.gpu(item["metric"])
             if gpu.key not in inv.now.get(m.name, set()):
-                continue  # missing now: reported by presence
+                continue  # missing now (a negative value: gone since): reported by presence
             bad.append((float(item["value"][1]), gpu, item["metric"].get("instance", "")))
         bad.sort(key=lambda x: (x[0], x[1].key))
         out = []

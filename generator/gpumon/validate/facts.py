@@ -15,7 +15,7 @@ from ..promapi import Answer, PromError
 # the inventory, targets and sources facts live in their own modules; read through this one
 from .inventoryfacts import Inventory, _lacking, inventory  # noqa: F401
 from .inventoryqueries import (DETAIL_CHARS, LEGACY_FIELD, LEGACY_NAME, STATE, _detail_queries,  # noqa: F401
-                               _shard_matchers, inventory_queries, last_seen_query, node_count_query,
+                               _shard_matchers, gaps_query, gone_query, inventory_queries, last_seen_query, node_count_query,
                                reporting_query, seen_query)
 from .gpus import other_spelling  # noqa: F401  (checks import it from here)
 from .sourcefacts import Sources, sources  # noqa: F401

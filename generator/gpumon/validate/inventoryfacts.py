@@ -11,7 +11,7 @@ from collections import Counter, defaultdict
 from ..promapi import Answer, PromError
 from .gpus import NOWHERE, Gpu, Site, other_spelling
 from .inventoryqueries import (LEGACY_FIELD, LEGACY_NAME, STATE, _detail_queries, _last_seen_queries, _LastSeen,
-                               inventory_queries, node_count_query, seen_query)
+                               _windows, gone_query, inventory_queries, node_count_query, seen_query)
 from .keysets import Amended
 
 
@@ -91,6 +91,8 @@ def inventory(ctx) -> Inventory:
     if isinstance(fleet, PromError):
         fold.clear()
     reporting = inv._reporting = fold.keys
+    if _gone_needs_own_read(ctx, fold):
+        _read_gone(ctx, first)
     counts, gone = _states(ctx, inv, first)
     label_sets = fold.count()  # label sets reporting now: what the server's counts count
     faulty = {name for name, n in counts.items() if 0 < n < label_sets} if not isinstance(fleet, PromError) else set()
@@ -116,7 +118,9 @@ def inventory(ctx) -> Inventory:
         name, state = m.name, first[f"state|{m.name}"]
         diff = status.get(name)
         inv.answers[f"now|{name}"] = _status(fleet, state, diff)
-        inv.answers[f"seen|{name}"] = state
+        inv.answers[f"seen|{name}"] = _status(state, first.get(f"gone|{name}", first.get(f"gaps|{name}")))
+        if f"gaps|{name}" in first:
+            inv.answers[f"gaps|{name}"] = first[f"gaps|{name}"]
         if isinstance(fleet, PromError) or isinstance(state, PromError) or isinstance(diff, PromError):
             continue
         # the reporting set itself, or amended by the few GPUs that differ (keysets.Amended): no
@@ -129,7 +133,7 @@ def inventory(ctx) -> Inventory:
             now = Amended(reporting, fold.keys_lacking(lacking[name]))
         if now:
             inv.now[name] = now
-        seen = _plus(now, reporting, {g.key for g in gone[name]})
+        seen = _plus(now, reporting, {g.key for g in gone.get(name, ())})
         if seen:
             inv.seen[name] = seen
     _legacy(ctx, inv, first.get("fleet|legacy"))
@@ -227,8 +231,10 @@ class _Reporting:
 
 
 def _states(ctx, inv: Inventory, first: dict) -> tuple[dict[str, int], dict[str, list]]:
-    """From the ``state|M`` answers: ({metric: GPU label sets carrying it now}, {metric: Gpu of
-    each label set seen in the lookback, not now}); metrics whose query failed are in neither."""
+    """From the ``state|M`` answers, ({metric: GPU label sets carrying it now}, {metric: Gpu of
+    each label set seen in the lookback, not now}), the latter of a required metric from its
+    ``gone|M`` answer where it was asked (:func:`_read_gone`), else its ``gaps|M`` one (negative
+    values); a metric whose count failed is in neither, one whose gone GPUs failed not in the latter."""
     counts: dict[str, int] = {}
     gone: dict[str, list] = {}
     for m in ctx.spec.tracked_metrics:
@@ -236,20 +242,47 @@ def _states(ctx, inv: Inventory, first: dict) -> tuple[dict[str, int], dict[str,
         if isinstance(ans, PromError):
             continue
         counts[m.name] = next((int(float(i["value"][1])) for i in ans.data if i["metric"].get(STATE) == "now"), 0)
-        gone[m.name] = []
-        _gone(ctx, inv, ans, gone[m.name])
+        lost = first.get(f"gone|{m.name}", first.get(f"gaps|{m.name}"))
+        if not isinstance(lost, PromError):
+            gone[m.name] = []
+            if lost is not None:
+                _gone(ctx, inv, lost, gone[m.name])
     return counts, gone
 
 
 def _gone(ctx, inv: Inventory, ans: Answer, out: list) -> None:
-    """The ``gpumon_state="gone"`` label sets of ``ans`` as Gpus appended to ``out``, and in the
+    """The gone label sets of ``ans`` (``gpumon_state="gone"``, or a negative value of a
+    :func:`.inventoryqueries.gaps_query` answer) as Gpus appended to ``out``, and in the
     inventory's GPUs and targets."""
     for item in ans.data:
-        if item["metric"].get(STATE) == "gone":
+        if item["metric"].get(STATE) == "gone" or (STATE not in item["metric"] and float(item["value"][1]) < 0):
             labels = {k: v for k, v in item["metric"].items() if k != STATE}
             gpu = ctx.gpu(labels)
             out.append(gpu)
             inv.sites.setdefault(gpu.key, inv.site(labels.get("instance", ""), (), gpu.node_label, gpu.uuid_label))
+
+
+def _gone_needs_own_read(ctx, fold: "_Reporting") -> bool:
+    """True when the ``gaps|M`` answers may leave gone GPUs out: they list a GPU only when its
+    series' target matches an ``up`` series, which fails where metric relabelling rewrote
+    ``instance`` (a reporting GPU's ``instance`` is no target of the job) and cannot be told where
+    the server has no targets API (Mimir, Cortex)."""
+    if not ctx.spec.required_metrics:
+        return False
+    api = ctx.targets.api
+    if isinstance(api, PromError) or not ctx.targets.targets:
+        return True
+    known = {t.instance for t in ctx.targets.targets}
+    return any(site.instance not in known for _, site in fold.label_sets())
+
+
+def _read_gone(ctx, first: dict) -> None:
+    """The gone GPUs of each required metric by a read of their own (:func:`gone_query`, one
+    round), into ``first`` as ``gone|M`` answers labelled ``gpumon_state="gone"``."""
+    recent, window = _windows(ctx)
+    asked = ctx.queries_at_now({f"gone|{m.name}": f'label_replace({gone_query(ctx, m.name, window, recent)}, '
+                                                  f'"{STATE}", "gone", "", "")' for m in ctx.spec.required_metrics})
+    first.update(asked)
 
 
 def _lacking(ctx, fold: _Reporting, faulty: set[str], second: dict,

@@ -39,10 +39,48 @@ def gone_query(ctx, metric: str, window: str, recent: str) -> str:
     last_over_time(M[recent]))``. The set difference is taken on the series and grouped after:
     the same label sets as the difference of the two groupings (``unless on`` compares only the
     identity labels), without grouping every GPU's series twice on the way (what is left is the
-    few gone GPUs)."""
+    few gone GPUs). Asked only where :func:`gaps_query` may not list every gone GPU
+    (:func:`.inventoryfacts._gone_needs_own_read`)."""
     ids = _ids(ctx)
     return (f"group by ({ids}) (last_over_time({ctx.sel(metric)}[{window}]) unless on ({ids}) "
             f"last_over_time({ctx.sel(metric)}[{recent}]))")
+
+
+#: what :func:`gaps_query` adds per series carried now and takes off per GPU: 2^32, above any
+#: count of samples in a lookback, and exact in float64 together with them
+NOW_OFFSET = 2 ** 32
+
+
+def gaps_query(ctx, metric: str) -> str:
+    """One read of a required ``metric``'s lookback for two facts, per GPU label set (the
+    context's identity labels, ``job`` too): the share of its target's successful scrapes that
+    carried the metric, for label sets below ``alerts.gap_min_ratio`` (the continuity check's
+    intermittent GPUs), and a negative value for every label set that carried it within the
+    lookback and not now (the inventory's gone GPUs).
+
+    The numerator is ``sum by (<identity>) (count_over_time(M[lookback]) or
+    label_replace(count_over_time(M[recent]), "gpumon_now", ...) * 0 + 2^32) - 2^32``: the
+    samples within the lookback, plus 2^32 for each series carried now, minus 2^32 once. A GPU
+    with one series now (one pod, or a pod replaced by the next) keeps its count; a GPU shared by
+    k pods now (time-slicing: k series at once) keeps what the sum of its series' samples always
+    gave, a ratio above 1; a GPU with no series now is negative, whatever its series were before
+    (a GPU several pods shared is still gone when all are). ``count_over_time`` of the recent
+    window, not its last value: a NaN reading times 0 would be NaN.
+
+    The denominator is the target's ``sum_over_time(up[lookback])``, ``up`` summed by target
+    first (its target labels would make the division many-to-many); under a global view the
+    cluster is part of the target (two clusters may reuse an address). A label set whose target
+    matches no ``up`` series (``instance`` rewritten by metric relabelling) is not in the
+    answer: the inventory then reads the gone GPUs with :func:`gone_query`."""
+    w = format_duration(ctx.lookback)
+    recent, _ = _windows(ctx)
+    ids = ", ".join(ctx.id_labels)
+    target = ", ".join((ctx.labels.cluster,) * bool(ctx.labels.cluster) + ("job", "instance"))
+    s = ctx.sel(metric)
+    now = f'label_replace(count_over_time({s}[{recent}]), "{NOW}", "1", "", "") * 0 + {NOW_OFFSET}'
+    return (f"(sum by ({ids}) (count_over_time({s}[{w}]) or {now}) - {NOW_OFFSET})\n"
+            f"/ on ({target}) group_left ()\nsum by ({target}) (sum_over_time({ctx.sel('up')}[{w}]))\n"
+            f"< {ctx.spec.alerts.gap_min_ratio:g}")
 
 
 def seen_query(ctx, metric: str) -> str:
@@ -96,21 +134,20 @@ def inventory_queries(ctx) -> dict[str, str]:
     """First round, O(metrics) requests, answers O(fleet) once: ``fleet|now|i`` (the
     :func:`reporting_query` of each part of :func:`_shard_matchers`: disjoint, their union is the
     fleet), per tracked metric ``state|M`` (how many GPU label sets carry it now, one sample
-    labelled ``gpumon_state="now"``, and for a required metric the label sets that carried it
-    within the lookback but not now, labelled ``gpumon_state="gone"``: what is wrong, not the
-    fleet; an optional metric's lookback is read only when no GPU carries it now,
-    :func:`seen_query`), and ``fleet|legacy``
+    labelled ``gpumon_state="now"``), per required metric ``gaps|M`` (:func:`gaps_query`: the
+    label sets that carried it within the lookback but not now, and those that missed it in
+    scrapes: what is wrong, not the fleet; an optional metric's lookback is read only when no GPU
+    carries it now, :func:`seen_query`), and ``fleet|legacy``
     (the GPUs carrying a 1.x name of a required metric, labelled with :data:`LEGACY_FIELD` and
     :data:`LEGACY_NAME`)."""
-    recent, window = _windows(ctx)
+    recent, _ = _windows(ctx)
     ids = _ids(ctx)
     out = {f"fleet|now|{i}": reporting_query(ctx, shard) for i, shard in enumerate(_shard_matchers(ctx))}
     legacy = []
     for m in ctx.spec.tracked_metrics:
         out[f"state|{m.name}"] = f'label_replace(count({present(ctx, m.name, recent)}), "{STATE}", "now", "", "")'
         if m.required:
-            out[f"state|{m.name}"] += f'\n or label_replace({gone_query(ctx, m.name, window, recent)}, "{STATE}", "gone", "", "")'
-        if m.required:
+            out[f"gaps|{m.name}"] = gaps_query(ctx, m.name)
             for name in m.legacy_names:
                 legacy.append(f'label_replace(label_replace(group by ({ids}) ({ctx.sel(name)}), '
                               f'"{LEGACY_FIELD}", {literal_replacement(m.name)}, "", ""), '
@@ -121,8 +158,9 @@ def inventory_queries(ctx) -> dict[str, str]:
 
 
 #: labels the inventory queries add (never dcgm-exporter labels): which spec'd metric, under which
-#: 1.x name, and whether a ``state|M`` sample is the count now or a GPU gone since
-LEGACY_FIELD, LEGACY_NAME, STATE = "gpumon_field", "gpumon_legacy", "gpumon_state"
+#: 1.x name, whether a ``state|M`` sample is the count now or a GPU gone since, and which series
+#: of a ``gaps|M`` numerator are the ones carried now
+LEGACY_FIELD, LEGACY_NAME, STATE, NOW = "gpumon_field", "gpumon_legacy", "gpumon_state", "gpumon_now"
 
 
 def node_count_query(ctx, metric: str, full: str | None = None) -> str:

@@ -115,3 +115,38 @@ def test_gone_gpus_get_their_own_read_where_the_join_with_up_may_drop_them():
         assert _gone_needs_own_read(ctx, _Fold(["a:9400"]))
     finally:
         ctx.close()
+
+
+def _promtool_expect(tmp_path, promtool, expr: str, series: list[dict], expected: list[dict]) -> None:
+    test = {"rule_files": [], "evaluation_interval": "15s", "tests": [{
+        "interval": "15s", "input_series": series,
+        "promql_expr_test": [{"expr": expr, "eval_time": AT, "exp_samples": expected}]}]}
+    (tmp_path / "gaps.test.yaml").write_text(yaml.safe_dump(test, sort_keys=False))
+    proc = subprocess.run([promtool, "test", "rules", "gaps.test.yaml"], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+
+
+def test_a_label_set_gone_under_a_gpu_that_reports_now_is_no_gap():
+    """The ``gaps|M`` answer lists a label set gone since with a negative value; when its GPU
+    reports the metric now under another label set (the exporter pod replaced: a new instance),
+    the continuity check says nothing (it read the negative value as a share of
+    -17,179,869,084 %)."""
+    from gpumon.promapi import Answer
+    from gpumon.validate import continuity
+    from gpumon.validate.inventoryfacts import Inventory
+
+    ctx = _context()
+    try:
+        ctx.__dict__["targets"] = type("T", (), {"scrape_interval": 15.0, "missing": False, "down": frozenset()})()
+        inv = Inventory()
+        old = {"job": "dcgm-exporter", "instance": "10.0.0.1:9400", "Hostname": "n", "UUID": "GPU-1", "gpu": "0"}
+        inv.now[M] = {ctx.gpu(old).key}
+        gone = (20 - NOW_OFFSET) / 20
+        for m in ctx.spec.required_metrics:
+            data = [{"metric": old, "value": [600, str(gone)]}] if m.name == M else []
+            inv.answers[f"gaps|{m.name}"] = Answer(data)
+        ctx.__dict__["inventory"] = inv
+        assert continuity.run(ctx).findings == []
+    finally:
+        ctx.close()

@@ -38,10 +38,13 @@ def run(ctx: Context) -> CheckResult:
     for m, case, ans in answered(CHECK, metrics, answers, findings):
         bad = []
         for item in ans.data:
-            gpu = ctx.gpu(item["metric"])
-            if gpu.key not in inv.now.get(m.name, set()):
-                continue  # missing now (a negative value: gone since): reported by presence
-            bad.append((float(item["value"][1]), gpu, item["metric"].get("instance", "")))
+            ratio, gpu = float(item["value"][1]), ctx.gpu(item["metric"])
+            # a negative value is a label set gone since (the inventory's, reported by presence
+            # when its GPU reports nothing now); the GPU itself may carry the metric now under
+            # another label set: a new exporter pod (another instance), never a gap
+            if ratio < 0 or gpu.key not in inv.now.get(m.name, set()):
+                continue  # missing now: reported by presence
+            bad.append((ratio, gpu, item["metric"].get("instance", "")))
         bad.sort(key=lambda x: (x[0], x[1].key))
         out = []
         if bad:

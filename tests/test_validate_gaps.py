@@ -127,6 +127,32 @@ def _promtool_expect(tmp_path, promtool, expr: str, series: list[dict], expected
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
 
 
+def test_a_driver_upgraded_under_a_running_target_is_no_gap(tmp_path, promtool):
+    """A driver upgraded at 300 s on a node scraped at one address all along (a static target, a
+    host-network exporter restarted): every series changes its ``DCGM_FI_DRIVER_VERSION`` label.
+    The GPU's samples under both values are one GPU's: nothing to report, neither the new label
+    set at 50 % of the target's scrapes (an intermittent GPU that never missed a scrape) nor the
+    old one gone. An exporter pod replaced by one at another address keeps its GPU: the old
+    address's label set is gone (negative), the new one has every scrape of its own target."""
+    ctx = _context()
+    try:
+        expr = gaps_query(ctx, M)
+    finally:
+        ctx.close()
+    moved = f'{M}{{{JOB},Hostname="moved",UUID="GPU-moved",gpu="0",instance="%s"}}'
+    series = [
+        _gpu("upgraded", "GPU-upgraded", "50x20", DCGM_FI_DRIVER_VERSION="550.54.15"),
+        _gpu("upgraded", "GPU-upgraded", "_x20 50x20", DCGM_FI_DRIVER_VERSION="570.86.10"),
+        _up("upgraded"),
+        {"series": moved % "10.0.0.1:9400", "values": "50x20"},
+        {"series": f'up{{{JOB},instance="10.0.0.1:9400"}}', "values": "1x20"},
+        {"series": moved % "10.0.0.2:9400", "values": "_x20 50x20"},
+        {"series": f'up{{{JOB},instance="10.0.0.2:9400"}}', "values": "_x20 1x20"},
+    ]
+    gone = f'{{Hostname="moved",UUID="GPU-moved",gpu="0",instance="10.0.0.1:9400",{JOB}}}'
+    _promtool_expect(tmp_path, promtool, expr, series, [{"labels": gone, "value": (20 - NOW_OFFSET) / 20}])
+
+
 def test_a_label_set_gone_under_a_gpu_that_reports_now_is_no_gap():
     """The ``gaps|M`` answer lists a label set gone since with a negative value; when its GPU
     reports the metric now under another label set (the exporter pod replaced: a new instance),

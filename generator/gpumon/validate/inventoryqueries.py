@@ -71,10 +71,17 @@ def gaps_query(ctx, metric: str) -> str:
     first (its target labels would make the division many-to-many); under a global view the
     cluster is part of the target (two clusters may reuse an address). A label set whose target
     matches no ``up`` series (``instance`` rewritten by metric relabelling) is not in the
-    answer: the inventory then reads the gone GPUs with :func:`gone_query`."""
+    answer: the inventory then reads the gone GPUs with :func:`gone_query`.
+
+    Grouped without the model and driver labels (what the continuity check and the gone GPUs
+    read of a label set is its target, node, UUID, index and MIG instance): a driver upgraded
+    under a running target changes ``DCGM_FI_DRIVER_VERSION`` on every series, and the GPU's
+    samples under the old and the new value are one GPU's, not a label set gone and one that
+    missed the scrapes before the upgrade."""
     w = format_duration(ctx.lookback)
     recent, _ = _windows(ctx)
-    ids = ", ".join(ctx.id_labels)
+    lab = ctx.labels
+    ids = ", ".join(label for label in ctx.id_labels if label not in (lab.model, lab.driver_version))
     target = ", ".join((ctx.labels.cluster,) * bool(ctx.labels.cluster) + ("job", "instance"))
     s = ctx.sel(metric)
     now = f'label_replace(count_over_time({s}[{recent}]), "{NOW}", "1", "", "") * 0 + {NOW_OFFSET}'

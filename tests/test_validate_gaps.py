@@ -13,7 +13,7 @@ from pathlib import Path
 
 import yaml
 
-from gpumon.promapi import PromClient, PromError
+from gpumon.promapi import Answer, PromClient, PromError
 from gpumon.spec import load_spec
 from gpumon.validate.base import Context
 from gpumon.validate.inventoryfacts import _gone_needs_own_read
@@ -96,6 +96,7 @@ class _Targets:
 class _Fold:
     def __init__(self, instances):
         self.instances = instances
+        self.inv = type("Inv", (), {"untargeted": set()})()
 
     def label_sets(self):
         for i in self.instances:
@@ -110,7 +111,9 @@ def test_gone_gpus_get_their_own_read_where_the_join_with_up_may_drop_them():
     try:
         ctx.__dict__["targets"] = _Targets(object(), ["a:9400", "b:9400"])
         assert not _gone_needs_own_read(ctx, _Fold(["a:9400", "b:9400", "a:9400"]))
-        assert _gone_needs_own_read(ctx, _Fold(["a:9400", "node-b"]))
+        fold = _Fold(["a:9400", "node-b"])
+        assert _gone_needs_own_read(ctx, fold)
+        assert fold.inv.untargeted == {"node-b"}  # the continuity check cannot divide its samples
         ctx.__dict__["targets"] = _Targets(PromError("not-found", "http://127.0.0.1:9/api/v1/targets", "404 page not found", 404), [])
         assert _gone_needs_own_read(ctx, _Fold(["a:9400"]))
     finally:
@@ -158,7 +161,6 @@ def test_a_label_set_gone_under_a_gpu_that_reports_now_is_no_gap():
     reports the metric now under another label set (the exporter pod replaced: a new instance),
     the continuity check says nothing (it read the negative value as a share of
     -17,179,869,084 %)."""
-    from gpumon.promapi import Answer
     from gpumon.validate import continuity
     from gpumon.validate.inventoryfacts import Inventory
 
@@ -174,5 +176,34 @@ def test_a_label_set_gone_under_a_gpu_that_reports_now_is_no_gap():
             inv.answers[f"gaps|{m.name}"] = Answer(data)
         ctx.__dict__["inventory"] = inv
         assert continuity.run(ctx).findings == []
+    finally:
+        ctx.close()
+
+
+def test_gpus_whose_instance_names_no_target_make_continuity_inconclusive():
+    """``instance`` rewritten by metric relabelling (to the node name): no ``up`` series has it,
+    so the gaps read has no share for those GPUs and cannot list them. The check says it could
+    not look (it said nothing, as if they never missed a scrape)."""
+    from gpumon.validate import continuity
+    from gpumon.validate.inventoryfacts import Inventory
+
+    ctx = _context()
+    try:
+        ctx.__dict__["targets"] = type("T", (), {"scrape_interval": 15.0, "missing": False, "down": frozenset()})()
+        inv = Inventory()
+        ok = {"job": "dcgm-exporter", "instance": "10.0.0.1:9400", "Hostname": "a", "UUID": "GPU-a", "gpu": "0"}
+        moved = {"job": "dcgm-exporter", "instance": "node-b", "Hostname": "node-b", "UUID": "GPU-b", "gpu": "0"}
+        for labels in (ok, moved):
+            inv.sites[ctx.gpu(labels).key] = inv.site(labels["instance"], (), "Hostname", "UUID")
+        inv._reporting = {ctx.gpu(ok).key, ctx.gpu(moved).key}
+        inv.untargeted = {"node-b"}
+        for m in ctx.spec.required_metrics:
+            inv.answers[f"gaps|{m.name}"] = Answer([])
+        ctx.__dict__["inventory"] = inv
+        result = continuity.run(ctx)
+        assert [(f.check, f.severity, f.case) for f in result.findings] == [
+            ("continuity", "inconclusive", "continuity/targets")]
+        assert "1 GPU(s)" in result.findings[0].message and "(node-b)" in result.findings[0].message
+        assert "continuity/targets" in result.cases
     finally:
         ctx.close()

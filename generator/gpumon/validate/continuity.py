@@ -3,7 +3,8 @@ target's successful scrapes that carried the metric (samples seen / samples expe
 by the target's own successful scrapes (``sum_over_time(up[w])``) separates field gaps from
 target outages, which the targets check reports. The inventory asks it, one query per metric
 that also lists the GPUs gone since (:func:`.inventoryqueries.gaps_query`); only GPUs below the
-spec's ``gap_min_ratio`` come back.
+spec's ``gap_min_ratio`` come back. GPUs whose ``instance`` names no target of the job (metric
+relabelling rewrote it) have no ``up`` to divide by: one inconclusive finding names them.
 
 Why: A field missing from some scrapes passes a "present now" check but makes `for` clauses restart
 and rates jump.
@@ -34,7 +35,7 @@ def run(ctx: Context) -> CheckResult:
         return CheckResult([], cases)
     inv = ctx.inventory
     answers = {m.name: inv.answers.get(f"gaps|{m.name}") for m in metrics}
-    findings: list[Finding] = []
+    findings: list[Finding] = _untargeted(ctx, inv, cases)
     for m, case, ans in answered(CHECK, metrics, answers, findings):
         bad = []
         for item in ans.data:
@@ -59,3 +60,22 @@ def run(ctx: Context) -> CheckResult:
                                hints.INTERMITTENT, labels=tuple(sorted(labels)), case=case))
         findings += partial(out, ans, case, CHECK, m.name)
     return CheckResult(findings, cases)
+
+
+def _untargeted(ctx: Context, inv, cases: list[str]) -> list[Finding]:
+    """One inconclusive finding when GPUs report under an ``instance`` that names no target of
+    the job (metric relabelling rewrote it, e.g. to the node name): ``up`` carries the target's
+    own address, so their share of successful scrapes has nothing to divide by and no gap of
+    theirs can be seen (the check said nothing, as if they had none)."""
+    if not inv.untargeted or not ctx.spec.required_metrics:
+        return []
+    case = f"{CHECK}/targets"
+    cases.append(case)
+    names = sorted(inv.untargeted)
+    gpus = [k for k in inv.reporting if inv.instance(k) in inv.untargeted]
+    shown = ", ".join(names[:5]) + (f" (+{len(names) - 5} more)" if len(names) > 5 else "")
+    return [Finding(CHECK, "inconclusive", ctx.job,
+                    f"gaps not checked on {gpu_count(gpus)} GPU(s): the instance label of their series "
+                    f"({shown}) names no target of job {ctx.job}, so no `up` series counts their scrapes",
+                    "metric relabelling (metricRelabelings) rewrote `instance`; keep the target's address in "
+                    "`instance` and put the node name in another label", labels=(("job", ctx.job),), case=case)]

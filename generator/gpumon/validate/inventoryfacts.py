@@ -35,6 +35,9 @@ class Inventory:
         self.legacy: dict[str, dict[tuple, str]] = defaultdict(dict)  # metric -> key -> legacy name
         self.answers: dict[str, "Answer | PromError"] = {}
         self._reporting: set[tuple] | None = None
+        #: ``instance`` values of GPUs reporting now that name no target of the job (metric
+        #: relabelling rewrote them): no ``up`` series to divide their samples by
+        self.untargeted: set[str] = set()
         self._interned: dict[Site, Site] = {}
 
     def site(self, instance: str, attrs: tuple, node_label: str, uuid_label: str, others: tuple = ()) -> Site:
@@ -273,7 +276,8 @@ def _gone_needs_own_read(ctx, fold: "_Reporting") -> bool:
     if isinstance(api, PromError) or not ctx.targets.targets:
         return True
     known = {t.instance for t in ctx.targets.targets}
-    return any(site.instance not in known for _, site in fold.label_sets())
+    fold.inv.untargeted = {site.instance for _, site in fold.label_sets() if site.instance not in known}
+    return bool(fold.inv.untargeted)
 
 
 def _read_gone(ctx, first: dict) -> None:

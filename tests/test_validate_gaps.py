@@ -207,3 +207,22 @@ def test_gpus_whose_instance_names_no_target_make_continuity_inconclusive():
         assert "continuity/targets" in result.cases
     finally:
         ctx.close()
+
+
+def test_a_gap_shows_through_two_prometheus_replicas_not_deduplicated(tmp_path, promtool):
+    """Two Prometheus replicas writing to one store that keeps both (VictoriaMetrics, Thanos
+    without a replica label): every series twice, ``up`` too. A GPU that missed every other
+    scrape is at 50 % of its target's scrapes, as with one replica (the read added 2^32 per series
+    carried now and took it off once, so a GPU with two series now was never below the threshold)."""
+    ctx = _context()
+    try:
+        expr = gaps_query(ctx, M)
+    finally:
+        ctx.close()
+    half = " ".join(["50", "_"] * 20) + " 50"
+    series = [s for r in ("a", "b") for s in (
+        _gpu("gappy", "GPU-gappy", half, prometheus_replica=r),
+        {"series": f'up{{{JOB},instance="gappy:9400",prometheus_replica="{r}"}}', "values": "1x40"},
+        _gpu("steady", "GPU-steady", "50x40", prometheus_replica=r),
+        {"series": f'up{{{JOB},instance="steady:9400",prometheus_replica="{r}"}}', "values": "1x40"})]
+    _promtool_expect(tmp_path, promtool, expr, series, [{"labels": _labels("gappy", "GPU-gappy"), "value": 0.5}])

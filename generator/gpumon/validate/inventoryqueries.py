@@ -46,7 +46,7 @@ def gone_query(ctx, metric: str, window: str, recent: str) -> str:
             f"last_over_time({ctx.sel(metric)}[{recent}]))")
 
 
-#: what :func:`gaps_query` adds per series carried now and takes off per GPU: 2^32, above any
+#: what :func:`gaps_query` adds per label set carried now and takes off per label set: 2^32, above any
 #: count of samples in a lookback, and exact in float64 together with them
 NOW_OFFSET = 2 ** 32
 
@@ -59,13 +59,16 @@ def gaps_query(ctx, metric: str) -> str:
     lookback and not now (the inventory's gone GPUs).
 
     The numerator is ``sum by (<identity>) (count_over_time(M[lookback]) or
-    label_replace(count_over_time(M[recent]), "gpumon_now", ...) * 0 + 2^32) - 2^32``: the
-    samples within the lookback, plus 2^32 for each series carried now, minus 2^32 once. A GPU
-    with one series now (one pod, or a pod replaced by the next) keeps its count; a GPU shared by
-    k pods now (time-slicing: k series at once) keeps what the sum of its series' samples always
-    gave, a ratio above 1; a GPU with no series now is negative, whatever its series were before
-    (a GPU several pods shared is still gone when all are). ``count_over_time`` of the recent
-    window, not its last value: a NaN reading times 0 would be NaN.
+    label_replace(group by (<identity>) (count_over_time(M[recent])), "gpumon_now", ...) * 2^32)
+    - 2^32``: the samples within the lookback, plus 2^32 once for a label set carried now (one
+    ``group`` sample however many series carry it), minus 2^32 once. A label set carried now
+    keeps its count, however many series it has at once: a pod replaced by the next, a GPU shared
+    by k pods (time-slicing: the sum of its series' samples, a ratio above 1), or two Prometheus
+    replicas not deduplicated (VictoriaMetrics or Thanos without a replica label: every series
+    twice, ``up`` too, the ratio intact); a label set with no series now is negative, whatever
+    its series were before (a GPU several pods shared is still gone when all are).
+    ``count_over_time`` of the recent window, not its last value: ``group`` reads no value, and a
+    NaN reading stays one sample.
 
     The denominator is the target's ``sum_over_time(up[lookback])``, ``up`` summed by target
     first (its target labels would make the division many-to-many); under a global view the
@@ -84,7 +87,7 @@ def gaps_query(ctx, metric: str) -> str:
     ids = ", ".join(label for label in ctx.id_labels if label not in (lab.model, lab.driver_version))
     target = ", ".join((ctx.labels.cluster,) * bool(ctx.labels.cluster) + ("job", "instance"))
     s = ctx.sel(metric)
-    now = f'label_replace(count_over_time({s}[{recent}]), "{NOW}", "1", "", "") * 0 + {NOW_OFFSET}'
+    now = f'label_replace(group by ({ids}) (count_over_time({s}[{recent}])), "{NOW}", "1", "", "") * {NOW_OFFSET}'
     return (f"(sum by ({ids}) (count_over_time({s}[{w}]) or {now}) - {NOW_OFFSET})\n"
             f"/ on ({target}) group_left ()\nsum by ({target}) (sum_over_time({ctx.sel('up')}[{w}]))\n"
             f"< {ctx.spec.alerts.gap_min_ratio:g}")

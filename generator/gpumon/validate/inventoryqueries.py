@@ -83,13 +83,51 @@ def gaps_query(ctx, metric: str) -> str:
     missed the scrapes before the upgrade."""
     w = format_duration(ctx.lookback)
     recent, _ = _windows(ctx)
-    lab = ctx.labels
-    ids = ", ".join(label for label in ctx.id_labels if label not in (lab.model, lab.driver_version))
-    target = ", ".join((ctx.labels.cluster,) * bool(ctx.labels.cluster) + ("job", "instance"))
+    ids, target = gap_ids(ctx), _target(ctx)
     s = ctx.sel(metric)
     now = f'label_replace(group by ({ids}) (count_over_time({s}[{recent}])), "{NOW}", "1", "", "") * {NOW_OFFSET}'
     return (f"(sum by ({ids}) (count_over_time({s}[{w}]) or {now}) - {NOW_OFFSET})\n"
             f"/ on ({target}) group_left ()\nsum by ({target}) (sum_over_time({ctx.sel('up')}[{w}]))\n"
+            f"< {ctx.spec.alerts.gap_min_ratio:g}")
+
+
+def gap_ids(ctx) -> str:
+    """The labels :func:`gaps_query` groups by: the identity labels without model and driver."""
+    lab = ctx.labels
+    return ", ".join(label for label in ctx.id_labels if label not in (lab.model, lab.driver_version))
+
+
+def _target(ctx) -> str:
+    """The labels of a target: job and instance, and the cluster under a global view."""
+    return ", ".join((ctx.labels.cluster,) * bool(ctx.labels.cluster) + ("job", "instance"))
+
+
+def _on(instances) -> str:
+    """``instance=~"a|b"``: a regex over a few label *values*, never over metric names."""
+    return matcher("instance", "|".join(sorted(re.escape(i) for i in instances)), "=~")
+
+
+def at_start_query(ctx, metric: str, instances) -> str:
+    """The GPU label sets of ``instances`` that carried ``metric`` at the lookback's start (an
+    instant read there: one sample per series)."""
+    return f"group by ({gap_ids(ctx)}) ({ctx.sel(metric, _on(instances))} offset {format_duration(ctx.lookback)})"
+
+
+def first_seen_query(ctx, metric: str, instances) -> str:
+    """When each GPU label set of ``instances`` first had a sample of ``metric`` within the
+    lookback (as :func:`last_seen_query`, in steps; a label set there at the lookback's start
+    answers a time before it)."""
+    step = format_duration(max(1.0, ctx.scrape_interval, ctx.lookback / 360))
+    sel = ctx.sel(metric, _on(instances))
+    return f"min by ({gap_ids(ctx)}) (min_over_time(timestamp({sel})[{format_duration(ctx.lookback)}:{step}]))"
+
+
+def share_query(ctx, metric: str, instances, seconds: float) -> str:
+    """:func:`gaps_query`'s share over the last ``seconds`` only, for the GPUs of ``instances``
+    (those first seen within the lookback: their share of the scrapes since), below the threshold."""
+    w, more = format_duration(seconds), _on(instances)
+    return (f"sum by ({gap_ids(ctx)}) (count_over_time({ctx.sel(metric, more)}[{w}]))\n"
+            f"/ on ({_target(ctx)}) group_left ()\nsum by ({_target(ctx)}) (sum_over_time({ctx.sel('up', more)}[{w}]))\n"
             f"< {ctx.spec.alerts.gap_min_ratio:g}")
 
 

@@ -63,3 +63,17 @@ def test_the_readme_lint_sample_counts_are_generated():
     readme = (ROOT / "README.md").read_text("utf-8")
     found = checkdocs._README_LINT_INPUTS.findall(readme)
     assert len(found) == 1 and found[0] == f"inputs: {checkdocs._lint_inputs(ROOT)}"
+
+
+def test_the_lint_output_samples_say_how_many_checks_run_now():
+    """README.md and docs/lint.md quote `gpumon lint output` down to its tally line; a lint check
+    added since made both say one check fewer than a reader gets."""
+    inputs, tally = checkdocs._lint_sample(ROOT)
+    assert tally.startswith("gpumon lint: ") and " checks run; " in tally
+    for rel in ("README.md", "docs/lint.md"):
+        text = (ROOT / rel).read_text("utf-8")
+        sample = f"$ gpumon lint output\ninputs: {inputs}\nspec: gpumon.yaml\n{tally}\n"
+        assert sample in text, rel
+    stale = "$ gpumon lint output\ninputs: 1 files: 2 rules\nspec: gpumon.yaml\ngpumon lint: 3 checks run; 0 error\n"
+    fixed = checkdocs._LINT_SAMPLE_TALLY.sub(lambda m: m[1] + tally, stale)
+    assert fixed == stale.replace("gpumon lint: 3 checks run; 0 error", tally)

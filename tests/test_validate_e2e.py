@@ -348,6 +348,19 @@ def test_missing_gpu_label_is_one_finding_naming_the_label_carried(env):
     assert inv.message.startswith("4 GPUs on 2 nodes"), inv.message
 
 
+def test_missing_node_label_names_the_labels_that_could_be_the_node(env):
+    """A spec naming a node label the series lack (a fleet relabelled to ``kubernetes_node``, a
+    typo): the hint says to fix exporter.labels.node and names the labels the series carry that
+    may name the node (here dcgm-exporter's ``Hostname``), not only "check relabeling"."""
+    spec = spec_for("dcgm-healthy", edit=lambda t: t.replace("    node: Hostname", "    node: nodename"))
+    report, code = run(env, spec, checks=("presence",))
+    missing = by_check(report, "identity-label-missing")
+    assert code == 1 and len(missing) == 2, report.findings
+    for f in missing:
+        assert "no `nodename` label" in f.message, f.message
+        assert "set exporter.labels.node in the spec" in f.hint and "(they carry `Hostname`)" in f.hint, f.hint
+
+
 def test_optional_fields_absent(env, faulty):
     report, _ = faulty
     prof = [f for f in by_check(report, "optional-absent") if f.case == "optional/profiling"]

@@ -27,7 +27,7 @@ from ..findings import Finding
 from ..promapi import Answer, PromError
 from ..promqltext import matcher
 from ..rules.names import FIELD_LABEL
-from ..spec import Metric
+from ..spec import VOLATILE_LABELS, Metric
 from . import hints
 from .base import CheckResult, Context, ago, device_id, gpu_count, gpu_list, other_spelling, partial, query_failed, utc
 from .facts import Inventory
@@ -225,6 +225,7 @@ def _identity(ctx: Context, inv: Inventory) -> list[Finding]:
     out = []
     lacking = {which for (_, which), values in by_target.items() if not any(values)}
     carried = _uuid_like(ctx) if "uuid" in lacking else []
+    node_like = _node_like(ctx) if "node" in lacking else []
     for (inst, which), values in sorted(by_target.items()):
         want = lab.node if which == "node" else lab.gpu
         other = other_spelling(want)
@@ -244,6 +245,10 @@ def _identity(ctx: Context, inv: Inventory) -> list[Finding]:
             listed = ", ".join(f"`{name}`" for name in carried)
             msg += f"; they carry {listed} with GPU UUIDs (GPU-…/MIG-…)"
             hint = f"set exporter.labels.gpu to {listed.split(', ')[0]} in the spec, or {hint}"
+        if which == "node":
+            named = f" (they carry {', '.join(f'`{name}`' for name in node_like)})" if node_like else ""
+            hint = (f"set exporter.labels.node in the spec to the label that names the node on your series{named} "
+                    f"and re-render, or {hint}")
         out.append(Finding("identity-label-missing", "error", inst, msg, hint,
                            labels=(("instance", inst), ("job", ctx.job)), case=case))
     return out
@@ -260,14 +265,36 @@ def _uuid_like(ctx: Context) -> list[str]:
     """Label names whose values look like GPU UUIDs on a series of the job that lacks the spec's
     UUID label (both spellings): what to set ``exporter.labels.gpu`` to. One instant query for one
     series (``topk(1, ...)``), asked only when some target lacks the label; [] when it fails."""
+    labels = _one_series_lacking(ctx, ctx.labels.gpu, "uuid-like")
+    return sorted(k for k, v in labels.items() if isinstance(v, str) and v.startswith(_UUID_VALUE))
+
+
+#: labels of a dcgm-exporter series that never name the node (its GPU, model, driver and XID
+#: labels, Prometheus' own), besides the spec's other identity labels and the volatile ones
+_NOT_NODE = {"__name__", "job", "UUID", "uuid", "gpu", "device", "pci_bus_id", "modelName", "DCGM_FI_DRIVER_VERSION",
+             "GPU_I_ID", "GPU_I_PROFILE", "err_code", "err_msg"}
+
+
+def _node_like(ctx: Context) -> list[str]:
+    """Label names on a series of the job that lacks the spec's node label (both spellings) that
+    may name the node (``Hostname``, a relabelled ``kubernetes_node``, ...): what to set
+    ``exporter.labels.node`` to. One instant query, asked only when some target lacks the label."""
     lab = ctx.labels
+    skip = _NOT_NODE | set(VOLATILE_LABELS) | {lab.gpu, lab.gpu_index, lab.mig_instance, lab.model,
+                                               lab.driver_version, lab.cluster}
+    labels = _one_series_lacking(ctx, lab.node, "node-like")
+    return sorted(k for k, v in labels.items() if k not in skip and not k.startswith("exported_") and v)
+
+
+def _one_series_lacking(ctx: Context, label: str, key: str) -> dict:
+    """The labels of one series of the job's first tracked metric carried now without ``label``
+    (either spelling); {} when there is none or the query fails."""
     metric = ctx.spec.tracked_metrics[0].name if ctx.spec.tracked_metrics else ""
     if not metric:
-        return []
+        return {}
     recent = format_duration(3 * max(1.0, ctx.scrape_interval))
-    sel = ctx.sel(metric, matcher(lab.gpu, ""), matcher(other_spelling(lab.gpu), ""))
-    ans = ctx.queries_at_now({"uuid-like": f"topk(1, last_over_time({sel}[{recent}]))"})["uuid-like"]
-    if isinstance(ans, PromError):
-        return []
-    labels = ans.data[0]["metric"] if ans.data else {}
-    return sorted(k for k, v in labels.items() if isinstance(v, str) and v.startswith(_UUID_VALUE))
+    sel = ctx.sel(metric, matcher(label, ""), matcher(other_spelling(label), ""))
+    ans = ctx.queries_at_now({key: f"topk(1, last_over_time({sel}[{recent}]))"})[key]
+    if isinstance(ans, PromError) or not ans.data:
+        return {}
+    return ans.data[0]["metric"]

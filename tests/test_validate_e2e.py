@@ -262,6 +262,8 @@ def test_values(faulty):
         [("DCGM_FI_DEV_GPU_TEMP", gpu_uuid("gpu-node-5", 1))] and "implausible-low" in low[0].message
     sentinel = by_check(report, "value-sentinel")
     assert [dict(f.labels)["UUID"] for f in sentinel] == [gpu_uuid("gpu-node-5", 0)]
+    # one GPU of a node blank while its peers read the field: look at that GPU, not only "drop the field"
+    assert "nvidia-smi -q -i <index>" in sentinel[0].hint and "drop it from the collectors CSV" in sentinel[0].hint
     frozen = by_check(report, "value-frozen")
     assert [dict(f.labels)["UUID"] for f in frozen] == [gpu_uuid("gpu-node-1", 0)]
 

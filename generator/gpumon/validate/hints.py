@@ -35,8 +35,10 @@ GPU_LOST = ("the GPU stopped reporting while its node still reports others: chec
 RANGE_LOW = ("a running datacenter GPU never reads this low: the field is not really collected (embedded host "
              "engine, consumer GPU, driver mismatch); compare with `nvidia-smi -q` on the node")
 RANGE_HIGH = "an impossible reading: a DCGM error code or a glitch; check the exporter and DCGM versions"
-SENTINEL = ("a DCGM blank / not-supported code (dcgm_structs.h) was exported as a value: the field is not "
-            "supported on this GPU or driver; drop it from the collectors CSV or upgrade the exporter")
+SENTINEL = ("a DCGM blank code (dcgm_structs.h: BLANK, NOT_FOUND, NOT_SUPPORTED, NO_PERMISSION) was exported as a "
+            "value: DCGM has no reading of the field for these GPUs. Where other GPUs of the same model read it, "
+            "look at these GPUs (`nvidia-smi -q -i <index>`, XIDs, the exporter log); where none does, the model "
+            "or driver does not support it: drop it from the collectors CSV and the spec, or upgrade the exporter")
 NAN = ("NaN readings pass every threshold alert silently: the exporter or a relabeling produces NaN; check the "
        "exporter version and the field on this GPU")
 FROZEN = ("the counter stopped increasing while the target is up: the exporter serves frozen values "

@@ -223,6 +223,9 @@ def test_target_down_and_timeout_and_empty(env, faulty):
     assert [f.subject for f in by_check(report, "target-empty")] == [t["gpu-node-8"]]
     flap = by_check(report, "target-flapping")
     assert [f.subject for f in flap] == [t["gpu-node-12"]] and "switching between up and down" in flap[0].message
+    # the target names the node it served (an instance is a pod IP in Kubernetes), as a label too
+    assert f"target {t['gpu-node-12']} of node gpu-node-12 succeeded" in flap[0].message, flap[0].message
+    assert dict(flap[0].labels)["Hostname"] == "gpu-node-12"
     assert not [f for f in report.findings if f.subject == t["gpu-node-12"] and f.check != "target-flapping"]
     # collapsed: no per-GPU finding for the down/empty nodes
     for f in report.findings:

@@ -26,7 +26,8 @@ LOOKS_AT = ("`/api/v1/targets` for the spec's job: health, `lastError`, `lastScr
             '`up`. No target at all: per-GPU checks are skipped, and the jobs that do carry the first two '
             "required metrics are named (`count by (job) (DCGM_FI_DEV_GPU_TEMP)`: GPU Operator's "
             "`nvidia-dcgm-exporter` vs the chart's `dcgm-exporter`) with the hint to set `exporter.job`. GPUs "
-            'behind a down target are reported once, as the target.')
+            'behind a down target are reported once, as the target, named with the node(s) whose GPUs it served within '
+            'the lookback.')
 FINDING_NOTES = {'scrape-slow': 'warning', 'targets-api-unavailable': 'warning'}
 
 
@@ -65,13 +66,14 @@ def run(ctx: Context) -> CheckResult:
     for t in facts.targets:
         inst = t.instance
         labels = (("instance", inst), ("job", job))
+        where, labels = _serving(ctx, inst, labels) if inst in facts.down else ("", labels)
         timeout = t.scrape_timeout or ctx.spec.exporter.scrape_timeout
         took = t.scrape_duration
         if inst in facts.flapping:
             # GPUs behind it come and go with the scrapes: one finding for the target, none per GPU
             reported.add(inst)
             findings.append(Finding("target-flapping", "error", inst,
-                                    f"target {inst} succeeded in only {facts.flapping[inst]:.0%} of its scrapes over the "
+                                    f"target {inst}{where} succeeded in only {facts.flapping[inst]:.0%} of its scrapes over the "
                                     f"last {w}, switching between up and down (now {t.health}; last error: "
                                     f"{t.last_error or 'none'}); each recovery resets the `for` of a down alert",
                                     hints.FLAPPING, labels=labels, case=case))
@@ -79,7 +81,7 @@ def run(ctx: Context) -> CheckResult:
             reported.add(inst)
             check, hint = _classify(t)
             findings.append(Finding(check, "error", inst,
-                                    f"target {inst} ({t.scrape_url}) is down: {t.last_error or 'no error given'}; "
+                                    f"target {inst} ({t.scrape_url}){where} is down: {t.last_error or 'no error given'}; "
                                     f"last scrape took {took:.3f}s of a {timeout:g}s timeout", hint, labels=labels, case=case))
         elif t.health == "up" and timeout and took >= ratio * timeout:
             findings.append(Finding("scrape-slow", "warning", inst,
@@ -87,6 +89,20 @@ def run(ctx: Context) -> CheckResult:
                                     "scrapeTimeout", hints.SCRAPE_TIMEOUT, labels=labels, case=case))
     findings += _empty(ctx, facts.empty, reported, case)
     return CheckResult(partial(findings, res, case, CHECK, job), [case])
+
+
+def _serving(ctx: Context, inst: str, labels: tuple) -> tuple[str, tuple]:
+    """(`` of node N`` or `` of nodes A, B``, ``labels`` with the node label when one node) for a
+    target whose series are gone now: the nodes whose GPUs it served within the lookback, from the
+    inventory (an instance is a pod IP and port in Kubernetes, which names no node once the pod
+    is gone); ``("", labels)`` when it served no GPU in that window."""
+    nodes = sorted({key[1] for key, site in ctx.inventory.sites.items() if site.instance == inst and key[1]})
+    if not nodes:
+        return "", labels
+    if len(nodes) == 1:
+        return f" of node {nodes[0]}", tuple(sorted(labels + ((ctx.labels.node, nodes[0]),)))
+    shown = ", ".join(nodes[:5]) + (f" and {len(nodes) - 5} more" if len(nodes) > 5 else "")
+    return f" of nodes {shown}", labels
 
 
 def _missing(ctx: Context, findings: list[Finding], case: str) -> CheckResult:
@@ -125,8 +141,9 @@ def _empty(ctx: Context, answer, reported: set[str], case: str) -> list[Finding]
         if inst in reported:
             continue
         reported.add(inst)
-        out.append(Finding("target-empty", "error", inst, f"target {inst} is up but its last scrape had 0 samples",
-                           hints.TARGET_EMPTY, labels=(("instance", inst), ("job", ctx.job)), case=case))
+        where, labels = _serving(ctx, inst, (("instance", inst), ("job", ctx.job)))
+        out.append(Finding("target-empty", "error", inst, f"target {inst}{where} is up but its last scrape had 0 samples",
+                           hints.TARGET_EMPTY, labels=labels, case=case))
     return out
 
 
@@ -139,6 +156,7 @@ def _from_up(ctx: Context, up, findings: list[Finding], case: str) -> CheckResul
     for item in not_up(up):
         inst = item["metric"].get("instance", "?")
         if item["value"][1] != "1":
-            findings.append(Finding("target-down", "error", inst, f"up{{instance=\"{inst}\"}} is {item['value'][1]}",
-                                    hints.EXPORTER_DOWN, labels=(("instance", inst), ("job", ctx.job)), case=case))
+            where, labels = _serving(ctx, inst, (("instance", inst), ("job", ctx.job)))
+            findings.append(Finding("target-down", "error", inst, f"up{{instance=\"{inst}\"}}{where} is {item['value'][1]}",
+                                    hints.EXPORTER_DOWN, labels=labels, case=case))
     return CheckResult(partial(findings, up, case, CHECK, ctx.job), [case])

@@ -72,6 +72,11 @@ def test_git_revision_of_a_path(tmp_path, monkeypatch):
     assert result.output == "### gpumon diff: `git:HEAD:monitoring` → `monitoring`\n" + expected
     bad = CliRunner().invoke(cli, ["diff", "git:no-such-rev:monitoring", "monitoring"])
     assert bad.exit_code == 2 and "git:no-such-rev:monitoring" in bad.output
+    assert "this clone has no revision no-such-rev: name a branch, tag or commit" in bad.output, bad.output
+    # the README's CI line in a shallow clone without origin/main: say how to fetch it
+    shallow = CliRunner().invoke(cli, ["diff", "git:origin/main:monitoring", "monitoring"])
+    assert shallow.exit_code == 2, shallow.output
+    assert "fetch it first (`git fetch origin main`)" in shallow.output and "fetch-depth: 0" in shallow.output
 
 
 def test_selector_label_and_group_interval_changes(tmp_path):

@@ -71,9 +71,24 @@ def _git_files(rev: str, path: str) -> list[str]:
     ref = f"git:{rev}:{path}"
     # -z: names verbatim, NUL-terminated (without it git quotes names with non-ASCII or quote
     # characters, "donn\342\202\254es.json", and such a file would be left out of the diff)
-    raw = _git(["ls-tree", "-r", "-z", "--name-only", "--full-name", rev, "--", path or "."], ref)
+    try:
+        raw = _git(["ls-tree", "-r", "-z", "--name-only", "--full-name", rev, "--", path or "."], ref)
+    except SourceError as exc:
+        if "not a valid object name" in str(exc).lower() or "not a tree object" in str(exc).lower():
+            raise SourceError(f"{exc}; {_unknown_revision(rev)}") from None
+        raise
     listing = [os.fsdecode(n) for n in raw.split(b"\0") if n]
     files = sorted(n for n in listing if n.endswith((".yaml", ".yml", ".json")))
     if not listing:
         raise SourceError(f"{ref}: no such path at revision {rev}")
     return files
+
+
+def _unknown_revision(rev: str) -> str:
+    """What to do about a revision this clone does not have: a remote branch is fetched (CI
+    checkouts are shallow and have no ``origin/main``), anything else is checked for a typo."""
+    remote, _, branch = rev.partition("/")
+    if branch and not any(c in rev for c in "~^@:"):
+        return (f"this clone has no {rev}: fetch it first (`git fetch {remote} {branch}`); a shallow CI checkout "
+                "has none (GitHub's actions/checkout needs fetch-depth: 0)")
+    return f"this clone has no revision {rev}: name a branch, tag or commit it has (`git log --oneline -1 {rev}`)"

@@ -175,6 +175,10 @@ def test_spec_without_a_required_metric_is_an_error():
     with pytest.raises(SpecError) as info:
         parse_spec(BASE.replace("presence: required", "presence: sparse"), "spec.yaml")
     assert [(p.path, p.line) for p in info.value.problems] == [("metrics", 9)]
+    # it says what to do, in the user's terms (no tracker reference)
+    (problem,) = info.value.problems
+    assert "mark the fields every GPU must report `presence: required`" in problem.message, problem.message
+    assert "issue" not in problem.message
 
 
 def test_deep_flow_nesting_is_refused_before_parsing():

@@ -91,7 +91,8 @@ def _semantic_problems(doc: CommentedMap, plain: dict, name: str) -> list[Proble
     _runbook_problems(plain.get("alerts") if isinstance(plain.get("alerts"), dict) else {}, add)
     if metrics and all(isinstance(m, dict) and m.get("presence") in ("optional", "sparse") for m in metrics):
         add(["metrics"], "no metric has presence: required; the GPU inventory, coverage and presence alerts are "
-            "built from the required fields (issue #15: such a spec rendered empty PromQL)")
+            "built from the required fields: mark the fields every GPU must report `presence: required` "
+            "(e.g. DCGM_FI_DEV_GPU_TEMP)")
     kube.problems(plain, add)
     sidecar.problems(plain, add)
     bounds.problems(plain, add, {f.name: f.default for f in dataclasses.fields(Labels)})

@@ -74,8 +74,11 @@ def test_volatile_identity_label_and_timeout_rejected(tmp_path):
 def test_missing_required_key_and_typo_in_field_name(tmp_path):
     text = BASE.replace("DCGM_FI_DEV_GPU_TEMP", "DCGM_FI_DEV_GPU_TMP").replace("    presence: required\n", "")
     assert errors_of(tmp_path, text) == [
-        "spec.yaml:5:5: metrics[0]: 'presence' is a required property",
+        "spec.yaml:5:5: metrics[0]: 'presence' is a required property; add it: one of required, optional, sparse",
     ]  # the typo is a warning (tests/test_fields.py), shown once the spec loads
+    # a missing key without a fixed list of values is named as before
+    assert errors_of(tmp_path, BASE.replace("  job: dcgm-exporter\n", "  scrape_interval: 15s\n")) == [
+        "spec.yaml:3:3: exporter: 'job' is a required property"]
 
 
 def test_semantic_rules_on_kinds(tmp_path):

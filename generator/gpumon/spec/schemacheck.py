@@ -47,7 +47,7 @@ def _explain(err: jsonschema.ValidationError, doc: CommentedMap, name: str) -> l
         return out
     if err.validator == "required":
         line, col = _position(doc, path)
-        return [Problem(name, line, col, _format_path(path), err.message.replace("'", "", 0))]
+        return [Problem(name, line, col, _format_path(path), err.message.replace("'", "", 0) + _choices(err))]
     if err.validator == "enum":
         allowed = err.validator_value
         hint = difflib.get_close_matches(str(err.instance), [str(a) for a in allowed], n=1, cutoff=0.5)
@@ -65,6 +65,16 @@ def _explain(err: jsonschema.ValidationError, doc: CommentedMap, name: str) -> l
         msg = err.message
     line, col = _position(doc, path)
     return [Problem(name, line, col, _format_path(path), msg)]
+
+
+def _choices(err: jsonschema.ValidationError) -> str:
+    """``; add it: one of gauge, counter`` for a missing key whose values are a fixed list (a
+    metric's kind, unit, presence), so the message says what to write; "" otherwise."""
+    instance = err.instance if isinstance(err.instance, dict) else {}
+    missing = [k for k in err.validator_value if k not in instance]
+    props = err.schema.get("properties", {}) if isinstance(err.schema, dict) else {}
+    enum = props.get(missing[0], {}).get("enum") if len(missing) == 1 else None
+    return f"; add it: one of {', '.join(map(str, enum))}" if enum else ""
 
 
 def _is_duration(sub: dict) -> bool:

@@ -73,8 +73,9 @@ test: $(BIN)/gpumon prometheus-installed tools   ## run the whole test suite (Pr
 	  --dist loadgroup --durations=30
 
 # one worker more than cores: some fast tests wait on purpose (a stalled server's timeouts, a hung nvidia-smi's
-# children killed, a progress line after one second); on 2 cores 3 workers took 48-52 s wall, 2 took 60-61 s
-test-fast: $(BIN)/gpumon         ## the fast tier: no servers, no promtool, on every core (about 160 s of CPU time on 2 cores)
+# children killed, a progress line after one second); on 2 cores under light load
+# 2 workers took about 120 s wall and 200 s of CPU time
+test-fast: $(BIN)/gpumon         ## the fast tier: no servers, no promtool, on every core (about 200 s of CPU time on 2 cores)
 	$(BIN)/python -m pytest -q -m "not slow" -n $$(( $$(nproc) + 1 ))
 
 fuzz: $(BIN)/gpumon prometheus-installed   ## a long fuzzing run of specs, lint/diff/dashboard inputs and sidecar input (CI runs bounded slices); FUZZ_SEED=N to reproduce

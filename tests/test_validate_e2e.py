@@ -358,12 +358,15 @@ def test_missing_node_label_names_the_labels_that_could_be_the_node(env):
     typo): the hint says to fix exporter.labels.node and names the labels the series carry that
     may name the node (here dcgm-exporter's ``Hostname``), not only "check relabeling"."""
     spec = spec_for("dcgm-healthy", edit=lambda t: t.replace("    node: Hostname", "    node: nodename"))
-    report, code = run(env, spec, checks=("presence",))
+    report, code = run(env, spec, checks=("presence", "inventory"))
     missing = by_check(report, "identity-label-missing")
     assert code == 1 and len(missing) == 2, report.findings
     for f in missing:
         assert "no `nodename` label" in f.message, f.message
         assert "set exporter.labels.node in the spec" in f.hint and "(they carry `Hostname`)" in f.hint, f.hint
+    # the inventory names the nodeless GPUs as such, not as a node with an empty name (": 4 x ...")
+    (inv,) = by_check(report, "gpu-inventory")
+    assert "; (no nodename label): 4 x " in inv.message or ": (no nodename label): 4 x " in inv.message, inv.message
 
 
 def test_optional_fields_absent(env, faulty):

@@ -57,6 +57,7 @@ def matrix(ctx: Context) -> tuple[dict[str, tuple], dict[str, int]]:
             a = attrs(key)
             combos[(a.get(lab.model, ""), a.get(lab.driver_version, ""))].add(device_in_cluster(key))
         row = tuple(sorted((combo, len(gpus)) for combo, gpus in combos.items()))
+        name = name or f"(no {lab.node} label)"   # series without the node label: say so, not ": 8 x ..."
         table[f"{cluster}/{name}" if cluster else name] = shared.setdefault(row, row)
     return table, {cluster: len(d) for cluster, d in devices.items()}
 

@@ -325,3 +325,16 @@ def test_rule_group_intervals_stay_under_the_lookback(tmp_path):
     ok = load(tmp_path, BASE.replace("metrics:\n", "alerts:\n  slow_group_interval: 4m\n  gaps_group_interval: 4m\nmetrics:\n"))
     assert (ok.alerts.slow_group_interval, ok.alerts.gaps_group_interval) == (240.0, 240.0)
     assert load(tmp_path, BASE).alerts.gaps_group_interval == 180.0
+
+
+def test_a_name_the_schema_refuses_is_explained_in_words(tmp_path):
+    """A name outside the schema's pattern said only "'Acme GPU' does not match '^[a-z][a-z0-9-]*$'":
+    the common name patterns are said in words, with the pattern after them."""
+    text = BASE.replace("version: 1\n", "version: 1\nname: Acme GPU\n").replace(
+        "  job: dcgm-exporter\n", "  job: dcgm-exporter\n  labels:\n    node: kube-node\n")
+    assert errors_of(tmp_path, text) == [
+        "spec.yaml:2:7: name: 'Acme GPU' must be lower-case letters, digits and '-', starting with a letter "
+        "(e.g. acme-gpu) (pattern ^[a-z][a-z0-9-]*$)",
+        "spec.yaml:6:11: exporter.labels.node: 'kube-node' must be a Prometheus label name: letters, digits and "
+        "'_', not starting with a digit (pattern ^[a-zA-Z_][a-zA-Z0-9_]*$)",
+    ]

@@ -61,10 +61,25 @@ def _explain(err: jsonschema.ValidationError, doc: CommentedMap, name: str) -> l
         if isinstance(err.instance, (int, float)) and not isinstance(err.instance, bool):
             # YAML reads `30` as a number: the unit is what is missing, not the quotes
             msg = f"{err.instance!r} is a number, not a Prometheus duration: give a unit (use e.g. 30s, 5m, 1h)"
+    elif err.validator == "pattern" and err.validator_value in _PATTERN_WORDS:
+        msg = f"{err.instance!r} must be {_PATTERN_WORDS[err.validator_value]} (pattern {err.validator_value})"
     else:
         msg = err.message
     line, col = _position(doc, path)
     return [Problem(name, line, col, _format_path(path), msg)]
+
+
+#: the schema's most common name patterns, in words (a bare regex is what a reader has to decode)
+_PATTERN_WORDS = {
+    "^[a-z][a-z0-9-]*$": "lower-case letters, digits and '-', starting with a letter (e.g. acme-gpu)",
+    "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$": "a Kubernetes name: lower-case letters, digits and '-', starting and "
+                                       "ending with a letter or digit",
+    "^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$": "a Kubernetes name: lower-case letters, digits, '-' and '.', starting "
+                                        "and ending with a letter or digit",
+    "^[a-zA-Z_][a-zA-Z0-9_]*$": "a Prometheus label name: letters, digits and '_', not starting with a digit",
+    "^[a-zA-Z_:][a-zA-Z0-9_:]*$": "a Prometheus metric name: letters, digits, '_' and ':', not starting with a digit",
+    "^[A-Z][A-Za-z0-9]*$": "an alert name: letters and digits, starting with a capital (e.g. GpuTemperatureHigh)",
+}
 
 
 def _choices(err: jsonschema.ValidationError) -> str:

@@ -195,3 +195,24 @@ def test_prefetched_queries_are_sent_once_and_taken_over():
         assert sorted(sent) == ["a", "b", "c", "d"] and ctx.queries == 4
     finally:
         ctx.close()
+
+
+def test_the_nodes_a_target_served_come_from_one_pass_over_the_gpus():
+    """A mass outage names the node of every down target: the GPUs are read once for all of them
+    (one pass per target was GPUs x targets: 64,000 x 4,000 at half a fleet down)."""
+    from gpumon.validate.gpus import Site
+    from gpumon.validate.inventoryfacts import Inventory
+
+    class Counting(dict):
+        passes = 0
+
+        def items(self):
+            Counting.passes += 1
+            return super().items()
+
+    inv = Inventory()
+    inv.sites = Counting({("dcgm-exporter", f"node-{n}", f"GPU-{n}-{g}", str(g), "", ""):
+                          Site(f"10.0.{n}.1:9400", (), "Hostname", "UUID") for n in range(300) for g in range(8)})
+    assert [inv.nodes_of(f"10.0.{n}.1:9400") for n in (0, 299)] == [{"node-0"}, {"node-299"}]
+    assert all(inv.nodes_of(f"10.0.{n}.1:9400") == {f"node-{n}"} for n in range(300))
+    assert inv.nodes_of("10.9.9.9:9400") == set() and Counting.passes == 1

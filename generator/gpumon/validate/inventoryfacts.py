@@ -39,6 +39,18 @@ class Inventory:
         #: relabelling rewrote them): no ``up`` series to divide their samples by
         self.untargeted: set[str] = set()
         self._interned: dict[Site, Site] = {}
+        self._nodes: dict[str, set[str]] | None = None
+
+    def nodes_of(self, instance: str) -> set[str]:
+        """The nodes whose GPUs ``instance`` served within the lookback, from a map of every target
+        built once (a mass outage asks for thousands of targets: one pass over the GPUs, not one per
+        target)."""
+        if self._nodes is None:
+            self._nodes = defaultdict(set)
+            for key, site in self.sites.items():
+                if key[1]:
+                    self._nodes[site.instance].add(key[1])
+        return self._nodes.get(instance, set())
 
     def site(self, instance: str, attrs: tuple, node_label: str, uuid_label: str, others: tuple = ()) -> Site:
         """The one :class:`Site` of these values (interned: the GPUs of a node share it)."""

@@ -96,7 +96,7 @@ def _serving(ctx: Context, inst: str, labels: tuple) -> tuple[str, tuple]:
     target whose series are gone now: the nodes whose GPUs it served within the lookback, from the
     inventory (an instance is a pod IP and port in Kubernetes, which names no node once the pod
     is gone); ``("", labels)`` when it served no GPU in that window."""
-    nodes = sorted({key[1] for key, site in ctx.inventory.sites.items() if site.instance == inst and key[1]})
+    nodes = sorted(ctx.inventory.nodes_of(inst))
     if not nodes:
         return "", labels
     if len(nodes) == 1:

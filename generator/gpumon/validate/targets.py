@@ -5,21 +5,23 @@ leave their GPUs alone, so one outage gives one finding.
 Why: A target that is down takes every series of its GPUs with it. It is reported once, here; the
 per-GPU checks leave its GPUs alone (one cause, one finding).
 Silence: Fix the scrape (the finding carries Prometheus' lastError), or leave the check out with
---checks. scrape-slow and targets-api-unavailable are warnings and never fail a run.
+--checks. scrape-slow and targets-api-unavailable are warnings and never fail a run; a
+scrape-interval-mismatch goes away once the spec says the job's real interval and the rules are
+re-rendered from it.
 """
 
 from __future__ import annotations
 
 from ..findings import Finding
 from ..promapi import PromError, count
-from . import hints
+from . import hints, scrapeinterval
 from .base import CheckResult, Context, partial, query_failed
 from .facts import Target, not_up
 
 CHECK = "targets"
 ORDER = 20
 FINDINGS = ("target-missing", "target-down", "target-flapping", "scrape-timeout", "scrape-content-type",
-            "scrape-slow", "target-empty", "targets-api-unavailable", CHECK)
+            "scrape-slow", "target-empty", "targets-api-unavailable", scrapeinterval.ID, CHECK)
 LOOKS_AT = ("`/api/v1/targets` for the spec's job: health, `lastError`, `lastScrapeDuration` vs `scrapeTimeout`; "
             '`scrape_samples_scraped == 0`; flapping: `avg_over_time(up)` below `alerts.flapping_min_up_ratio` '
             'with >= 4 state changes (NVIDIA/dcgm-exporter#607). No targets API (Mimir, Cortex): falls back to '
@@ -27,8 +29,11 @@ LOOKS_AT = ("`/api/v1/targets` for the spec's job: health, `lastError`, `lastScr
             "required metrics are named (`count by (job) (DCGM_FI_DEV_GPU_TEMP)`: GPU Operator's "
             "`nvidia-dcgm-exporter` vs the chart's `dcgm-exporter`) with the hint to set `exporter.job`. GPUs "
             'behind a down target are reported once, as the target, named with the node(s) whose GPUs it served within '
-            'the lookback.')
-FINDING_NOTES = {'scrape-slow': 'warning', 'targets-api-unavailable': 'warning'}
+            'the lookback. The targets\' `scrapeInterval`/`scrapeTimeout` against the spec\'s `exporter.scrape_interval`/'
+            '`scrape_timeout` (the rules are sized for the spec\'s): an error when the real interval breaks a bound '
+            'of the spec (rate windows, `for`, gap and lookback windows), else a warning; per scrape config.')
+FINDING_NOTES = {'scrape-slow': 'warning', 'targets-api-unavailable': 'warning',
+                 scrapeinterval.ID: 'warning; error when the real interval breaks a bound of the spec'}
 
 
 def _classify(target: Target) -> tuple[str, str]:
@@ -45,7 +50,7 @@ def _classify(target: Target) -> tuple[str, str]:
 
 def run(ctx: Context) -> CheckResult:
     """Findings: target-missing, target-down, target-flapping, scrape-timeout, scrape-content-type,
-    scrape-slow, target-empty, targets-api-unavailable; all from ``ctx.targets``."""
+    scrape-slow, target-empty, targets-api-unavailable, scrape-interval-mismatch; all from ``ctx.targets``."""
     job = ctx.job
     case = f"{CHECK}/{job}"
     facts = ctx.targets
@@ -88,6 +93,7 @@ def run(ctx: Context) -> CheckResult:
                                     f"last scrape of {inst} took {took:.3f}s, {took / timeout:.0%} of the {timeout:g}s "
                                     "scrapeTimeout", hints.SCRAPE_TIMEOUT, labels=labels, case=case))
     findings += _empty(ctx, facts.empty, reported, case)
+    findings += scrapeinterval.findings(ctx, facts.targets, case)
     return CheckResult(partial(findings, res, case, CHECK, job), [case])
 
 

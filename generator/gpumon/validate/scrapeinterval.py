@@ -125,7 +125,7 @@ def decide(spec, found: list[Group]) -> list[tuple[str, str, str, Group]]:
         if broken:
             msg += (f". At the real interval the rendered rules break the spec's own bounds: "
                     + "; ".join(broken[:3]) + (f" (and {len(broken) - 3} more)" if len(broken) > 3 else ""))
-            hint = (f"set {change} in the spec (and lengthen the settings named above until `gpumon lint` accepts "
+            hint = (f"set {change} in the spec (and lengthen the settings named above until `gpumon render` accepts "
                     "the spec), then re-render and deploy the rules; or scrape the job at the spec's interval")
         elif other_interval:
             hint = (f"re-render with {change} (or scrape the job at the spec's interval): the rules' windows and "

@@ -102,16 +102,3 @@ def test_an_answer_of_another_shape_is_not_compared():
     assert stale_rules(want, [{"type": "alerting", "name": "A", "query": ["x"], "duration": None,
                                "labels": "severity"}, "not a rule"]) == \
         ["A: `for` differs (none running, 1m in the spec)"]
-
-
-def test_a_namespace_matcher_the_operator_enforces_on_every_selector_is_no_difference():
-    """prometheus-operator's enforcedNamespaceLabel adds namespace="<ns>" to every selector."""
-    want = (Rule('sum by (job) (rate(x{job="a"}[5m])) / count(y) > 1', record="r:x"),)
-
-    def loaded(query: str) -> list[dict]:
-        return [{"type": "recording", "name": "r:x", "query": query}]
-
-    assert stale_rules(want, loaded('sum by (job) (rate(x{job="a",namespace="gpu"}[5m])) / count(y{namespace="gpu"}) > 1')) == []
-    # on one selector only, or a threshold moved as well: a difference
-    assert stale_rules(want, loaded('sum by (job) (rate(x{job="a",namespace="gpu"}[5m])) / count(y) > 1'))
-    assert stale_rules(want, loaded('sum by (job) (rate(x{job="a",namespace="gpu"}[5m])) / count(y{namespace="gpu"}) > 2'))

@@ -6,10 +6,6 @@ AST (its own spacing and parentheses, label matchers sorted by name), vmalert th
 written. Both sides are parsed with promql-parser and printed again, matchers sorted, so the same
 expression compares equal whoever printed it. An expression either side cannot parse is not
 compared (no finding rather than a false one). ``for`` arrives in seconds (``duration``) from both.
-
-prometheus-operator's ``enforcedNamespaceLabel`` (prom-label-proxy) adds ``namespace="<ns>"`` to
-every selector of every rule it loads: an equality matcher that every selector of the loaded
-expression has, and that the rendered one never sets, is no difference (:func:`_injected`).
 """
 
 from __future__ import annotations
@@ -50,26 +46,6 @@ def canonical(text: str) -> str | None:
     # one pass over the text: a replacement is never replaced again
     pattern = re.compile("|".join(re.escape(b) for b in sorted(blocks, key=len, reverse=True)))
     return pattern.sub(lambda m: blocks[m.group(0)], printed)
-
-
-def _injected(running: str, spec: str) -> str | None:
-    """The label of an equality matcher added to every selector of ``running`` (both canonical)
-    and set by no selector of ``spec``, when ``running`` without it is ``spec``; else None."""
-    r_ast, _ = promql.parse(running)
-    s_ast, _ = promql.parse(spec)
-    if r_ast is None or s_ast is None:
-        return None
-    sets = [{(m.name, str(m)) for m in vs.matchers.matchers if m.op == pp.MatchOp.Equal}
-            for vs, _ in promql.selectors(r_ast)]
-    spec_names = {m.name for vs, _ in promql.selectors(s_ast) for m in vs.matchers.matchers}
-    for name, matcher in sorted(set.intersection(*sets) if sets else set()):
-        if name in spec_names:
-            continue
-        text = re.sub(r"(?<=[{,])" + re.escape(matcher) + r"(?=[,}])", "", running)
-        text = text.replace("{,", "{").replace(",,", ",").replace(",}", "}")
-        if canonical(text) == spec:
-            return name
-    return None
 
 
 def _masked(text: str) -> tuple[str, list[str]]:
@@ -138,7 +114,7 @@ def differences(want: Rule, have: Loaded) -> list[str]:
     """What differs between the rendered rule ``want`` and the loaded ``have`` (empty: the same)."""
     out = []
     spec = canonical(want.expr)
-    if spec is not None and have.expr is not None and spec != have.expr and not _injected(have.expr, spec):
+    if spec is not None and have.expr is not None and spec != have.expr:
         out.append(_expr_difference(have.expr, spec))
     if want.alert and have.for_ is not None and abs(float(want.for_ or 0) - have.for_) > 1e-6:
         out.append(f"`for` differs ({format_duration(have.for_) if have.for_ else 'none'} running, "

@@ -94,11 +94,3 @@ def test_rules_of_one_name_are_told_apart_by_their_labels():
     assert changed == ["B: expression differs (running `sum by (job)(x{}) > 1`, in the spec `sum(x{}) > 1`), "
                        "`for` differs (5m running, none in the spec), labels differ (severity=warning running, "
                        "critical in the spec)"], changed
-
-
-def test_an_answer_of_another_shape_is_not_compared():
-    want = (Rule("x > 1", alert="A", for_=60),)
-    assert stale_rules(want, [{"type": "alerting", "name": "A", "query": "x >", "duration": "1m"}]) == []
-    assert stale_rules(want, [{"type": "alerting", "name": "A", "query": ["x"], "duration": None,
-                               "labels": "severity"}, "not a rule"]) == \
-        ["A: `for` differs (none running, 1m in the spec)"]

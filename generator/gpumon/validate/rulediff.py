@@ -95,7 +95,7 @@ class Loaded:
     kind: str
     name: str
     expr: str | None  # canonical; None when it does not parse
-    for_: float | None  # None when the server's answer is no number (not compared)
+    for_: float
     labels: dict
 
     @classmethod
@@ -103,7 +103,7 @@ class Loaded:
         try:
             duration = float(rule.get("duration") or 0)
         except (TypeError, ValueError):
-            duration = None
+            duration = 0.0
         labels = rule.get("labels") if isinstance(rule.get("labels"), dict) else {}
         query = rule.get("query")
         return cls("alerting" if rule.get("type") == "alerting" else "recording", str(rule.get("name", "")),
@@ -116,7 +116,7 @@ def differences(want: Rule, have: Loaded) -> list[str]:
     spec = canonical(want.expr)
     if spec is not None and have.expr is not None and spec != have.expr:
         out.append(_expr_difference(have.expr, spec))
-    if want.alert and have.for_ is not None and abs(float(want.for_ or 0) - have.for_) > 1e-6:
+    if want.alert and abs(float(want.for_ or 0) - have.for_) > 1e-6:
         out.append(f"`for` differs ({format_duration(have.for_) if have.for_ else 'none'} running, "
                    f"{format_duration(want.for_) if want.for_ else 'none'} in the spec)")
     labels = [f"{k}={have.labels.get(k, '(unset)')} running, {v} in the spec" for k, v in want.labels

@@ -7,11 +7,6 @@ older render left in ``rule_files``, an old release's PrometheusRule still selec
 of the same ``name``) write their records alternately, so the records and the alerts read from them
 flap between the two versions; identical copies evaluate everything twice.
 
-A loaded rule that differs from its render (the expression, ``for`` or a label gpumon sets; an
-older render still applied: a threshold the spec has since moved) is reported as ``rule-stale``;
-expressions are compared as parsed, so the server's own printing of them is no difference
-(:mod:`.rulediff`).
-
 Why: Rendered rules that the server never loaded (PrometheusRule selector labels, namespace
 selector, a stale file) mean no alert at all, and nothing says so.
 Silence: Leave the check out with --checks when rules run on a server this API does not show (e.g. a
@@ -27,11 +22,10 @@ from ..findings import Finding
 from ..promapi import PromError
 from .base import CheckResult, Context, partial, query_failed
 from .facts import loaded_groups
-from .rulediff import SHOWN, stale_rules
 
 CHECK = "rules-loaded"
 ORDER = 100
-FINDINGS = ("rules-not-loaded", "rule-missing", "rule-unhealthy", "rule-stale", "rules-loaded-twice", CHECK)
+FINDINGS = ("rules-not-loaded", "rule-missing", "rule-unhealthy", "rules-loaded-twice", CHECK)
 LOOKS_AT = ('`/api/v1/rules` against the groups `gpumon render` writes for this spec (same code: '
             '`gpumon.rules.build_groups`), with the PrometheusRule selector-label hint')
 
@@ -86,29 +80,9 @@ def _copies(ctx: Context, answer, expected) -> list[Finding]:
     return out
 
 
-def _stale(group, answer) -> list[Finding]:
-    """``rule-stale``: the rules of ``group`` that a loaded copy runs otherwise than rendered, one
-    finding for the group (each copy compared on its own when it is loaded more than once)."""
-    copies = [g for g in answer.data or [] if g.get("name") == group.name]
-    found = []
-    for copy in copies:
-        where = f" (in {copy.get('file') or '?'})" if len(copies) > 1 else ""
-        found += [f"{line}{where}" for line in stale_rules(group.rules, copy.get("rules") or [])]
-    if not found:
-        return []
-    shown = "; ".join(found[:SHOWN]) + (f"; and {len(found) - SHOWN} more" if len(found) > SHOWN else "")
-    return [Finding("rule-stale", "error", group.name,
-                    f"rule group {group.name}: {len(found)} loaded rules differ from what gpumon renders for "
-                    f"this spec, so the alerts do not behave as the spec says: {shown}",
-                    "the server runs an older render: re-render and re-apply the rules (output/rules/*.yaml "
-                    "or output/kubernetes/), then check the server picked them up (the PrometheusRule was "
-                    "selected and reloaded, the rule file was reloaded; `gpumon render --check` catches a "
-                    "stale output/)", case=f"{CHECK}/{group.name}")]
-
-
 def run(ctx: Context) -> CheckResult:
     """Findings: rules-not-loaded (one for every absent group: they share a cause), rule-missing (some rules absent),
-    rule-unhealthy (``health: err`` with its lastError), rule-stale (:func:`_stale`), rules-loaded-twice (:func:`_copies`)."""
+    rule-unhealthy (``health: err`` with its lastError), rules-loaded-twice (:func:`_copies`)."""
     expected = ctx.expected_groups
     cases = [f"{CHECK}/{g.name}" for g in expected]
     ans = ctx.rule_groups
@@ -151,7 +125,6 @@ def run(ctx: Context) -> CheckResult:
                                    f"rule {r.get('name')} fails to evaluate: {r.get('lastError', '')}",
                                    "check that the server supports every function the rule uses and that "
                                    "recording-rule inputs exist", case=case))
-        out += _stale(g, ans)
         findings += partial(out, ans, case, CHECK, g.name)
     # a partial answer (a store or ruler did not answer) may list a group once more or fewer
     findings += [replace(f, severity="inconclusive", message=f"{f.message} (partial response)")

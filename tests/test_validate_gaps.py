@@ -77,13 +77,7 @@ def test_one_read_lists_the_gone_and_the_intermittent_gpus_and_nothing_else(tmp_
         {"labels": _labels("shared", "GPU-shared"), "value": (40 - NOW_OFFSET) / SCRAPES},
         {"labels": _labels("down", "GPU-down"), "value": (32 - NOW_OFFSET) / 32},
     ]
-    test = {"rule_files": [], "evaluation_interval": "15s", "tests": [{
-        "interval": "15s", "input_series": series,
-        "promql_expr_test": [{"expr": expr, "eval_time": AT, "exp_samples": expected}]}]}
-    (tmp_path / "gaps.test.yaml").write_text(yaml.safe_dump(test, sort_keys=False))
-    proc = subprocess.run([promtool, "test", "rules", "gaps.test.yaml"], cwd=tmp_path, capture_output=True,
-                          text=True, timeout=300)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    _promtool_expect(tmp_path, promtool, expr, series, expected)
 
 
 class _Targets:

@@ -216,3 +216,27 @@ def test_the_nodes_a_target_served_come_from_one_pass_over_the_gpus():
     assert [inv.nodes_of(f"10.0.{n}.1:9400") for n in (0, 299)] == [{"node-0"}, {"node-299"}]
     assert all(inv.nodes_of(f"10.0.{n}.1:9400") == {f"node-{n}"} for n in range(300))
     assert inv.nodes_of("10.9.9.9:9400") == set() and Counting.passes == 1
+
+
+@pytest.mark.parametrize("scrapes, said", [(4, "the 1m of history the server holds for the job"),
+                                           (239, "the last 1h"), (None, "the last 1h")])
+def test_never_seen_names_the_history_the_server_holds(scrapes, said):
+    """A Prometheus started 60 s ago has not seen an hour: "never seen in the last 1h" would claim
+    it has. The history is the most scrapes any target of the job has within the lookback (one
+    query, asked only when a message needs it); a failed or empty answer keeps the lookback."""
+    from gpumon.promapi import Answer
+
+    asked = []
+
+    class Client:
+        def query(self, expr, at, each=None):
+            asked.append(expr)
+            return Answer([] if scrapes is None else [{"metric": {}, "value": [at, str(scrapes)]}], [], [])
+
+    ctx = Context(load_spec(ROOT / "gpumon.yaml"), Client(), lookback=3600.0, progress=False)
+    try:
+        ctx.__dict__["targets"] = type("T", (), {"scrape_interval": 15.0})()
+        assert ctx.window_text() == said and ctx.window_text() == said
+        assert asked == ['max(count_over_time(up{job="dcgm-exporter"}[1h]))']
+    finally:
+        ctx.close()

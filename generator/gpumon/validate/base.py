@@ -11,6 +11,7 @@ from dataclasses import dataclass, field, replace
 from functools import cached_property
 
 from .. import promqltext, redact
+from ..durations import format_duration
 from ..findings import Finding
 from ..promapi import Answer, PromClient, PromError
 from ..rules import RuleGroup, build_groups
@@ -83,6 +84,29 @@ class Context:
     def rule_groups(self) -> "Answer | PromError":
         """The server's ``/api/v1/rules`` answer."""
         return self.run({"rules": ("rules",)})["rules"]
+
+    @cached_property
+    def history(self) -> float | None:
+        """Seconds of the job's history the server holds within the lookback: the most scrapes any
+        target of the job has in it (``max(count_over_time(up{job}[lookback]))``) times the scrape
+        interval; None when the query failed or found none. Asked only when a message needs it: a
+        server younger than ``--lookback`` has not seen what "never seen in the last 1h" names."""
+        ans = self.queries_at_now({"history": f"max(count_over_time({self.sel('up')}[{format_duration(self.lookback)}]))"})
+        ans = ans["history"]
+        if isinstance(ans, PromError) or not ans.data:
+            return None
+        try:
+            return float(ans.data[0]["value"][1]) * self.scrape_interval
+        except (KeyError, IndexError, TypeError, ValueError):
+            return None
+
+    def window_text(self) -> str:
+        """``the last 1h`` (the lookback), or ``the 40s of history the server holds for the job``
+        when that is shorter by more than two scrapes (a server started after the lookback began)."""
+        held = self.history
+        if held is not None and held < self.lookback - 2 * self.scrape_interval:
+            return f"the {format_duration(max(held, self.scrape_interval))} of history the server holds for the job"
+        return f"the last {format_duration(self.lookback)}"
 
     @property
     def scrape_interval(self) -> float:

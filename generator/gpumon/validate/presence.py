@@ -88,11 +88,11 @@ def _node(key: tuple) -> tuple[str, str]:
 def _evidence(ctx: Context, inv: Inventory, m: Metric, keys: set[tuple]) -> str:
     seen = keys & inv.seen[m.name]
     times = [inv.last_seen[m.name][k] for k in seen if k in inv.last_seen[m.name]]
-    window = format_duration(ctx.lookback)
     if not seen:
-        return f"never seen in the last {window}"
-    text = f"last seen {utc(max(times))} ({ago(ctx.now - max(times))})" if times else f"seen within the last {window}"
-    return text if len(seen) == len(keys) else f"{len(keys) - len(seen)} never seen in the last {window}, others {text}"
+        return f"never seen in {ctx.window_text()}"
+    text = f"last seen {utc(max(times))} ({ago(ctx.now - max(times))})" if times else \
+        f"seen within the last {format_duration(ctx.lookback)}"
+    return text if len(seen) == len(keys) else f"{len(keys) - len(seen)} never seen in {ctx.window_text()}, others {text}"
 
 
 def _metric(ctx: Context, inv: Inventory, m: Metric, case: str, expected: set[tuple]) -> list[Finding]:

@@ -30,7 +30,9 @@ pytestmark = pytest.mark.skipif(VM is None, reason="victoria-metrics not install
 @pytest.fixture(scope="module")
 def vm():
     fleet = Fleet(2, 2, [Fault("drop", metric="DCGM_FI_DEV_SM_CLOCK", node="gpu-node-1", gpu=1),
-                         Fault("drop", metric="DCGM_FI_DEV_FB_USED", node="gpu-node-2")])
+                         Fault("drop", metric="DCGM_FI_DEV_FB_USED", node="gpu-node-2"),
+                         # VictoriaMetrics skips NaN samples in queries: this GPU's power looks missing
+                         Fault("nan", metric="DCGM_FI_DEV_POWER_USAGE", node="gpu-node-1", gpu=0)])
     with Simulator(fleet) as sim, LocalVictoriaMetrics({"dcgm-exporter": list(sim.targets.values())},
                                                        binary=VM) as server:
         have = server.wait_for(lambda: [r["value"][1] for r in server.query(
@@ -46,7 +48,10 @@ def test_presence_on_victoriametrics(vm):
         report, code = validate(spec, client, lookback=60.0, checks=("presence", "inventory"), progress=False)
     errors = {(f.check, f.subject) for f in report.findings if f.severity == "error"}
     assert errors == {("series-missing", "DCGM_FI_DEV_SM_CLOCK on gpu-node-1"),
-                      ("series-missing", "DCGM_FI_DEV_FB_USED on gpu-node-2")}, report.findings
+                      ("series-missing", "DCGM_FI_DEV_FB_USED on gpu-node-2"),
+                      ("series-missing", "DCGM_FI_DEV_POWER_USAGE on gpu-node-1")}, report.findings
+    nan = next(f for f in report.findings if f.subject == "DCGM_FI_DEV_POWER_USAGE on gpu-node-1")
+    assert "reads NaN looks missing" in nan.hint, nan
     one = next(f for f in report.findings if f.subject == "DCGM_FI_DEV_SM_CLOCK on gpu-node-1")
     assert dict(one.labels)["UUID"] == gpu_uuid("gpu-node-1", 1)
     assert "4 GPUs on 2 nodes" in next(f for f in report.findings if f.check == "gpu-inventory").message

@@ -21,7 +21,9 @@ METRIC_ABSENT = ("the exporter runs but does not export this DCGM field: check t
 NODE_MISSING = ("only these nodes lack it: compare their exporter version, collectors CSV and driver with a "
                 "healthy node; `nvidia-smi -q` on the node shows whether the GPU supports the field")
 GPU_MISSING = ("only some GPUs lack it: the GPU may be in a bad state (XID errors, fallen off the bus) or not "
-               "support the field; check `nvidia-smi -q -i <index>` and the exporter log for that GPU")
+               "support the field; check `nvidia-smi -q -i <index>` and the exporter log for that GPU (on "
+               "VictoriaMetrics a GPU that reads NaN looks missing too: its queries skip NaN samples; "
+               "`curl` the exporter's /metrics to tell)")
 DISAPPEARED = "it was reported earlier in the window: look for an exporter upgrade, restart or XID at that time"
 LEGACY = ("the exporter runs in 1.x compatibility mode (use-old-namespace / -o with 1.x-compatibility-metrics.csv), "
           "which exports dcgm_* names and a lowercase uuid label: switch it off (gpumon's rules do not read the "

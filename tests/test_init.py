@@ -59,3 +59,17 @@ def test_starter_header_speaks_of_the_users_own_file():
     head = text.split("\nversion:", 1)[0]
     assert text.startswith(starter.MODELINE + "\n#\n# Your gpumon spec, written by `gpumon init`"), head
     assert "Copy this file" not in head and "bundled default spec" not in head, head
+
+
+def test_init_refuses_to_overwrite_and_says_which_file(tmp_path):
+    """Without --force, an existing file is named with the verb agreeing (one file: "exists")."""
+    from gpumon.starter import InitError, write
+
+    (tmp_path / "gpumon.yaml").write_text("mine\n")
+    try:
+        write(tmp_path)
+    except InitError as exc:
+        assert str(exc).startswith(f"{tmp_path / 'gpumon.yaml'} exists already; pass --force"), exc
+    else:
+        raise AssertionError("init overwrote a file without --force")
+    assert (tmp_path / "gpumon.yaml").read_text() == "mine\n"

@@ -109,7 +109,7 @@ def test_validate_counts_each_gpu_once_per_cluster(topo):
     inventory = [f for f in report["findings"] if f["check"] == "gpu-inventory"]
     assert code == 0, report
     assert len(inventory) == 1 and inventory[0]["message"].startswith(
-        "8 GPUs on 4 nodes in 2 cluster(s) (a: 4 GPUs on 2 nodes; b: 4 GPUs on 2 nodes)"), inventory
+        "8 GPUs on 4 nodes in 2 clusters (a: 4 GPUs on 2 nodes; b: 4 GPUs on 2 nodes)"), inventory
 
 
 def test_validate_all_checks_pass_on_the_healthy_global_view(topo):

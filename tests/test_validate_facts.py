@@ -240,3 +240,9 @@ def test_never_seen_names_the_history_the_server_holds(scrapes, said):
         assert asked == ['max(count_over_time(up{job="dcgm-exporter"}[1h]))']
     finally:
         ctx.close()
+
+
+def test_inventory_counts_read_as_english():
+    """``1 GPU on 1 node``, not ``1 GPUs on 1 nodes``."""
+    from gpumon.validate.inventory import _many
+    assert [_many(1, "node"), _many(2, "node"), _many(0, "GPU")] == ["1 node", "2 nodes", "0 GPUs"]

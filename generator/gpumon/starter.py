@@ -106,7 +106,8 @@ def write(folder: Path, force: bool = False, runbook_url: str | None = None) -> 
     files = {folder / SPEC_NAME: starter_spec(runbook_url), folder / SCHEMA_NAME: schema_text()}
     existing = [str(p) for p in files if p.exists()]
     if existing and not force:
-        raise InitError(f"{', '.join(existing)} exist(s) already; pass --force to overwrite")
+        raise InitError(f"{', '.join(existing)} {'exists' if len(existing) == 1 else 'exist'} already; "
+                        "pass --force to overwrite")
     for path, text in files.items():
         atomic_write(path, text.encode("utf-8"))
     return list(files)

@@ -66,13 +66,18 @@ def _summary(ctx: Context, table: dict[str, tuple], devices: dict[str, int]) -> 
     """``8 GPUs on 4 nodes``, and per cluster when the spec names a cluster label
     (``8 GPUs on 4 nodes in 2 clusters (a: 4 GPUs on 2 nodes; b: ...)``). GPUs are distinct
     devices: one UUID under two node names or two driver labels counts once."""
-    text = f"{sum(devices.values())} GPUs on {len(table)} nodes"
+    text = f"{_many(sum(devices.values()), 'GPU')} on {_many(len(table), 'node')}"
     if not ctx.labels.cluster:
         return text
     clusters = Counter(node.rpartition("/")[0] for node in table)
-    parts = "; ".join(f"{c or '(no ' + ctx.labels.cluster + ')'}: {devices.get(c, 0)} GPUs on {n} nodes"
+    parts = "; ".join(f"{c or '(no ' + ctx.labels.cluster + ')'}: {_many(devices.get(c, 0), 'GPU')} on {_many(n, 'node')}"
                       for c, n in sorted(clusters.items()))
-    return f"{text} in {len(clusters)} cluster(s) ({parts})"
+    return f"{text} in {_many(len(clusters), 'cluster')} ({parts})"
+
+
+def _many(n: int, noun: str) -> str:
+    """``1 node``, ``2 nodes``."""
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
 
 
 def _lines(table: dict[str, tuple]) -> list[str]:

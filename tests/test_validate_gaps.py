@@ -16,7 +16,7 @@ import yaml
 from gpumon.promapi import Answer, PromClient, PromError
 from gpumon.spec import load_spec
 from gpumon.validate.base import Context
-from gpumon.validate.inventoryfacts import _gone_needs_own_read
+from gpumon.validate.inventoryfacts import _untargeted
 from gpumon.validate.inventoryqueries import NOW_OFFSET, gaps_query
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -90,7 +90,6 @@ class _Targets:
 class _Fold:
     def __init__(self, instances):
         self.instances = instances
-        self.inv = type("Inv", (), {"untargeted": set()})()
 
     def label_sets(self):
         for i in self.instances:
@@ -104,12 +103,10 @@ def test_gone_gpus_get_their_own_read_where_the_join_with_up_may_drop_them():
     ctx = _context()
     try:
         ctx.__dict__["targets"] = _Targets(object(), ["a:9400", "b:9400"])
-        assert not _gone_needs_own_read(ctx, _Fold(["a:9400", "b:9400", "a:9400"]))
-        fold = _Fold(["a:9400", "node-b"])
-        assert _gone_needs_own_read(ctx, fold)
-        assert fold.inv.untargeted == {"node-b"}  # the continuity check cannot divide its samples
+        assert _untargeted(ctx, _Fold(["a:9400", "b:9400", "a:9400"])) == set()  # no read of their own
+        assert _untargeted(ctx, _Fold(["a:9400", "node-b"])) == {"node-b"}  # continuity cannot divide these
         ctx.__dict__["targets"] = _Targets(PromError("not-found", "http://127.0.0.1:9/api/v1/targets", "404 page not found", 404), [])
-        assert _gone_needs_own_read(ctx, _Fold(["a:9400"]))
+        assert _untargeted(ctx, _Fold(["a:9400"])) is None  # cannot tell: read them on their own
     finally:
         ctx.close()
 

@@ -106,7 +106,9 @@ def inventory(ctx) -> Inventory:
     if isinstance(fleet, PromError):
         fold.clear()
     reporting = inv._reporting = fold.keys
-    if _gone_needs_own_read(ctx, fold):
+    untargeted = _untargeted(ctx, fold)
+    inv.untargeted = untargeted or set()
+    if ctx.spec.required_metrics and untargeted != set():
         _read_gone(ctx, first)
     counts, gone = _states(ctx, inv, first)
     label_sets = fold.count()  # label sets reporting now: what the server's counts count
@@ -277,19 +279,16 @@ def _gone(ctx, inv: Inventory, ans: Answer, out: list) -> None:
             inv.sites.setdefault(gpu.key, inv.site(labels.get("instance", ""), (), gpu.node_label, gpu.uuid_label))
 
 
-def _gone_needs_own_read(ctx, fold: "_Reporting") -> bool:
-    """True when the ``gaps|M`` answers may leave gone GPUs out: they list a GPU only when its
-    series' target matches an ``up`` series, which fails where metric relabelling rewrote
-    ``instance`` (a reporting GPU's ``instance`` is no target of the job) and cannot be told where
-    the server has no targets API (Mimir, Cortex)."""
-    if not ctx.spec.required_metrics:
-        return False
+def _untargeted(ctx, fold: "_Reporting") -> set[str] | None:
+    """The ``instance`` values of reporting GPUs that name no target of the job (metric
+    relabelling rewrote them), or None where the server has no targets API to tell (Mimir,
+    Cortex). The ``gaps|M`` answers list a GPU only when its target matches an ``up`` series: the
+    gone GPUs need a read of their own unless this is empty."""
     api = ctx.targets.api
     if isinstance(api, PromError) or not ctx.targets.targets:
-        return True
+        return None
     known = {t.instance for t in ctx.targets.targets}
-    fold.inv.untargeted = {site.instance for _, site in fold.label_sets() if site.instance not in known}
-    return bool(fold.inv.untargeted)
+    return {site.instance for _, site in fold.label_sets() if site.instance not in known}
 
 
 def _read_gone(ctx, first: dict) -> None:

@@ -40,7 +40,7 @@ def gone_query(ctx, metric: str, window: str, recent: str) -> str:
     the same label sets as the difference of the two groupings (``unless on`` compares only the
     identity labels), without grouping every GPU's series twice on the way (what is left is the
     few gone GPUs). Asked only where :func:`gaps_query` may not list every gone GPU
-    (:func:`.inventoryfacts._gone_needs_own_read`)."""
+    (:func:`.inventoryfacts._untargeted`)."""
     ids = _ids(ctx)
     return (f"group by ({ids}) (last_over_time({ctx.sel(metric)}[{window}]) unless on ({ids}) "
             f"last_over_time({ctx.sel(metric)}[{recent}]))")

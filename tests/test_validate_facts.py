@@ -103,7 +103,7 @@ def test_values_are_shown_as_the_server_wrote_them_with_the_dcgm_code_named():
 
 
 def test_values_reason_is_the_per_reason_filters():
-    """The values check asks ``M unless (M >= lo <= hi < blank)`` and tells the reason from the
+    """The values check's second read asks ``M unless (M >= lo <= hi < blank)`` and tells the reason from the
     value: the same verdict as the per-reason filters it replaces (``>= blank``, ``!= itself``,
     ``> hi < blank``, ``< lo``), for every kind of reading."""
     from gpumon.spec import DCGM_BLANK_MIN
@@ -123,10 +123,10 @@ def test_values_reason_is_the_per_reason_filters():
 
 
 def test_values_filter_reads_the_recent_window_only():
-    """The values check reads each metric's last 3 scrapes on both sides (the readings it reports
-    and the good ones it filters out), never the instant vector: an instant selector reads the
-    server's whole lookback delta (across blocks after a restart or a backfill), 3 scrapes only
-    the head. The frozen-counter part is told by its own label, not by a missing name."""
+    """The values check reads each metric's last 3 scrapes once (the readings it reports and the
+    good ones it filters out), never the instant vector: an instant selector reads the server's
+    whole lookback delta (across blocks after a restart or a backfill), 3 scrapes only the head.
+    The frozen-counter part is told by its own label, not by a missing name."""
     from gpumon.validate.values import FROZEN, query
 
     ctx = context(4)
@@ -135,10 +135,10 @@ def test_values_filter_reads_the_recent_window_only():
         m = next(m for m in ctx.spec.metrics if m.name == "DCGM_FI_DEV_GPU_TEMP")
         q = query(ctx, m)
         recent = 'last_over_time(DCGM_FI_DEV_GPU_TEMP{job="dcgm-exporter"}[45s])'
-        assert q.startswith(f"{recent} unless {recent} >= ")
-        assert q.count("DCGM_FI_DEV_GPU_TEMP{") == 2
+        assert q == f"clamp_min(abs({recent} - 57.5), 52.5) != 52.5"
         energy = next(m for m in ctx.spec.metrics if m.frozen_check)
         assert f'"{FROZEN}", "frozen"' in query(ctx, energy) and FROZEN.startswith("gpumon_")
+        assert query(ctx, energy).count("DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION{") == 2  # the reading, the increase
     finally:
         ctx.close()
 

@@ -39,6 +39,7 @@ import argparse
 import json
 import os
 import random
+import shutil
 import signal
 import statistics
 import subprocess
@@ -87,9 +88,14 @@ class Source:
         dirty = subprocess.run(["git", "-C", str(self.path), "status", "--porcelain", "--", "generator/gpumon", "gpumon.yaml"],
                                capture_output=True, text=True).stdout.strip()
         self.label = self.commit + ("+dirty" if dirty else "")
+        self.pycache = tempfile.mkdtemp(prefix="gpumon-fleet-pyc-")
 
     def env(self) -> dict:
-        return {**os.environ, "PYTHONPATH": str(self.path / "generator"), "PYTHONDONTWRITEBYTECODE": "1"}
+        """gpumon runs as installed: its bytecode compiled once and cached (pip compiles on install;
+        without the cache every run compiles every module, 0.15 s of validate's start), in a
+        folder of this run's, not in the measured tree."""
+        env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+        return {**env, "PYTHONPATH": str(self.path / "generator"), "PYTHONPYCACHEPREFIX": self.pycache}
 
     def gpumon(self, *args: str) -> list[str]:
         return [sys.executable, "-m", "gpumon.cli", *args]
@@ -101,6 +107,7 @@ class Source:
         return out / "rules" / "gpumon.rules.yaml"
 
     def close(self) -> None:
+        shutil.rmtree(self.pycache, ignore_errors=True)
         if self.tmp:
             subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", self.tmp], capture_output=True)
 

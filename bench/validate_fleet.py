@@ -16,7 +16,7 @@ For ``--gpus N --clusters K`` (N GPUs in all, 8 per node, split evenly over K cl
 4. after ``--settle`` seconds of scraping, through a counting proxy: ``gpumon validate`` once cold
    (warming the server's caches), then measured twice (requests, bytes, upstream seconds, wall and
    peak RSS from ``/usr/bin/time``, the proxy's per-request log: the costliest requests print); with
-   ``--also REV`` that revision too on the same server, in the order A B B A, with both walls' ratio
+   ``--also REV`` that revision too on the same server, in the order A B B A (``--rounds`` times), with both walls' ratio
    and whether their findings are identical; then the two naive validators, 4 in flight (as validate),
    a seeded sample of ``--naive-sample`` queries each, wall scaled to all of them:
    ``required``, one ``count(M{job, UUID})`` per *required* metric and GPU (the one users write
@@ -152,7 +152,7 @@ def measure(args, spec, sources: list[Source], url: str, backend: str, uuids: li
             log(f"validate {src.label} (cold): {first['wall']:.1f}s, exit {first['exit']}, {first['findings']} findings "
                 f"{first['stderr']}")
         runs: dict[str, list[dict]] = {src.label: [] for src in sources}
-        for src in sources + sources[::-1]:
+        for src in (sources + sources[::-1]) * args.rounds:
             runs[src.label].append(once(src))
             log(f"validate {src.label}: {runs[src.label][-1]['wall']:.2f}s (load {load()})")
         out["validate runs"] = runs
@@ -216,6 +216,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--chunk-mib", type=int, default=1024, help="largest backfill slice, MiB [1024]")
     ap.add_argument("--settle", type=float, default=60, help="seconds of scraping before validate [60]")
     ap.add_argument("--concurrency", type=int, default=4)
+    ap.add_argument("--rounds", type=int, default=1, help="measured runs in the order A B B A, this many times [1]")
     ap.add_argument("--naive-sample", type=int, default=2000, help="naive queries run per kind, scaled [2000]")
     ap.add_argument("--prometheus", default=os.environ.get("GPUMON_PROMETHEUS") or "/usr/bin/prometheus")
     ap.add_argument("--thanos", default=str(THANOS))

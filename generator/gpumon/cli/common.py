@@ -166,6 +166,21 @@ def load_built_or_exit(path: str | None):
     stderr and exit 2. ``None`` means the nearest ``gpumon.yaml`` (:func:`find_spec`), ``default``
     the bundled spec; when there is no spec, say how to get one and exit 2 (never guess: the
     bundled spec's labels and runbook links are not the user's). Warnings go to stderr."""
+    from ..rules import build_groups
+
+    return _load_or_exit(path, build_groups)
+
+
+def load_checked_or_exit(path: str | None):
+    """The spec of :func:`load_built_or_exit`, checked as it checks it (the override names) but
+    with no rule group built: for a command that can build them while it does other work."""
+    from ..rules import check_overrides
+
+    return _load_or_exit(path, check_overrides)[0]
+
+
+def _load_or_exit(path: str | None, then):
+    """``(spec, then(spec))``, or every problem on stderr and exit 2 (:func:`load_built_or_exit`)."""
     from ..spec import SpecError, default_spec_path, load_spec
 
     if path == DEFAULT_SPEC:
@@ -185,12 +200,10 @@ def load_built_or_exit(path: str | None):
     if not found:
         click.echo(f"gpumon: no spec found at {path}: pass {_how_to_name()} or run `gpumon init`", err=True)
         sys.exit(EXIT_ERROR)
-    from ..rules import build_groups
-
     spec = None
     try:
         spec = load_spec(path)
-        groups = build_groups(spec)     # checks the override names against the alerts it builds
+        made = then(spec)     # build_groups checks the override names against the alerts it builds
     except SpecError as exc:
         # warnings too, in file order among the errors: an uncatalogued field name is often the
         # typo behind an error, and fixing the errors first would hide it for a round
@@ -202,7 +215,7 @@ def load_built_or_exit(path: str | None):
         sys.exit(EXIT_ERROR)
     for warning in spec.warnings:
         click.echo(str(warning), err=True)
-    return spec, groups
+    return spec, made
 
 
 #: the HTTP path a backend serves the Prometheus API under (Mimir's is /prometheus)

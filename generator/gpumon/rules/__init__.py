@@ -40,7 +40,7 @@ def build_groups(spec: Spec) -> list[RuleGroup]:
         group over :data:`GROUP_BUDGET` is split into parts ``<group>``, ``<group>-2``, ... in its
         place (:mod:`gpumon.rules.split`).
     """
-    _check_overrides(spec)
+    check_overrides(spec)
     return _build(spec)
 
 
@@ -122,7 +122,12 @@ def alert_catalogue(spec: Spec) -> dict[str, list[str]]:
     return {name: sorted(fields) for name, fields in sorted(out.items())}
 
 
-def _check_overrides(spec: Spec) -> None:
+def check_overrides(spec: Spec) -> None:
+    """What :func:`build_groups` checks before building: the spec's ``overrides`` name alerts (and
+    fields of them) the spec generates.
+
+    Raises:
+        SpecError: one problem per unknown name, each listing the valid names."""
     if not spec.overrides:
         return
     found = overrides.name_problems(spec.overrides, alert_catalogue(spec))

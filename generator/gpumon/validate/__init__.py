@@ -84,6 +84,7 @@ def validate(spec: Spec, client: PromClient, *, lookback: float = 3600.0, concur
         if result.findings:
             return report, EXIT_ERROR
         _prefetch(ctx, checks)
+        ctx.build_groups_ahead()
         for name in CHECKS:
             if name in checks:
                 result = CHECKS[name].run(ctx)

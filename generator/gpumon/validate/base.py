@@ -6,7 +6,7 @@ from __future__ import annotations
 import sys
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 
@@ -39,14 +39,14 @@ class Context:
         progress: show a progress line on stderr when it is a TTY and the run takes > 1 s.
         label_limit: warn about series with more label names than this (None: no check).
         groups: the rule groups built from ``spec`` (:func:`gpumon.rules.build_groups`): what the
-            server should have loaded; built here when not given.
+            server should have loaded; built here when not given (:meth:`build_groups_ahead`).
     """
 
     def __init__(self, spec: Spec, client: PromClient, lookback: float = 3600.0, concurrency: int = 4,
-                 progress: bool = True, label_limit: int | None = None, groups: list[RuleGroup] | None = None):
+                 progress: bool = True, label_limit: int | None = None,
+                 groups: list[RuleGroup] | None = None):
         self.spec, self.client, self.lookback = spec, client, lookback
-        #: the rule groups gpumon renders for the spec (``rule_groups`` is what the server loaded)
-        self.expected_groups = build_groups(spec) if groups is None else groups
+        self._groups: list[RuleGroup] | Future | None = groups
         self.label_limit = label_limit  # max label names per series (Mimir: 30), None = not checked
         self.job = spec.exporter.job
         self.labels = spec.exporter.labels
@@ -123,6 +123,21 @@ class Context:
         """True when ``instance`` is down, flapping or scraped empty: the targets check reports it
         once, so per-GPU checks leave its GPUs alone."""
         return instance in self.targets.down
+
+    @cached_property
+    def expected_groups(self) -> list[RuleGroup]:
+        """The rule groups gpumon renders for the spec (``rule_groups`` is what the server loaded)."""
+        groups = self._groups
+        return build_groups(self.spec) if groups is None else groups.result() if isinstance(groups, Future) else groups
+
+    def build_groups_ahead(self) -> None:
+        """Start building :attr:`expected_groups` in a thread of its own, when not given: called
+        once the first queries are out, the build (0.2 s: every alert's annotations rendered)
+        runs while the run waits for the server, not before the first request leaves."""
+        if self._groups is None:
+            self._groups = Future()
+            threading.Thread(target=_resolve, args=(self._groups, build_groups, self.spec),
+                             name="gpumon-groups", daemon=True).start()
 
     # ------------------------------------------------------------------ identity
     @property
@@ -284,3 +299,11 @@ def gpu_list(gpus, limit: int = 8) -> str:
     items = sorted(gpus, key=lambda g: (g.job, g.cluster, g.node, int(g.index) if g.index.isdigit() else -1, g.index, g.mig))
     text = ", ".join(str(g) for g in items[:limit])
     return text + (f" (+{len(items) - limit} more)" if len(items) > limit else "")
+
+
+def _resolve(future: Future, fn, *args) -> None:
+    """Run ``fn(*args)`` into ``future`` (its result, or the exception it raised)."""
+    try:
+        future.set_result(fn(*args))
+    except BaseException as exc:  # noqa: BLE001  (handed to whoever reads the result)
+        future.set_exception(exc)

@@ -123,22 +123,27 @@ def test_values_reason_is_the_per_reason_filters():
 
 
 def test_values_filter_reads_the_recent_window_only():
-    """The values check reads each metric's last 3 scrapes once (the readings it reports and the
-    good ones it filters out), never the instant vector: an instant selector reads the server's
-    whole lookback delta (across blocks after a restart or a backfill), 3 scrapes only the head.
-    The frozen-counter part is told by its own label, not by a missing name."""
-    from gpumon.validate.values import FROZEN, query
+    """A metric's readings are read once for its count and its judgement (the inventory's
+    ``state|M``), from its last 3 scrapes, never the instant vector: an instant selector reads the
+    server's whole lookback delta (across blocks after a restart or a backfill), 3 scrapes only
+    the head. The values check asks a counted metric nothing of its own (the frozen counter's
+    part aside, told by its own label); one the count cannot judge, its bad readings."""
+    from gpumon.validate.inventoryqueries import state_query
+    from gpumon.validate.values import FROZEN, queries
 
     ctx = context(4)
     try:
         ctx.__dict__["targets"] = type("T", (), {"scrape_interval": 15.0})()
         m = next(m for m in ctx.spec.metrics if m.name == "DCGM_FI_DEV_GPU_TEMP")
-        q = query(ctx, m)
         recent = 'last_over_time(DCGM_FI_DEV_GPU_TEMP{job="dcgm-exporter"}[45s])'
-        assert q == f"clamp_min(abs({recent} - 57.5), 52.5) != 52.5"
+        assert state_query(ctx, m).endswith(f"(abs({recent} - 57.5) <= bool 52.5))")
+        asked = queries(ctx)
+        assert m.name not in asked
         energy = next(m for m in ctx.spec.metrics if m.frozen_check)
-        assert f'"{FROZEN}", "frozen"' in query(ctx, energy) and FROZEN.startswith("gpumon_")
-        assert query(ctx, energy).count("DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION{") == 2  # the reading, the increase
+        assert f'"{FROZEN}", "frozen"' in asked[energy.name] and FROZEN.startswith("gpumon_")
+        assert asked[energy.name].count(f"{energy.name}{{") == 1  # the increase only: counted
+        low_only = next(m for m in ctx.spec.metrics if m.range_min is not None and m.range_max is None)
+        assert asked[low_only.name].count(f"{low_only.name}{{") == 2 and "[45s]" in asked[low_only.name]
     finally:
         ctx.close()
 

@@ -1,8 +1,9 @@
-"""The values check's one read per metric (:func:`gpumon.validate.values.suspects`), on each
-Prometheus build's own engine (``promtool test rules``): for every kind of reading a GPU can send
-(in range, on a bound, just outside, NaN, +-Inf, the DCGM blank codes, 2^63) it keeps exactly the
-bad ones (:func:`gpumon.validate.values.reason` tells them), and where it answers the reading
-itself, the reading as read. Against a live server, with the second read of the readings:
+"""One read of a metric's latest samples both counts its GPUs and judges their readings
+(:func:`gpumon.validate.readings.plausible`, the inventory's ``state|M``), on each Prometheus
+build's own engine (``promtool test rules``): for every kind of reading a GPU can send (in range,
+on a bound, just outside, NaN, +-Inf, the DCGM blank codes, 2^63) it reads 1 exactly for the good
+ones (:func:`gpumon.validate.values.reason` tells them), and the count rows add up to the GPUs.
+Against a live server, with the values check's second read of the bad readings:
 tests/test_validate_e2e.py."""
 
 from __future__ import annotations
@@ -16,7 +17,8 @@ import pytest
 import yaml
 
 from gpumon.spec import DCGM_BLANK_MIN, load_spec
-from gpumon.validate.values import exact, folded, reason, suspects
+from gpumon.validate.readings import PLAUSIBLE, exact, folded, plausible
+from gpumon.validate.values import reason
 
 ROOT = Path(__file__).resolve().parent.parent
 LATEST = 'last_over_time(M{job="dcgm-exporter"}[45s])'
@@ -38,24 +40,7 @@ def _text(v: float) -> str:
     return "NaN" if v != v else "Inf" if v == math.inf else "-Inf" if v == -math.inf else repr(v)
 
 
-@pytest.mark.parametrize("kind", list(_metrics()))
-def test_one_read_keeps_exactly_the_bad_readings(kind, tmp_path, promtool):
-    m = _metrics()[kind]
-    expr = suspects(m, LATEST)
-    assert expr.count("M{") == (2 if kind in ("lower bound only", "bounds not exact in float64") else 1)
-    assert folded(m) == (kind == "both bounds")
-    series = [{"series": f'M{{job="dcgm-exporter",instance="{i}"}}', "values": " ".join([_text(v)] * 4)}
-              for i, v in enumerate(READINGS)]
-    bad = [i for i, v in enumerate(READINGS) if reason(m, v) is not None]
-    assert bad and len(bad) < len(READINGS)
-    tests = [{"expr": f"group by (instance) ({expr})", "eval_time": "45s",
-              "exp_samples": [{"labels": f'{{instance="{i}"}}', "value": 1} for i in bad]}]
-    # the value of each finite bad reading: the reading itself, or its distance from the middle
-    finite = [i for i in bad if math.isfinite(READINGS[i])]
-    mid = (m.range_min + m.range_max) / 2 if folded(m) else 0.0
-    tests.append({"expr": f"({expr}) * 1 < +Inf > -Inf", "eval_time": "45s",  # "* 1": no name on any engine
-                  "exp_samples": [{"labels": f'{{instance="{i}",job="dcgm-exporter"}}',
-                                   "value": abs(READINGS[i] - mid) if folded(m) else READINGS[i]} for i in finite]})
+def _promtool(tmp_path, promtool: str, series: list[dict], tests: list[dict]) -> None:
     test = {"rule_files": [], "evaluation_interval": "15s",
             "tests": [{"interval": "15s", "input_series": series, "promql_expr_test": tests}]}
     (tmp_path / "values.test.yaml").write_text(yaml.safe_dump(test, sort_keys=False))
@@ -64,6 +49,33 @@ def test_one_read_keeps_exactly_the_bad_readings(kind, tmp_path, promtool):
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
-def test_the_second_read_asks_for_the_readings_as_read():
+@pytest.mark.parametrize("kind", list(_metrics()))
+def test_one_read_tells_exactly_the_good_readings(kind, tmp_path, promtool):
+    m = _metrics()[kind]
+    expr = plausible(m, LATEST)
+    if kind in ("lower bound only", "bounds not exact in float64"):
+        assert expr is None and not folded(m)  # the values check reads these with exact()
+        expr = f"group by (instance, job) ({exact(m, LATEST)}) * 0 or {LATEST} * 0 + 1"  # what exact() keeps reads 0
+    else:
+        assert expr.count("M{") == 1 and folded(m) == (kind == "both bounds")
+    series = [{"series": f'M{{job="dcgm-exporter",instance="{i}"}}', "values": " ".join([_text(v)] * 4)}
+              for i, v in enumerate(READINGS)]
+    good = {i: int(reason(m, v) is None) for i, v in enumerate(READINGS)}
+    assert 0 < sum(good.values()) < len(READINGS)
+    _promtool(tmp_path, promtool, series, [{"expr": expr, "eval_time": "45s", "exp_samples": [
+        {"labels": f'{{instance="{i}",job="dcgm-exporter"}}', "value": v} for i, v in good.items()]}])
+
+
+def test_the_count_rows_add_up_to_the_gpus_and_a_gpu_with_one_bad_series_is_bad(tmp_path, promtool):
+    """``count_values`` of the GPUs' least judgement: a GPU shared by two pods (two series) counts
+    once, and is bad when one of its series reads NaN (the other's good reading does not hide it)."""
     m = _metrics()["both bounds"]
-    assert exact(m, LATEST) == f"{LATEST} unless {LATEST} >= 5 <= 110 < {DCGM_BLANK_MIN}"
+    gpu = 'M{{job="dcgm-exporter",instance="n:9400",UUID="{u}",pod="{p}"}}'
+    series = [{"series": gpu.format(u="GPU-a", p="x"), "values": "50 50 50 50"},
+              {"series": gpu.format(u="GPU-b", p="x"), "values": "50 50 50 50"},
+              {"series": gpu.format(u="GPU-b", p="y"), "values": "50 50 50 NaN"},
+              {"series": gpu.format(u="GPU-c", p="x"), "values": "50 50 50 50"},
+              {"series": gpu.format(u="GPU-c", p="y"), "values": "60 60 60 60"}]
+    expr = f'count_values("{PLAUSIBLE}", min by (instance, UUID) ({plausible(m, LATEST)}))'
+    _promtool(tmp_path, promtool, series, [{"expr": expr, "eval_time": "45s", "exp_samples": [
+        {"labels": f'{{{PLAUSIBLE}="1"}}', "value": 2}, {"labels": f'{{{PLAUSIBLE}="0"}}', "value": 1}]}])

@@ -13,6 +13,7 @@ from .gpus import NOWHERE, Gpu, Site, other_spelling
 from .inventoryqueries import (LEGACY_FIELD, LEGACY_NAME, STATE, _detail_queries, _last_seen_queries, _LastSeen,
                                _windows, gone_query, inventory_queries, node_count_query, seen_query)
 from .keysets import Amended
+from .readings import plausible
 
 
 class Inventory:
@@ -24,8 +25,10 @@ class Inventory:
     that lack it. ``now[M]`` of a metric every reporting GPU carries *is* the
     ``reporting`` set (one shared object, not a copy), so memory follows the fleet once, not
     fleet x metrics. ``answers`` keeps an answer (or PromError) per key ``now|M``, ``seen|M``
-    (the first failed or partial answer the metric's facts came from), ``legacy|M|name`` and
-    ``last|M``, so checks can tell a failed or partial query from an absence."""
+    (the first failed or partial answer the metric's facts came from), ``legacy|M|name``,
+    ``last|M``, ``gaps|M`` (:func:`.inventoryqueries.gaps_query`) and ``plausible|M`` (the count
+    rows of :func:`.inventoryqueries.state_query`), so checks can tell a failed or partial query
+    from an absence."""
 
     def __init__(self):
         self.now: dict[str, set[tuple]] = defaultdict(set)          # metric -> GPU keys present now
@@ -102,6 +105,9 @@ def inventory(ctx) -> Inventory:
     inv = Inventory()
     fold = _Reporting(ctx, inv)
     first = ctx.queries_at_now(inventory_queries(ctx), fold.each)
+    for m in ctx.spec.tracked_metrics:  # the counts that also judge the readings (values check)
+        if plausible(m, "") is not None:
+            inv.answers[f"plausible|{m.name}"] = first[f"state|{m.name}"]
     fleet = _status(*(first[k] for k in first if k.startswith("fleet|now|")))
     if isinstance(fleet, PromError):
         fold.clear()
@@ -258,7 +264,8 @@ def _states(ctx, inv: Inventory, first: dict) -> tuple[dict[str, int], dict[str,
         ans = first[f"state|{m.name}"]
         if isinstance(ans, PromError):
             continue
-        counts[m.name] = next((int(float(i["value"][1])) for i in ans.data if i["metric"].get(STATE) == "now"), 0)
+        # one "now" sample, or count_values rows of plausible and implausible GPUs (state_query)
+        counts[m.name] = sum(int(float(i["value"][1])) for i in ans.data if i["metric"].get(STATE, "now") == "now")
         lost = first.get(f"gone|{m.name}", first.get(f"gaps|{m.name}"))
         if not isinstance(lost, PromError):
             gone[m.name] = []

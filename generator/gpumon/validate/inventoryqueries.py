@@ -11,6 +11,7 @@ from collections import defaultdict
 
 from ..durations import format_duration
 from ..promqltext import literal_replacement, matcher
+from .readings import PLAUSIBLE, latest, plausible
 
 
 def _ids(ctx) -> str:
@@ -181,8 +182,8 @@ def reporting_query(ctx, shard: str = "") -> str:
 def inventory_queries(ctx) -> dict[str, str]:
     """First round, O(metrics) requests, answers O(fleet) once: ``fleet|now|i`` (the
     :func:`reporting_query` of each part of :func:`_shard_matchers`: disjoint, their union is the
-    fleet), per tracked metric ``state|M`` (how many GPU label sets carry it now, one sample
-    labelled ``gpumon_state="now"``), per required metric ``gaps|M`` (:func:`gaps_query`: the
+    fleet), per tracked metric ``state|M`` (:func:`state_query`: how many GPU label sets carry it
+    now, and whether any of them reads it badly), per required metric ``gaps|M`` (:func:`gaps_query`: the
     label sets that carried it within the lookback but not now, and those that missed it in
     scrapes: what is wrong, not the fleet; an optional metric's lookback is read only when no GPU
     carries it now, :func:`seen_query`), and ``fleet|legacy``
@@ -193,7 +194,7 @@ def inventory_queries(ctx) -> dict[str, str]:
     out = {f"fleet|now|{i}": reporting_query(ctx, shard) for i, shard in enumerate(_shard_matchers(ctx))}
     legacy = []
     for m in ctx.spec.tracked_metrics:
-        out[f"state|{m.name}"] = f'label_replace(count({present(ctx, m.name, recent)}), "{STATE}", "now", "", "")'
+        out[f"state|{m.name}"] = state_query(ctx, m)
         if m.required:
             out[f"gaps|{m.name}"] = gaps_query(ctx, m.name)
             for name in m.legacy_names:
@@ -203,6 +204,21 @@ def inventory_queries(ctx) -> dict[str, str]:
     if legacy:
         out["fleet|legacy"] = "\n or ".join(legacy)
     return out
+
+
+def state_query(ctx, m) -> str:
+    """How many GPU label sets carry ``m`` now. Where one comparison tells a good reading
+    (:func:`.readings.plausible`), the count says how many of them read it well:
+    ``count_values("gpumon_plausible", min by (<identity>) (good))``, one row ``"1"`` (every series
+    of the GPU reads well) and one ``"0"`` (some series reads NaN, a blank code or outside the
+    range), their sum the count: the values check asks for the bad readings only when there is a
+    ``"0"``, and a healthy fleet's readings are read once. Otherwise one sample
+    ``label_replace(count(group by (<identity>) (...)), "gpumon_state", "now", "", "")``."""
+    recent, _ = _windows(ctx)
+    good = plausible(m, latest(ctx, m))
+    if good is not None:
+        return f'count_values("{PLAUSIBLE}", min by ({_ids(ctx)}) ({good}))'
+    return f'label_replace(count({present(ctx, m.name, recent)}), "{STATE}", "now", "", "")'
 
 
 #: labels the inventory queries add (never dcgm-exporter labels): which spec'd metric, under which

@@ -1,9 +1,9 @@
 """Check 4: the values now — outside the spec's plausible range, DCGM blank sentinels, NaN, and
-counters that stopped increasing (frozen telemetry). One query per metric, one read of its last
-3 scrapes, returning only the bad readings (the reason told from the value), so the answer is
-small and does not grow with the fleet; for a metric with both bounds the answer is each bad
-reading's distance from the range, and a second query, only when there are any, reads those GPUs'
-readings.
+counters that stopped increasing (frozen telemetry). The inventory's count of each metric's GPUs
+says whether any reads it badly (:mod:`.readings`: the same read); only a metric with a bad
+reading, or one the count cannot judge, is asked for its bad readings (the reason told from the
+value), so the answers are small and do not grow with the fleet, and a healthy fleet's readings
+are read once.
 
 Why: A series that exists but carries DCGM blank codes, NaN, implausible readings or a frozen
 counter keeps threshold alerts from firing (or makes them fire wrongly) while presence looks fine.
@@ -13,17 +13,16 @@ leave the check out with --checks.
 
 from __future__ import annotations
 
-import re
 from collections import defaultdict
 
 from ..durations import format_duration
 from ..findings import Finding
 from ..promapi import Answer, PromError
-from ..promqltext import matcher
 from ..rules.names import FIELD_LABEL
 from ..spec import DCGM_BLANK_MIN, Metric
 from . import hints
 from .base import CheckResult, Context, answered, gpu_count, gpu_list, partial
+from .readings import PLAUSIBLE, exact, latest, num, plausible
 
 CHECK = "values"
 ORDER = 70
@@ -61,111 +60,57 @@ def shown_value(raw: str) -> str:
     return raw
 
 
-def _num(value: float) -> str:
-    return str(int(value)) if float(value).is_integer() else repr(float(value))
+def frozen_query(ctx: Context, m: Metric) -> str:
+    """One series per GPU of a ``frozen_check`` metric whose counter did not increase over the
+    frozen window while its target is up, labelled ``gpumon_reason="frozen"``."""
+    w = format_duration(max(ctx.spec.alerts.frozen_window, 10 * ctx.spec.exporter.collect_interval))
+    return (f'label_replace(max by ({", ".join(ctx.id_labels)}) (increase({ctx.sel(m.name)}[{w}]) == 0 and on (job, instance) '
+            f'{ctx.sel("up")} == 1), "{FROZEN}", "frozen", "", "")')
 
 
-def query(ctx: Context, m: Metric) -> str:
-    """The readings of ``m`` now that may be bad, in one read of the last 3 scrapes (the
-    inventory's "now": a sample within the last 3 scrapes), the latest sample of each series
-    carried now (:func:`suspects`), and for a ``frozen_check`` metric one series per GPU labelled
-    ``gpumon_reason="frozen"`` (aggregated). :func:`reason` tells the bad readings' reason from
-    their value and drops the others; where :func:`suspects` answers a distance instead of the
-    reading (:func:`folded`), :func:`run` reads the readings of those GPUs with :func:`exact`.
-
-    Why the last 3 scrapes, not the instant vector ``M``: on a big fleet every selection reads
-    every GPU's series, and an instant selector reads the server's whole lookback delta (5
-    minutes; across blocks after a restart, a compaction or a backfill), 3 scrapes only the
-    head. A series whose latest sample is older than 3 scrapes is not carried now: the presence
-    check reports it (missing, gone or lost), and its last value is not a reading now."""
-    parts = [suspects(m, _latest(ctx, m))]
-    if m.frozen_check:
-        w = format_duration(max(ctx.spec.alerts.frozen_window, 10 * ctx.spec.exporter.collect_interval))
-        ids = ", ".join(ctx.id_labels)
-        parts.append(f'label_replace(max by ({ids}) (increase({ctx.sel(m.name)}[{w}]) == 0 and on (job, instance) '
-                     f'{ctx.sel("up")} == 1), "{FROZEN}", "frozen", "", "")')
-    return "\n  or\n  ".join(parts)
+def counted(m: Metric) -> bool:
+    """Whether the inventory's count of ``m`` also says whether any GPU reads it badly
+    (:func:`.readings.plausible`; only tracked metrics are counted)."""
+    return m.presence != "sparse" and plausible(m, "x") is not None
 
 
-def _latest(ctx: Context, m: Metric, *more: str) -> str:
-    recent = format_duration(3 * max(1.0, ctx.scrape_interval))
-    return f"last_over_time({ctx.sel(m.name, *more)}[{recent}])"
-
-
-def suspects(m: Metric, latest: str) -> str:
-    """One read of ``latest`` (a vector expression) keeping every bad reading of ``m``, NaN too:
-
-    * no upper bound below the DCGM blank codes, no lower bound: ``clamp_min(x, B - 1) != B - 1``
-      (B = 2^47, the least blank code): the readings above B - 1, as read;
-    * an upper bound, no lower: ``clamp_min(x, hi) != hi``: the readings above ``hi``, as read;
-    * both bounds (:func:`folded`): ``clamp_min(abs(x - mid), half) != half``: the readings
-      outside ``lo..hi``, as their distance from the range's middle (either side);
-    * otherwise (a lower bound only): :func:`exact`, two reads.
-
-    ``clamp_min`` and ``abs`` keep NaN, and ``NaN != c`` is true, so NaN stays. One read instead
-    of :func:`exact`'s two (``x unless x >= lo <= hi < B``): measured at 8,000 GPUs, 24 ms against
-    55 ms a metric on Prometheus 3.16 and 58 ms against 104 ms on 2.42 (no range), 30 against 60
-    and 125 against 160 ms (both bounds); the values check is a query per spec'd metric."""
-    lo, hi = m.range_min, m.range_max
-    if hi is not None and hi >= DCGM_BLANK_MIN:
-        return exact(m, latest)
-    if lo is None:
-        bound = _num(DCGM_BLANK_MIN - 1 if hi is None else hi)
-        return f"clamp_min({latest}, {bound}) != {bound}"
-    if folded(m):
-        mid, half = _num((lo + hi) / 2), _num((hi - lo) / 2)
-        return f"clamp_min(abs({latest} - {mid}), {half}) != {half}"
-    return exact(m, latest)
-
-
-def folded(m: Metric) -> bool:
-    """Whether :func:`suspects` answers ``m``'s bad readings as their distance from the range's
-    middle: both bounds set, below the blank codes, and the middle and half-width exact in
-    float64 (both bounds land on the half-width exactly: a reading on a bound is good). A
-    reading outside the range by less than half a float64 step of the half-width (7e-15 for
-    0..100) reads as on the bound."""
-    lo, hi = m.range_min, m.range_max
-    if lo is None or hi is None or hi >= DCGM_BLANK_MIN or not lo < hi:
-        return False
-    mid, half = (lo + hi) / 2, (hi - lo) / 2
-    return abs(hi - mid) == half and abs(lo - mid) == half and mid - half == lo and mid + half == hi
-
-
-def exact(m: Metric, latest: str) -> str:
-    """The bad readings of ``latest``, as read: ``x unless x >= lo <= hi < B`` (two reads)."""
-    keep = "".join(f" {op} {_num(v)}" for op, v in ((">=", m.range_min), ("<=", m.range_max)) if v is not None)
-    return f"{latest} unless {latest}{keep} < {DCGM_BLANK_MIN}"
-
-
-def _readings(ctx: Context, metrics: list[Metric], answers: dict) -> dict:
-    """For each :func:`folded` metric whose answer holds suspects (distances, not readings): the
-    readings of those GPUs (:func:`exact`, restricted to their targets up to :data:`PICK`
-    targets, the whole job above), with the answer's frozen part kept: ``{metric: Answer or
-    PromError}``. A healthy fleet asks nothing."""
-    asks, frozen = {}, {}
-    for m in metrics:
-        ans = answers.get(m.name)
-        if not folded(m) or not isinstance(ans, Answer):
-            continue
-        rows = [item for item in ans.data if FROZEN not in item["metric"]]
-        if not rows:
-            continue
-        where = {item["metric"].get("instance") for item in rows}
-        more = (matcher("instance", "|".join(sorted(re.escape(i) for i in where)), "=~"),) \
-            if None not in where and len(where) <= PICK else ()
-        asks[m.name] = exact(m, _latest(ctx, m, *more))
-        frozen[m.name] = ans
+def queries(ctx: Context) -> dict[str, str]:
+    """``{metric: query}`` the check asks whatever the inventory says (the run prefetches them):
+    the bad readings (:func:`.readings.exact`) of a metric the inventory does not judge
+    (:func:`counted`), and the frozen counters."""
     out = {}
-    for name, got in ctx.queries_at_now(asks).items():
-        first = frozen[name]
-        out[name] = got if isinstance(got, PromError) else Answer(
-            got.data + [item for item in first.data if FROZEN in item["metric"]],
-            warnings=first.warnings + got.warnings, infos=first.infos + got.infos)
+    for m in ctx.spec.metrics:
+        parts = [] if counted(m) else [exact(m, latest(ctx, m))]
+        parts += [frozen_query(ctx, m)] if m.frozen_check else []
+        if parts:
+            out[m.name] = "\n  or\n  ".join(parts)
     return out
 
 
-#: targets up to which :func:`_readings` names the targets it reads
-PICK = 64
+def _answers(ctx: Context, metrics: list[Metric]) -> dict:
+    """``{metric: Answer or PromError}``: its bad readings as read, and its frozen counters. A
+    :func:`counted` metric whose count says every GPU reads it well asks nothing more; one with
+    a bad reading, or whose count is not at hand, asks :func:`.readings.exact` now."""
+    asked = ctx.queries_at_now(queries(ctx))
+    answers = ctx.inventory.answers
+    out, again = {}, {}
+    for m in metrics:
+        mine = asked.get(m.name)
+        count = answers.get(f"plausible|{m.name}") if counted(m) else None
+        if not counted(m):
+            out[m.name] = mine
+        elif isinstance(count, PromError) or isinstance(mine, PromError):
+            out[m.name] = count if isinstance(count, PromError) else mine
+        else:
+            out[m.name] = Answer(list(mine.data) if mine else [], warnings=(count.warnings if count else [])
+                                 + (mine.warnings if mine else []))
+            if count is None or any(item["metric"].get(PLAUSIBLE) != "1" for item in count.data):
+                again[m.name] = exact(m, latest(ctx, m))
+    for name, got in ctx.queries_at_now(again).items():
+        first = out[name]
+        out[name] = got if isinstance(got, PromError) else Answer(got.data + first.data,
+                                                                  warnings=first.warnings + got.warnings)
+    return out
 
 
 #: the label marking the frozen-counter part of a values answer (never a dcgm-exporter label)
@@ -203,11 +148,6 @@ def _bad(ctx: Context, m: Metric, data: list[dict]) -> list[tuple[dict, str, str
     return list(out.values())
 
 
-def queries(ctx: Context) -> dict[str, str]:
-    """``{metric: query}`` for every spec'd metric (what :func:`run` asks; the run prefetches it)."""
-    return {m.name: query(ctx, m) for m in ctx.spec.metrics}
-
-
 def run(ctx: Context) -> CheckResult:
     """Findings value-out-of-range, value-sentinel, value-nan, value-frozen: one per metric,
     reason and node, listing the GPUs and their values."""
@@ -215,8 +155,7 @@ def run(ctx: Context) -> CheckResult:
     cases = [f"{CHECK}/{m.name}" for m in metrics]
     if ctx.skip_gpu_checks:
         return CheckResult([], cases)
-    answers = ctx.queries_at_now(queries(ctx))
-    answers.update(_readings(ctx, metrics, answers))
+    answers = _answers(ctx, metrics)
     findings: list[Finding] = []
     for m, case, ans in answered(CHECK, metrics, answers, findings):
         groups: dict[tuple[str, str], list] = defaultdict(list)
@@ -228,8 +167,8 @@ def run(ctx: Context) -> CheckResult:
         out = []
         for (reason, node), items in sorted(groups.items()):
             check, what, hint = _REASONS.get(reason, ("value-out-of-range", reason, ""))
-            lo = "-inf" if m.range_min is None else _num(m.range_min)
-            hi = "+inf" if m.range_max is None else _num(m.range_max)
+            lo = "-inf" if m.range_min is None else num(m.range_min)
+            hi = "+inf" if m.range_max is None else num(m.range_max)
             shown = ", ".join(f"{g} = {shown_value(v)}" for g, v in sorted(items, key=lambda x: x[0].key)[:8])
             rng = f" (plausible {lo}..{hi} {m.unit})" if check == "value-out-of-range" else ""
             labels = [(FIELD_LABEL, m.name), ("job", ctx.job), ("reason", reason), *items[0][0].node_labels(ctx.labels)]

@@ -68,10 +68,11 @@ def frozen_query(ctx: Context, m: Metric) -> str:
             f'{ctx.sel("up")} == 1), "{FROZEN}", "frozen", "", "")')
 
 
-def counted(m: Metric) -> bool:
-    """Whether the inventory's count of ``m`` also says whether any GPU reads it badly
-    (:func:`.readings.plausible`; only tracked metrics are counted)."""
-    return m.presence != "sparse" and plausible(m, "x") is not None
+def counted(ctx: Context, m: Metric) -> bool:
+    """Whether the inventory's count of ``m`` also says whether any GPU reads it badly: a tracked
+    metric (the inventory counts those) whose good readings one comparison tells
+    (:func:`.readings.plausible`)."""
+    return m in ctx.spec.tracked_metrics and plausible(m, "x") is not None
 
 
 def queries(ctx: Context) -> dict[str, str]:
@@ -80,7 +81,7 @@ def queries(ctx: Context) -> dict[str, str]:
     (:func:`counted`), and the frozen counters."""
     out = {}
     for m in ctx.spec.metrics:
-        parts = [] if counted(m) else [exact(m, latest(ctx, m))]
+        parts = [] if counted(ctx, m) else [exact(m, latest(ctx, m))]
         parts += [frozen_query(ctx, m)] if m.frozen_check else []
         if parts:
             out[m.name] = "\n  or\n  ".join(parts)
@@ -96,8 +97,9 @@ def _answers(ctx: Context, metrics: list[Metric]) -> dict:
     out, again = {}, {}
     for m in metrics:
         mine = asked.get(m.name)
-        count = answers.get(f"plausible|{m.name}") if counted(m) else None
-        if not counted(m):
+        judged = counted(ctx, m)
+        count = answers.get(f"plausible|{m.name}") if judged else None
+        if not judged:
             out[m.name] = mine
         elif isinstance(count, PromError) or isinstance(mine, PromError):
             out[m.name] = count if isinstance(count, PromError) else mine

@@ -13,7 +13,7 @@ from .gpus import NOWHERE, Gpu, Site, other_spelling
 from .inventoryqueries import (LEGACY_FIELD, LEGACY_NAME, STATE, _detail_queries, _last_seen_queries, _LastSeen,
                                _windows, gone_query, inventory_queries, node_count_query, seen_query)
 from .keysets import Amended
-from .readings import plausible
+from .readings import judged
 
 
 class Inventory:
@@ -106,7 +106,7 @@ def inventory(ctx) -> Inventory:
     fold = _Reporting(ctx, inv)
     first = ctx.queries_at_now(inventory_queries(ctx), fold.each)
     for m in ctx.spec.tracked_metrics:  # the counts that also judge the readings (values check)
-        if plausible(m, "") is not None:
+        if judged(m):
             inv.answers[f"plausible|{m.name}"] = first[f"state|{m.name}"]
     fleet = _status(*(first[k] for k in first if k.startswith("fleet|now|")))
     if isinstance(fleet, PromError):

@@ -57,6 +57,11 @@ def plausible(m: Metric, vector: str) -> str | None:
     return None
 
 
+def judged(m: Metric) -> bool:
+    """Whether :func:`plausible` tells ``m``'s good readings (one comparison)."""
+    return plausible(m, "x") is not None
+
+
 def folded(m: Metric) -> bool:
     """Whether ``m``'s range is told by one comparison of the distance from its middle: both
     bounds set, below the blank codes, and the middle and half-width exact in float64, with

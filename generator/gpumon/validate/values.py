@@ -22,7 +22,7 @@ from ..rules.names import FIELD_LABEL
 from ..spec import DCGM_BLANK_MIN, Metric
 from . import hints
 from .base import CheckResult, Context, answered, gpu_count, gpu_list, partial
-from .readings import PLAUSIBLE, exact, latest, num, plausible
+from .readings import PLAUSIBLE, exact, judged, latest, num
 
 CHECK = "values"
 ORDER = 70
@@ -71,8 +71,8 @@ def frozen_query(ctx: Context, m: Metric) -> str:
 def counted(ctx: Context, m: Metric) -> bool:
     """Whether the inventory's count of ``m`` also says whether any GPU reads it badly: a tracked
     metric (the inventory counts those) whose good readings one comparison tells
-    (:func:`.readings.plausible`)."""
-    return m in ctx.spec.tracked_metrics and plausible(m, "x") is not None
+    (:func:`.readings.judged`)."""
+    return m in ctx.spec.tracked_metrics and judged(m)
 
 
 def queries(ctx: Context) -> dict[str, str]:
@@ -97,9 +97,9 @@ def _answers(ctx: Context, metrics: list[Metric]) -> dict:
     out, again = {}, {}
     for m in metrics:
         mine = asked.get(m.name)
-        judged = counted(ctx, m)
-        count = answers.get(f"plausible|{m.name}") if judged else None
-        if not judged:
+        is_counted = counted(ctx, m)
+        count = answers.get(f"plausible|{m.name}") if is_counted else None
+        if not is_counted:
             out[m.name] = mine
         elif isinstance(count, PromError) or isinstance(mine, PromError):
             out[m.name] = count if isinstance(count, PromError) else mine

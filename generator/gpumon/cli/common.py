@@ -156,8 +156,12 @@ def pick_spec(argument: str | None, option: str | None) -> str | None:
 
 
 def load_or_exit(path: str | None):
-    """The spec of :func:`load_built_or_exit` (its rule groups built and dropped)."""
-    return load_built_or_exit(path)[0]
+    """The spec of :func:`load_built_or_exit`, checked as it checks it (the override names, the
+    one spec problem building finds) but with no rule group built: for a command that needs no
+    groups, or builds them while it does other work."""
+    from ..rules import check_overrides
+
+    return _load_or_exit(path, check_overrides)[0]
 
 
 def load_built_or_exit(path: str | None):
@@ -169,14 +173,6 @@ def load_built_or_exit(path: str | None):
     from ..rules import build_groups
 
     return _load_or_exit(path, build_groups)
-
-
-def load_checked_or_exit(path: str | None):
-    """The spec of :func:`load_built_or_exit`, checked as it checks it (the override names) but
-    with no rule group built: for a command that can build them while it does other work."""
-    from ..rules import check_overrides
-
-    return _load_or_exit(path, check_overrides)[0]
 
 
 def _load_or_exit(path: str | None, then):

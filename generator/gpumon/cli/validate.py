@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from ..exitcodes import EXIT_ERROR
-from .common import (DEFAULT_SPEC, connect_or_exit, input_options, load_checked_or_exit, pick_spec, read_limits,
+from .common import (DEFAULT_SPEC, connect_or_exit, input_options, load_or_exit, pick_spec, read_limits,
                      server_options)
 
 VALIDATE_EPILOG = """\b
@@ -107,7 +107,7 @@ def validate(args, url, server, timeout, deadline, max_response_mib, lookback, c
     if unknown:
         raise click.BadParameter(f"unknown check(s) {', '.join(unknown)}; choose from {', '.join(CHECKS)}",
                                  param_hint="--checks")
-    model = load_checked_or_exit(spec)  # its rule groups are built while the first queries run
+    model = load_or_exit(spec)  # its rule groups are built while the first queries run
     client = connect_or_exit("validate", url, server, timeout=timeout, deadline=deadline,
                              max_response_mib=max_response_mib)
     with client:

@@ -11,7 +11,7 @@ from collections import defaultdict
 
 from ..durations import format_duration
 from ..promqltext import literal_replacement, matcher
-from .readings import PLAUSIBLE, latest, plausible
+from .readings import PLAUSIBLE, latest, plausible, recent_window
 
 
 def _ids(ctx) -> str:
@@ -23,10 +23,8 @@ def _ids(ctx) -> str:
 
 
 def _windows(ctx) -> tuple[str, str]:
-    """(recent, lookback) as PromQL durations. "now" = a sample within the last 3 scrape
-    intervals: one scrape that missed the field is an intermittent gap (the continuity check's
-    job), not a missing series."""
-    return format_duration(3 * max(1.0, ctx.scrape_interval)), format_duration(ctx.lookback)
+    """(recent, lookback) as PromQL durations (recent: :func:`.readings.recent_window`)."""
+    return recent_window(ctx), format_duration(ctx.lookback)
 
 
 def present(ctx, metric: str, window: str) -> str:
@@ -214,11 +212,10 @@ def state_query(ctx, m) -> str:
     range), their sum the count: the values check asks for the bad readings only when there is a
     ``"0"``, and a healthy fleet's readings are read once. Otherwise one sample
     ``label_replace(count(group by (<identity>) (...)), "gpumon_state", "now", "", "")``."""
-    recent, _ = _windows(ctx)
     good = plausible(m, latest(ctx, m))
     if good is not None:
         return f'count_values("{PLAUSIBLE}", min by ({_ids(ctx)}) ({good}))'
-    return f'label_replace(count({present(ctx, m.name, recent)}), "{STATE}", "now", "", "")'
+    return f'label_replace(count({present(ctx, m.name, recent_window(ctx))}), "{STATE}", "now", "", "")'
 
 
 #: labels the inventory queries add (never dcgm-exporter labels): which spec'd metric, under which

@@ -30,8 +30,13 @@ def latest(ctx, m: Metric, *more: str) -> str:
     minutes; across blocks after a restart, a compaction or a backfill), 3 scrapes only the
     head. A series whose latest sample is older than 3 scrapes is not carried now: the presence
     check reports it (missing, gone or lost), and its last value is not a reading now."""
-    recent = format_duration(3 * max(1.0, ctx.scrape_interval))
-    return f"last_over_time({ctx.sel(m.name, *more)}[{recent}])"
+    return f"last_over_time({ctx.sel(m.name, *more)}[{recent_window(ctx)}])"
+
+
+def recent_window(ctx) -> str:
+    """"Now" as a PromQL range: the last 3 scrape intervals. One scrape that missed a field is an
+    intermittent gap (the continuity check's job), not a missing series."""
+    return format_duration(3 * max(1.0, ctx.scrape_interval))
 
 
 def plausible(m: Metric, vector: str) -> str | None:

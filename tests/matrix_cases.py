@@ -43,6 +43,9 @@ CASES = [
          vm_pages=(Page("GpuMetricMissing", N2, 0, POWER),), vm_bound=6,
          vm_why="VictoriaMetrics drops NaN samples on ingestion (VictoriaMetrics/VictoriaMetrics#261): the "
                 "field is missing there, one page for the same GPU and field"),
+    Case("a DCGM blank in one GPU's energy counter (a field without a range)",
+         (Page("GpuTelemetryImplausible", N2, 0, ENERGY),), (Fault("sentinel", metric=ENERGY, node=N2, gpu=0),),
+         bound=3, covers="sentinel (GPU); a field whose implausible readings one read finds"),
     Case("0 C on one GPU", (Page("GpuTelemetryImplausible", N2, 1, TEMP),),
          (Fault("zero", metric=TEMP, node=N2, gpu=1),), bound=3, covers="zero; a field not really collected reads 0"),
     Case("one GPU at 95 C (both levels fire; Alertmanager mutes the warning)",

@@ -8,8 +8,8 @@ from . import lost, names
 from .common import alert, record
 from .model import Rule
 from ..promqltext import matcher
-from .promql import (by, dur, fleet_ids, gpu_ids, job_sel, node_ids, num, plausible_filter, reading_sel, selector,
-                     valid_values)
+from .promql import (by, dur, fleet_ids, gpu_ids, implausible_ceiling, job_sel, node_ids, num, plausible_filter,
+                     reading_sel, selector, valid_values)
 
 
 def _reason(expr: str, reason: str) -> str:
@@ -18,15 +18,21 @@ def _reason(expr: str, reason: str) -> str:
 
 def implausible_set(spec: Spec, m: Metric) -> Rule:
     """Recording rule: the series of ``m`` whose reading cannot be real (NaN, a DCGM blank code,
-    outside the spec range), as they are; none on a healthy fleet. The raw metric is read twice
-    here and nowhere else in the implausible tiers (issue 16: four ``label_replace`` reads and an
-    ``M != M`` self-join per field took most of the values group's time)."""
+    outside the spec range), as they are; none on a healthy fleet. The raw metric is read here
+    and nowhere else in the implausible tiers (issue 16: four ``label_replace`` reads and an
+    ``M != M`` self-join per field took most of the values group's time): once when a ceiling
+    bounds the plausible readings (:func:`~gpumon.rules.promql.implausible_ceiling`), twice (``M
+    unless M >= lo ...``) when a lower bound makes them two-sided."""
     s = reading_sel(spec, m)
     # per target and GPU (and the alert labels, e.g. err_code): workload labels (pod, namespace)
     # are dropped so their churn does not make new series; every label IMPLAUSIBLE keeps stays
     keep = by(tuple(dict.fromkeys(("job", "instance") + spec.exporter.labels.identity + m.alert_labels)))
-    return record(names.IMPLAUSIBLE_READING, f"max by ({keep}) (\n  {s}\n  unless\n  {s}{plausible_filter(m)}\n)",
-                  {names.FIELD_LABEL: m.name})
+    ceiling = implausible_ceiling(m)
+    if ceiling is None:   # plausible between two bounds: what lies outside takes a second read
+        body = f"{s}\n  unless\n  {s}{plausible_filter(m)}"
+    else:                 # plausible up to a ceiling: one read keeps what lies above it, and NaN
+        body = f"clamp_min({s}, {num(ceiling)}) != {num(ceiling)}"
+    return record(names.IMPLAUSIBLE_READING, f"max by ({keep}) (\n  {body}\n)", {names.FIELD_LABEL: m.name})
 
 
 def implausible_readings(spec: Spec, m: Metric) -> Rule:

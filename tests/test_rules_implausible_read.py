@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from gpumon.rules.promql import implausible_ceiling, plausible_filter
+from gpumon.rules.promql import implausible_ceiling
 from gpumon.rules.values import implausible_set
 from gpumon.spec import DCGM_BLANK_MIN, load_spec
 from gpumon.validate.values import reason
@@ -31,9 +31,7 @@ def _spec_and_metrics():
     spec = load_spec(ROOT / "gpumon.yaml")
     temp = next(m for m in spec.metrics if m.name == "DCGM_FI_DEV_GPU_TEMP")  # 5..110
     return spec, {"both bounds": temp, "no range": replace(temp, range_min=None, range_max=None),
-                  "upper bound only": replace(temp, range_min=None), "lower bound only": replace(temp, range_max=None),
-                  "upper bound above the blank codes": replace(temp, range_min=None, range_max=1e15),
-                  "both bounds, the upper above the blank codes": replace(temp, range_max=1e15)}
+                  "upper bound only": replace(temp, range_min=None), "lower bound only": replace(temp, range_max=None)}
 
 
 def _text(v: float) -> str:
@@ -65,11 +63,3 @@ def test_the_record_keeps_exactly_the_implausible_readings_as_read(kind, tmp_pat
                           text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
-
-def test_a_blank_code_is_never_plausible_whatever_the_range_maximum():
-    """A range maximum at or above 2^47 (a byte counter's, say) still leaves the blank codes out
-    of the plausible readings the thresholds, dashboards and node sums read."""
-    _, metrics = _spec_and_metrics()
-    assert plausible_filter(metrics["upper bound above the blank codes"]) == f" < {DCGM_BLANK_MIN}"
-    assert plausible_filter(metrics["both bounds, the upper above the blank codes"]) == f" >= 5 < {DCGM_BLANK_MIN}"
-    assert plausible_filter(metrics["both bounds"]) == " >= 5 <= 110"

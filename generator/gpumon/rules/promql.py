@@ -79,19 +79,19 @@ def plausible_filter(metric: Metric) -> str:
     out = ""
     if metric.range_min is not None:
         out += f" >= {num(metric.range_min)}"
-    if metric.range_max is not None and metric.range_max < DCGM_BLANK_MIN:
+    if metric.range_max is not None:   # below the blank codes: the spec bounds a range to 1e12
         out += f" <= {num(metric.range_max)}"
-    else:   # a blank code is never a reading, whatever the range's maximum
+    else:
         out += f" < {DCGM_BLANK_MIN}"
     return out
 
 
 def implausible_ceiling(metric: Metric) -> float | None:
     """The largest plausible reading of ``metric`` when its plausible readings are exactly those
-    ``<=`` it (no lower bound): the spec's upper bound, or, without one (or with one at or above
-    the blank codes), the float64 just below the first DCGM blank code (2^47 - 2^-6: no float
-    lies between the two, so ``x <= it`` is ``x < 2^47``, as :func:`plausible_filter`). ``None``
-    when a lower bound makes the plausible set two-sided.
+    ``<=`` it (no lower bound): the spec's upper bound, or, without one, the float64 just below
+    the first DCGM blank code (2^47 - 2^-6: no float lies between the two, so ``x <= it`` is
+    ``x < 2^47``, as :func:`plausible_filter`). ``None`` when a lower bound makes the plausible
+    set two-sided.
 
     ``clamp_min(x, c) != c`` then keeps exactly the implausible readings, as read, in one read of
     the series: a reading above ``c`` unchanged, NaN as NaN (``clamp_min`` is Go's ``math.Max``,
@@ -99,8 +99,9 @@ def implausible_ceiling(metric: Metric) -> float | None:
     dropped."""
     if metric.range_min is not None:
         return None
-    below_blank = math.nextafter(float(DCGM_BLANK_MIN), 0.0)
-    return below_blank if metric.range_max is None else min(float(metric.range_max), below_blank)
+    if metric.range_max is not None:
+        return float(metric.range_max)
+    return math.nextafter(float(DCGM_BLANK_MIN), 0.0)
 
 
 def reading_sel(spec: Spec, metric: Metric) -> str:

@@ -8,17 +8,16 @@ makes them two-sided. What "cannot really send" means is :func:`gpumon.validate.
 from __future__ import annotations
 
 import math
-import subprocess
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
-import yaml
 
 from gpumon.rules.promql import implausible_ceiling
 from gpumon.rules.values import implausible_set
 from gpumon.spec import DCGM_BLANK_MIN, load_spec
 from gpumon.validate.values import reason
+from tests.exprtests import assert_expr_tests
 
 ROOT = Path(__file__).resolve().parent.parent
 #: readings of every kind; each is one GPU's series (instance = its index here)
@@ -56,10 +55,4 @@ def test_the_record_keeps_exactly_the_implausible_readings_as_read(kind, tmp_pat
          "exp_samples": [{"labels": labels.format(i), "value": 1} for i in bad]},
         {"expr": f"({expr}) == ({expr})", "eval_time": "45s",
          "exp_samples": [{"labels": labels.format(i), "value": v} for i, v in bad.items() if v == v]}]
-    test = {"rule_files": [], "evaluation_interval": "15s",
-            "tests": [{"interval": "15s", "input_series": series, "promql_expr_test": tests}]}
-    (tmp_path / "implausible.test.yaml").write_text(yaml.safe_dump(test, sort_keys=False))
-    proc = subprocess.run([promtool, "test", "rules", "implausible.test.yaml"], cwd=tmp_path, capture_output=True,
-                          text=True, timeout=300)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-
+    assert_expr_tests(tmp_path, promtool, series, tests)

@@ -9,16 +9,15 @@ tests/test_validate_e2e.py."""
 from __future__ import annotations
 
 import math
-import subprocess
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
-import yaml
 
 from gpumon.spec import DCGM_BLANK_MIN, load_spec
 from gpumon.validate.readings import PLAUSIBLE, exact, folded, plausible
 from gpumon.validate.values import reason
+from tests.exprtests import assert_expr_tests
 
 ROOT = Path(__file__).resolve().parent.parent
 LATEST = 'last_over_time(M{job="dcgm-exporter"}[45s])'
@@ -40,15 +39,6 @@ def _text(v: float) -> str:
     return "NaN" if v != v else "Inf" if v == math.inf else "-Inf" if v == -math.inf else repr(v)
 
 
-def _promtool(tmp_path, promtool: str, series: list[dict], tests: list[dict]) -> None:
-    test = {"rule_files": [], "evaluation_interval": "15s",
-            "tests": [{"interval": "15s", "input_series": series, "promql_expr_test": tests}]}
-    (tmp_path / "values.test.yaml").write_text(yaml.safe_dump(test, sort_keys=False))
-    proc = subprocess.run([promtool, "test", "rules", "values.test.yaml"], cwd=tmp_path, capture_output=True,
-                          text=True, timeout=300)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-
-
 @pytest.mark.parametrize("kind", list(_metrics()))
 def test_one_read_tells_exactly_the_good_readings(kind, tmp_path, promtool):
     m = _metrics()[kind]
@@ -62,7 +52,7 @@ def test_one_read_tells_exactly_the_good_readings(kind, tmp_path, promtool):
               for i, v in enumerate(READINGS)]
     good = {i: int(reason(m, v) is None) for i, v in enumerate(READINGS)}
     assert 0 < sum(good.values()) < len(READINGS)
-    _promtool(tmp_path, promtool, series, [{"expr": expr, "eval_time": "45s", "exp_samples": [
+    assert_expr_tests(tmp_path, promtool, series, [{"expr": expr, "eval_time": "45s", "exp_samples": [
         {"labels": f'{{instance="{i}",job="dcgm-exporter"}}', "value": v} for i, v in good.items()]}])
 
 
@@ -77,5 +67,5 @@ def test_the_count_rows_add_up_to_the_gpus_and_a_gpu_with_one_bad_series_is_bad(
               {"series": gpu.format(u="GPU-c", p="x"), "values": "50 50 50 50"},
               {"series": gpu.format(u="GPU-c", p="y"), "values": "60 60 60 60"}]
     expr = f'count_values("{PLAUSIBLE}", min by (instance, UUID) ({plausible(m, LATEST)}))'
-    _promtool(tmp_path, promtool, series, [{"expr": expr, "eval_time": "45s", "exp_samples": [
+    assert_expr_tests(tmp_path, promtool, series, [{"expr": expr, "eval_time": "45s", "exp_samples": [
         {"labels": f'{{{PLAUSIBLE}="1"}}', "value": 2}, {"labels": f'{{{PLAUSIBLE}="0"}}', "value": 1}]}])

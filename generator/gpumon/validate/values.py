@@ -19,10 +19,11 @@ from ..durations import format_duration
 from ..findings import Finding
 from ..promapi import Answer, PromError
 from ..rules.names import FIELD_LABEL
+from ..rules.promql import num
 from ..spec import DCGM_BLANK_MIN, Metric
 from . import hints
 from .base import CheckResult, Context, answered, gpu_count, gpu_list, partial
-from .readings import PLAUSIBLE, exact, judged, latest, num
+from .readings import PLAUSIBLE, exact, judged, latest
 
 CHECK = "values"
 ORDER = 70

@@ -16,7 +16,7 @@ from . import fresh, lost, names, sources
 from .common import alert
 from .model import Rule
 from .inventory import node_count
-from .promql import by, dur, fleet_ids, gpu_ids, job_sel, node_ids
+from .promql import by, fleet_ids, gpu_ids, job_sel, node_ids
 
 
 def _missing(spec: Spec, m: Metric) -> str:
@@ -42,42 +42,30 @@ def _none_present(spec: Spec, m: Metric) -> str:
     return f"group by ({nodes}) (\n  count by ({nodes}) ({_missing(spec, m)})\n  >= on ({nodes})\n  {node_count(m)}\n)"
 
 
-def _absent_window(spec: Spec) -> float:
-    """Two collect/scrape periods: tolerates one missed reading; ``for`` does the rest. Longer
-    windows cost series x samples on every evaluation (absent_over_time reads the whole range)."""
-    return 2 * spec.exporter.sample_interval
-
-
 def metric_absent(spec: Spec, m: Metric) -> Rule:
-    """Field absent for every GPU while at least one target is up (config/version problem).
-    ``absent_over_time`` with an equality matcher on job keeps ``job`` on the alert. A field DCGM
-    does not report per MIG instance is only expected while some GPU is not in MIG mode.
+    """Field absent for every GPU while at least one target is up (config/version problem): every
+    inventory GPU of the job (and cluster, when the spec names one) is in the field's missing set,
+    or the targets are up and no GPU reports any required field (the inventory is empty: losing
+    the only required field, or every one, must not leave the fleet silent; found by the spec
+    fuzzer). A field DCGM does not report per MIG instance is measured against the GPUs outside
+    MIG mode: a fleet all in MIG mode has none, and stays quiet.
 
-    With a cluster label in the spec the check runs per cluster: ``absent_over_time`` keeps only
-    the labels of equality matchers, so in a global ruler (Thanos, Mimir) it would only fire when
-    the field is missing in every cluster. ``up`` (or the non-MIG inventory) per job and cluster
-    ``unless`` the field was present in the same window; the alert then carries the cluster."""
-    w = dur(_absent_window(spec))
-    cluster = spec.exporter.labels.cluster
-    keep = by(fleet_ids(spec))
-    guard = f"group by ({keep}) ({job_sel(spec, 'up')} == 1)"
-    if m.mig == "unsupported":
-        # expected unless every GPU reporting is a MIG instance. Not "some non-MIG GPU reports
-        # something": when this is the only required field, losing it empties the inventory and
-        # that guard would keep the alert quiet (found by the spec fuzzer)
-        mig = spec.exporter.labels.mig_instance
-        # (fleets with inventory GPUs, none of them outside MIG mode: from the per-node counts)
-        guard += (f"\nunless on ({keep})\n(\n  group by ({keep}) ({names.NODE_INVENTORY})\n"
-                  f"  unless on ({keep})\n  group by ({keep}) ({node_count(m)})\n)")
-    if cluster:
-        expr = f"{guard}\nunless on ({keep})\npresent_over_time({job_sel(spec, m.name)}[{w}])"
-    else:
-        expr = f"absent_over_time({job_sel(spec, m.name)}[{w}])\nand on (job)\n{guard}"
+    Counted from the missing sets and the per-node counts the node and GPU tiers read (recorded in
+    one inventory evaluation), not by reading the raw field again: the three tiers see the same
+    evaluation, so they exclude each other by construction (the fleet tier needs every GPU
+    missing, the node tier some GPU of the fleet present), and the field's series are read once
+    per inventory evaluation instead of a second time over a window per presence evaluation (at
+    8,000 GPUs on Prometheus 2.42, about 8 % of gpumon's rule time)."""
+    fleet = by(fleet_ids(spec))
+    # the fleets whose targets are up, less those with inventory GPUs that are not all missing it
+    every = f"count by ({fleet}) ({_missing(spec, m)})\n    >= on ({fleet})\n    sum by ({fleet}) ({node_count(m)})"
+    expr = (f"group by ({fleet}) ({job_sel(spec, 'up')} == 1)\nunless on ({fleet})\n(\n"
+            f"  group by ({fleet}) ({names.NODE_INVENTORY})\n  unless on ({fleet})\n  (\n    {every}\n  )\n)")
     if m.sources:  # a fallback serving some GPU: GpuMetricFallbackServing per node, not this page
-        expr += f"\nunless on ({keep})\ngroup by ({keep}) ({sources.normalized_sel(spec, m)})"
+        expr += f"\nunless on ({fleet})\ngroup by ({fleet}) ({sources.normalized_sel(spec, m)})"
     return alert(spec, "GpuMetricAbsent", expr, severity="critical", for_=spec.alerts.for_,
                  kind="metric_absent", labels={names.FIELD_LABEL: m.name}, metric=m.name, title=m.title,
-                 window=w, cluster=cluster)
+                 cluster=spec.exporter.labels.cluster)
 
 
 def node_metric_missing(spec: Spec, m: Metric) -> Rule:

@@ -109,7 +109,7 @@ def dropped_for_good(spec: Spec, step: float) -> list[Scenario]:
     sc.quiet(at, rule.alert)
     sc.expect(at, gpu_rule.alert, [Firing(gpu_rule, fleet.gpu_ids(spec, victim), 1)])
     absent = presence.metric_absent(spec, m_fleet)
-    if at >= drop + steps(presence._absent_window(spec), step) + steps(absent.for_, step) + 1:
+    if at >= drop + steps(absent.for_, step) + 1:
         sc.expect(at, absent.alert, [Firing(absent, fleet.fleet_labels(spec), 1)])
     return [sc]
 

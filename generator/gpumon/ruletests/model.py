@@ -35,7 +35,7 @@ def test_step(spec) -> float:
     step = int(max(60, math.ceil(exp.scrape_interval)))
     windows = (al.gap_window, al.inventory_lookback, al.flapping_window,
                max(al.frozen_window, 10 * exp.collect_interval),     # generator/gpumon/rules/values.py
-               max(600.0, 4 * exp.sample_interval),                  # presence absent window
+               max(600.0, 4 * exp.sample_interval),                  # GpuLost window (rules/presence.py lost_window)
                max(300.0, 4 * exp.sample_interval))                  # energy rate window
     for w in windows:
         if w and int(w) == w:

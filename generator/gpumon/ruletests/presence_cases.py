@@ -81,19 +81,16 @@ def node_field_lost(spec: Spec, metrics: list[Metric], step: float) -> Scenario:
 
 def fleet_field_lost(spec: Spec, m: Metric, step: float) -> Scenario:
     """Field ``m`` goes stale everywhere while targets stay up (NVIDIA/dcgm-exporter#571): one GpuMetricAbsent ``{job}``
-    (and the cluster label when the spec names one) after the absent window + ``for``; node and
-    GPU tiers quiet."""
+    (and the cluster label when the spec names one) after ``for``; node and GPU tiers quiet."""
     absent, node, gpu = _tiers(spec, m)
-    absent_s = presence._absent_window(spec)
-    window = steps(absent_s, step)
     hold = steps(absent.for_, step)
     sc = Scenario(f"{m.name} gone for the whole fleet (exporter upgrade dropped it): one fleet alert",
-                  LOSS_AT + window + hold + 4, step)
+                  LOSS_AT + hold + 4, step)
     all_gpus = fleet.gpus(2, 2)
     lost = lost_from(fleet.healthy(m, sc.length, step), LOSS_AT)
     _fleet(sc, spec, all_gpus, {g: {m.name: lost} for g in all_gpus})
-    sc.quiet(LOSS_AT - 2 + int(absent_s // step), absent.alert)     # last sample still in the window
-    at = LOSS_AT + window + hold + 2
+    sc.quiet(LOSS_AT - 1, absent.alert)         # the last sample is still the GPUs' reading
+    at = LOSS_AT + hold + 2
     sc.expect(at, absent.alert, [Firing(absent, fleet.fleet_labels(spec), 1)])
     sc.quiet(at, node.alert, gpu.alert)
     return sc
@@ -105,10 +102,9 @@ def cluster_field_lost(spec: Spec, rules: list[Rule], m: Metric, step: float) ->
     node tier stays quiet (it compares nodes within a cluster)."""
     absent, node, _ = _tiers(spec, m)
     cluster = spec.exporter.labels.cluster
-    window = steps(presence._absent_window(spec), step)
     hold = steps(absent.for_, step)
     sc = Scenario(f"{m.name} gone in one cluster, present in another: one alert for that cluster",
-                  LOSS_AT + window + hold + 4, step)
+                  LOSS_AT + hold + 4, step)
     lost_here = fleet.gpus(2, 2)
     elsewhere = fleet.gpus(1, 2, first_node=3)
     lost = lost_from(fleet.healthy(m, sc.length, step), LOSS_AT)
@@ -117,7 +113,7 @@ def cluster_field_lost(spec: Spec, rules: list[Rule], m: Metric, step: float) ->
     add_target(sc, spec, elsewhere[0].instance, extra=other)
     for g in elsewhere:
         add_gpu(sc, spec, g, spec.required_metrics, extra=other)
-    at = LOSS_AT + window + hold + 2
+    at = LOSS_AT + hold + 2
     sc.expect(at, absent.alert, [Firing(absent, fleet.fleet_labels(spec), 1)])
     if _key(node) in {_key(r) for r in rules if r.alert}:
         sc.quiet(at, node.alert)

@@ -3,7 +3,7 @@
 ``exporter.scrape_interval``/``scrape_timeout``.
 
 gpumon's rules are built from the spec's interval: rate windows, ``for:`` clauses, gap ratios,
-``absent_over_time`` windows, the presence tiers. When the targets are scraped at another interval
+the presence tiers. When the targets are scraped at another interval
 the rules still load, and nothing says they are wrong. The decision reuses the spec's own bounds
 (:mod:`gpumon.spec.bounds`, and the interval checks of :mod:`gpumon.spec.semantic`): the spec's
 durations are checked again with the real interval in place of the spec's; a bound that holds with

@@ -59,6 +59,21 @@ def fresh(sel: str, group: str) -> str:
     return f"({sel} unless timestamp({sel}) < on () group_left () ({_last_evaluation(group)} - {WRITE_LAG}))"
 
 
+#: how long a group must have been evaluating before its sets' absence means anything: a reader
+#: evaluated before the group's first results are visible (the groups start together; vmalert and a
+#: Thanos Ruler read them back from the store, :data:`WRITE_LAG` later) must not take "no series
+#: yet" for "nothing found"
+SETTLE = "1m"
+
+
+def settled(group: str) -> str:
+    """A one-element vector (no labels) while group ``group`` (its first part, which holds the
+    inventory and the per-node counts: :mod:`gpumon.rules.split`) has been evaluating for
+    :data:`SETTLE`: its heartbeat as of that long ago. ``and on () settled(g)`` keeps a rule that
+    fires on the *absence* of ``g``'s series quiet until ``g``'s results can be read."""
+    return f"group({names.EVALUATED}{{{matcher(names.GROUP_LABEL, group)}}} offset {SETTLE})"
+
+
 def _last_evaluation(group: str) -> str:
     return f"max(timestamp({names.EVALUATED}{{{matcher(names.GROUP_LABEL, group)}}}))"
 

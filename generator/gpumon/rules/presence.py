@@ -47,7 +47,9 @@ def metric_absent(spec: Spec, m: Metric) -> Rule:
     inventory GPU of the job (and cluster, when the spec names one) is in the field's missing set,
     or the targets are up and no GPU reports any required field (the inventory is empty: losing
     the only required field, or every one, must not leave the fleet silent; found by the spec
-    fuzzer). A field DCGM does not report per MIG instance is measured against the GPUs outside
+    fuzzer), once the inventory group has been evaluating for :data:`.fresh.SETTLE` (before its
+    first records can be read, the inventory looks empty too: a healthy fleet paged on vmalert and
+    a Thanos Ruler at start). A field DCGM does not report per MIG instance is measured against the GPUs outside
     MIG mode: a fleet all in MIG mode has none, and stays quiet.
 
     Counted from the missing sets and the per-node counts the node and GPU tiers read (recorded in
@@ -61,6 +63,9 @@ def metric_absent(spec: Spec, m: Metric) -> Rule:
     every = f"count by ({fleet}) ({_missing(spec, m)})\n    >= on ({fleet})\n    sum by ({fleet}) ({node_count(m)})"
     expr = (f"group by ({fleet}) ({job_sel(spec, 'up')} == 1)\nunless on ({fleet})\n(\n"
             f"  group by ({fleet}) ({names.NODE_INVENTORY})\n  unless on ({fleet})\n  (\n    {every}\n  )\n)")
+    # an empty inventory pages only once the inventory group's results can be read: the groups
+    # start together, and vmalert or a Thanos Ruler reads its records back from the store later
+    expr += f"\nand on ()\n{fresh.settled(fresh.inventory_group(spec))}"
     if m.sources:  # a fallback serving some GPU: GpuMetricFallbackServing per node, not this page
         expr += f"\nunless on ({fleet})\ngroup by ({fleet}) ({sources.normalized_sel(spec, m)})"
     return alert(spec, "GpuMetricAbsent", expr, severity="critical", for_=spec.alerts.for_,

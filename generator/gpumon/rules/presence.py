@@ -16,7 +16,7 @@ from . import fresh, lost, names, sources
 from .common import alert
 from .model import Rule
 from .inventory import node_count
-from .promql import by, fleet_ids, gpu_ids, job_sel, node_ids
+from .promql import by, fleet_ids, job_sel, node_ids
 
 
 def _missing(spec: Spec, m: Metric) -> str:

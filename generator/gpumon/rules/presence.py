@@ -26,20 +26,25 @@ def _missing(spec: Spec, m: Metric) -> str:
     return fresh.fresh(sel, fresh.inventory_group(spec))
 
 
-def _some_present(spec: Spec, m: Metric, level: tuple[str, ...]) -> str:
-    """The ``level`` groups (nodes, or jobs and clusters) of those in :func:`_missing` where some
-    inventory GPU reports ``m`` now: fewer GPUs miss it there than the inventory counts (the
-    missing set is part of the inventory of the same evaluation, :func:`.inventory.node_counts`).
-    Counted from the per-node counts, not by reading the inventory (a series per GPU) per field."""
+def _missing_count(spec: Spec, m: Metric, level: tuple[str, ...], op: str) -> str:
+    """The ``level`` groups (nodes, or jobs and clusters) of those in :func:`_missing` whose
+    count of GPUs missing ``m`` compares ``op`` with the inventory's count there: ``<``, some
+    inventory GPU reports it now; ``>=``, none does (the missing set is part of the inventory of
+    the same evaluation, :func:`.inventory.node_counts`). Counted from the per-node counts, not by
+    reading the inventory (a series per GPU) per field."""
     at = by(level)
     total = node_count(m) if tuple(level) == node_ids(spec) else f"sum by ({at}) ({node_count(m)})"
-    return f"count by ({at}) ({_missing(spec, m)})\n  < on ({at})\n  {total}"
+    return f"count by ({at}) ({_missing(spec, m)})\n  {op} on ({at})\n  {total}"
+
+
+def _some_present(spec: Spec, m: Metric, level: tuple[str, ...]) -> str:
+    """The ``level`` groups where some inventory GPU reports ``m`` now."""
+    return _missing_count(spec, m, level, "<")
 
 
 def _none_present(spec: Spec, m: Metric) -> str:
     """The nodes where every inventory GPU misses ``m`` now (1 each)."""
-    nodes = by(node_ids(spec))
-    return f"group by ({nodes}) (\n  count by ({nodes}) ({_missing(spec, m)})\n  >= on ({nodes})\n  {node_count(m)}\n)"
+    return f"group by ({by(node_ids(spec))}) (\n  {_missing_count(spec, m, node_ids(spec), '>=')}\n)"
 
 
 def metric_absent(spec: Spec, m: Metric) -> Rule:
@@ -60,7 +65,7 @@ def metric_absent(spec: Spec, m: Metric) -> Rule:
     8,000 GPUs the presence group costs 0.45x on Prometheus 2.42 and 3.16: docs/performance.md)."""
     fleet = by(fleet_ids(spec))
     # the fleets whose targets are up, less those with inventory GPUs that are not all missing it
-    every = f"count by ({fleet}) ({_missing(spec, m)})\n    >= on ({fleet})\n    sum by ({fleet}) ({node_count(m)})"
+    every = _missing_count(spec, m, fleet_ids(spec), ">=").replace("\n", "\n  ")
     expr = (f"group by ({fleet}) ({job_sel(spec, 'up')} == 1)\nunless on ({fleet})\n(\n"
             f"  group by ({fleet}) ({names.NODE_INVENTORY})\n  unless on ({fleet})\n  (\n    {every}\n  )\n)")
     # an empty inventory pages only once the inventory group's results can be read: the groups

@@ -27,7 +27,7 @@ from .durations import format_duration
 from .promqltext import quote
 from .readers import files as inputs
 from .runbooksandbox import MAX_OUTPUT, BoundedSandbox, OwnLoader, bounded, explain
-from .rules import names
+from .rules import fresh, names
 from .rules.model import Rule, RuleGroup
 from .rules.output import CRD_PATH, PLAIN_PATH
 from .rules.promql import num
@@ -107,6 +107,7 @@ def _context(spec: Spec, alert: str, rules: list[Rule]) -> dict:
         "flapping_window": format_duration(spec.alerts.flapping_window),
         "frozen_window": format_duration(spec.alerts.frozen_window),
         "rule_file": PLAIN_PATH.format(name=spec.name),
+        "inventory_group": fresh.inventory_group(spec),
         "crd_file": CRD_PATH.format(name=spec.name),
         "prometheus_rule": spec.prometheus_rule,
         "names": names,

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from ..promqltext import matcher
+from ..promqltext import literal_replacement, matcher, quote
 from . import names
 from .common import record
 from .model import Rule
@@ -72,6 +72,28 @@ def settled(group: str) -> str:
     :data:`SETTLE`: its heartbeat as of that long ago. ``and on () settled(g)`` keeps a rule that
     fires on the *absence* of ``g``'s series quiet until ``g``'s results can be read."""
     return f"group({names.EVALUATED}{{{matcher(names.GROUP_LABEL, group)}}} offset {SETTLE})"
+
+
+def mark(group: str) -> str:
+    """The one series (no labels but :data:`names.GROUP_LABEL`) a rule of group ``group`` adds to
+    its result (``<expr> or mark(group)``), so the record shows whether the rule's own query
+    succeeded: a rule that fails to evaluate (a query limit, a store the query needs is down)
+    writes nothing, and its record's series stay visible, unchanged, for the 5 minute lookback
+    and then vanish -- from the outside the same as a rule that found nothing, but for this
+    series. It has no ``job`` label, so every read of the record with the spec's ``job`` matcher
+    (:mod:`gpumon.rules.scope`) leaves it out."""
+    return f"label_replace(vector(1), {quote(names.GROUP_LABEL)}, {literal_replacement(group)}, \"\", \"\")"
+
+
+def succeeded(record_name: str, group: str) -> str:
+    """A one-element vector (no labels) while the rule recording ``record_name`` (with
+    :func:`mark`) in group ``group`` succeeded at the group's last evaluation: its mark as of then
+    (:func:`fresh`). ``and on () succeeded(r, g)`` keeps a rule that fires on the *absence* of
+    ``r``'s series quiet while the rule that writes them fails: "nothing found" cannot be told
+    from "could not look" otherwise, and the failure is the ruler's own alert (rule evaluation
+    failures) and ``gpumon validate``'s finding, not a missing GPU metric."""
+    sel = f"{record_name}{{{matcher('job', '')},{matcher(names.GROUP_LABEL, group)}}}"
+    return f"group({fresh(sel, group)})"
 
 
 def _last_evaluation(group: str) -> str:

@@ -14,7 +14,7 @@ import re
 from ..promqltext import matcher
 from ..spec.presets import PRIMARY
 from ..spec import Spec
-from . import names
+from . import fresh, names
 from .common import record
 from .lost import reporting_sets
 from .model import Rule
@@ -33,7 +33,8 @@ def inventory(spec: Spec) -> list[Rule]:
     required field. Built from required fields only, so a GPU exporting only optional fields does
     not count as healthy. With fallback sources, a GPU only a fallback serves counts too (its
     normalized series). The workload labels (pod, namespace, exported_*) are dropped so their
-    churn does not split a GPU."""
+    churn does not split a GPU. Plus :func:`.fresh.mark`: one series without ``job`` that says
+    the rule succeeded."""
     ids = gpu_ids(spec)
     expr = f"group by ({by(ids)}) ({fields_sel(spec, spec.required_metrics)})"
     sourced = "|".join(m.name for m in spec.required_metrics if m.sources)
@@ -46,6 +47,8 @@ def inventory(spec: Spec) -> list[Rule]:
         served = (f'{names.NORMALIZED}{{{matcher("job", spec.exporter.job)},{matcher(names.FIELD_LABEL, sourced, "=~")},'
                   f'{matcher(names.SOURCE_LABEL, PRIMARY, "!=")}}}')
         expr = f"{expr}\nor on ({device})\ngroup by ({by(ids)}) ({served})"
+    # its mark: an empty inventory is "no GPU reports", not "the rule failed" (fresh.succeeded)
+    expr = f"(\n  {expr.replace(chr(10), chr(10) + '  ')}\n)\nor\n{fresh.mark(fresh.inventory_group(spec))}"
     return [record(names.INVENTORY, expr)]
 
 

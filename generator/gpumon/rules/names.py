@@ -19,7 +19,8 @@ NODE_FIELD_ABSENT = "job_node:dcgm_field_absent:group"
 TARGET_NODE = "job_instance:gpumon_target_node:group"
 #: 1 per exporter target and field whose series lack the node or GPU label (sparse: none when labelled)
 UNLABELLED = "job_instance:gpumon_unlabelled_series:group"
-#: 1 per GPU reporting at least one required field now: the GPU inventory
+#: 1 per GPU reporting at least one required field now: the GPU inventory. Plus one series without
+#: ``job`` (only ``rule_group``) written at every evaluation the rule succeeds (rules/fresh.py ``mark``)
 INVENTORY = "job_gpu:gpumon_inventory:group"
 #: 1 per GPU (device) that ever reported and is not retired (alerts.retired): the inventory, or this
 #: series' own last value; a lost GPU stays here until it reports again or is declared gone

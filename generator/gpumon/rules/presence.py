@@ -54,7 +54,9 @@ def metric_absent(spec: Spec, m: Metric) -> Rule:
     the only required field, or every one, must not leave the fleet silent; found by the spec
     fuzzer), once the inventory group has been evaluating for :data:`.fresh.SETTLE` (before its
     first records can be read, the inventory looks empty too: a healthy fleet paged on vmalert and
-    a Thanos Ruler at start). A field DCGM does not report per MIG instance is measured against
+    a Thanos Ruler at start), and only while the inventory rule succeeds (:func:`.fresh.succeeded`:
+    a failing rule's records vanish after the lookback and the inventory looks empty; the failure
+    is the ruler's rule-failure alert and validate's finding). A field DCGM does not report per MIG instance is measured against
     the GPUs outside MIG mode: a fleet all in MIG mode has none, and stays quiet.
 
     Counted from the missing sets and the per-node counts the node and GPU tiers read (recorded in
@@ -70,7 +72,10 @@ def metric_absent(spec: Spec, m: Metric) -> Rule:
             f"  group by ({fleet}) ({names.NODE_INVENTORY})\n  unless on ({fleet})\n  (\n    {every}\n  )\n)")
     # an empty inventory pages only once the inventory group's results can be read: the groups
     # start together, and vmalert or a Thanos Ruler reads its records back from the store later
-    expr += f"\nand on ()\n{fresh.settled(fresh.inventory_group(spec))}"
+    group = fresh.inventory_group(spec)
+    expr += f"\nand on ()\n{fresh.settled(group)}"
+    # nor while the inventory rule fails: its records linger for the lookback, then look empty
+    expr += f"\nand on ()\n{fresh.succeeded(names.INVENTORY, group)}"
     if m.sources:  # a fallback serving some GPU: GpuMetricFallbackServing per node, not this page
         expr += f"\nunless on ({fleet})\ngroup by ({fleet}) ({sources.normalized_sel(spec, m)})"
     return alert(spec, "GpuMetricAbsent", expr, severity="critical", for_=spec.alerts.for_,

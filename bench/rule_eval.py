@@ -36,7 +36,7 @@ import yaml
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from gpumon.localprom import LocalPrometheus  # noqa: E402
 from gpumon.loopback import ExpositionServer  # noqa: E402
-from gpumon.rules import inventory, names, presence  # noqa: E402
+from gpumon.rules import fresh, inventory, names, presence  # noqa: E402
 from gpumon.rules.model import RuleGroup  # noqa: E402
 from gpumon.rules.output import group_dict  # noqa: E402
 from gpumon.rules.promql import by, gpu_ids, job_sel  # noqa: E402
@@ -89,6 +89,8 @@ def inline(spec, expr: str) -> str:
     def missing(match):
         return f"(INVENTORY unless on ({by(gpu_ids(spec))}) {job_sel(spec, match.group(1))})"
 
+    # the inventory rule's mark (one series while the rule succeeds): a raw read cannot fail apart from its alert
+    expr = expr.replace(fresh.succeeded(names.INVENTORY, fresh.inventory_group(spec)), "vector(1)")
     expr = re.sub(re.escape(names.FIELD_MISSING) + r'\{job="[^"]+",' + names.FIELD_LABEL + r'="(\w+)"\}', missing, expr)
     expr = re.sub(re.escape(names.INVENTORY) + r'\{(\w+)=""\}', lambda m: f'({inv}) unless on ({by(gpu_ids(spec))}) {{{m.group(1)}!=""}}', expr)
     return expr.replace(names.INVENTORY, f"({inv})").replace("INVENTORY", f"({inv})")

@@ -503,7 +503,9 @@ def prom(spec, tmp_path_factory, engine):
     with ExpositionServer(lambda: _exposition(spec, missing)) as exporter, \
             LocalPrometheus({spec.exporter.job: [exporter.address]}, rule_files=[rules],
                             binary=engine.prometheus) as server:
-        ready = server.wait_for(lambda: len(server.query(names.INVENTORY)) == 4, timeout=60)
+        # (with the job, as every reader of gpumon's records: the inventory rule's mark has none)
+        ready = server.wait_for(lambda: len(server.query(f'{names.INVENTORY}{{job="{spec.exporter.job}"}}')) == 4,
+                                timeout=60)
         assert ready, server.logs()
         # the energy-derived and node rules need a few evaluations after the inventory
         assert server.wait_for(lambda: server.query(f"{names.node_sum(POWER)}"), timeout=30), server.logs()

@@ -75,12 +75,18 @@ def header_fields(text: str) -> dict[str, tuple[int, str]]:
 
 
 def _doc_before(text: str, pos: int) -> str:
-    """First sentence of the ``/** ... */`` comment right above ``pos``, or ''."""
+    """First sentence of the comment (``/** ... */`` or ``/* ... */``) right above ``pos``, or ''
+    when none is, or the one there trails the line of an earlier ``#define``. (The header writes
+    many doc comments with one star: looking back for the last ``/**`` then ran across several
+    defines and gave a field an earlier field's text, ``#define`` lines and all.)"""
     head = text[:pos].rstrip()
     if not head.endswith("*/"):
         return ""
-    start = head.rfind("/**")
-    body = " ".join(line.strip().lstrip("*").strip() for line in head[start + 3:-2].splitlines())
+    start = head.rfind("/*")
+    if head[head.rfind("\n", 0, start) + 1:start].strip():
+        return ""
+    # every line's leading stars go (` *  * GPM support for the device` is one field's comment)
+    body = " ".join(line.strip().lstrip("*/ ").strip() for line in head[start + 2:-2].splitlines())
     body = " ".join(body.split())
     return body.split(". ")[0].rstrip(".")[:200]
 

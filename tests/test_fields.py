@@ -110,3 +110,41 @@ def test_script_regenerates_the_shipped_catalogue():
     proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "field_catalogue.py"), "--dcgm-git", DCGM_GIT,
                            "--exporter-ref", EXPORTER_REF], capture_output=True, text=True, timeout=300, check=True)
     assert proc.stdout == (ROOT / "generator" / "gpumon" / "data" / "dcgm_fields.json").read_text("utf-8")
+
+
+#: lines 1268-1280 and 596-602 of NVIDIA/DCGM dcgmlib/dcgm_fields.h at v4.6.0 (Apache-2.0): doc comments
+#: with two stars and with one, and one whose lines repeat the star
+HEADER = """/**
+ * Whether remapping of rows is pending
+ */
+#define DCGM_FI_DEV_ROW_REMAP_PENDING 396
+
+/*
+ * NV Link flow control CRC  Error Counter for Lane 0
+ */
+#define DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_L0_TOTAL 400
+
+/**
+ *  * GPM support for the device
+ *   */
+#define DCGM_FI_DEV_GPM_SUPPORT 94
+#define DCGM_FI_DEV_TRAILING 97 /* a comment trailing its own define */
+#define DCGM_FI_DEV_UNDOCUMENTED 98
+"""
+
+
+def test_catalogue_descriptions_are_each_fields_own_comment():
+    """A one-star comment above a field used to be skipped for the last two-star one, several
+    defines back: 149 fields read an earlier field's text with ``#define`` lines in it."""
+    sys.path.insert(0, str(ROOT / "scripts"))
+    try:
+        import field_catalogue
+    finally:
+        sys.path.remove(str(ROOT / "scripts"))
+    got = {name: doc for name, (_, doc) in field_catalogue.header_fields(HEADER).items()}
+    assert got == {"DCGM_FI_DEV_ROW_REMAP_PENDING": "Whether remapping of rows is pending",
+                   "DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_L0_TOTAL": "NV Link flow control CRC Error Counter for Lane 0",
+                   "DCGM_FI_DEV_GPM_SUPPORT": "GPM support for the device",
+                   "DCGM_FI_DEV_TRAILING": "", "DCGM_FI_DEV_UNDOCUMENTED": ""}
+    shipped = fields.catalogue_document()["fields"]
+    assert not [n for n, e in shipped.items() if any(s in e["description"] for s in ("#define", "/*", "*/"))]

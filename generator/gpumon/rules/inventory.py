@@ -48,7 +48,8 @@ def inventory(spec: Spec) -> list[Rule]:
                   f'{matcher(names.SOURCE_LABEL, PRIMARY, "!=")}}}')
         expr = f"{expr}\nor on ({device})\ngroup by ({by(ids)}) ({served})"
     # its mark: an empty inventory is "no GPU reports", not "the rule failed" (fresh.succeeded)
-    expr = f"(\n  {expr.replace(chr(10), chr(10) + '  ')}\n)\nor\n{fresh.mark(fresh.inventory_group(spec))}"
+    inner = expr.replace("\n", "\n  ")
+    expr = f"(\n  {inner}\n)\nor\n{fresh.mark(fresh.inventory_group(spec))}"
     return [record(names.INVENTORY, expr)]
 
 

@@ -207,7 +207,8 @@ def test_official_dcgm_exporter_dashboard(default_spec):
 
 def test_variable_anchor_hints_a_query_that_has_the_label(default_spec, tmp_path):
     """The hint's query lists the variable's label: the GPU inventory keeps job and the identity
-    labels only, ``up`` has the target's ``instance``, other labels need the required fields."""
+    labels only, ``up`` has the target's ``instance`` (after the node variable volatile-identity
+    advises for it), other labels need the required fields."""
     def var(label):
         return {"name": label, "type": "query", "query": f"label_values(DCGM_FI_DEV_GPU_TEMP, {label})"}
     path = tmp_path / "d.json"
@@ -216,7 +217,8 @@ def test_variable_anchor_hints_a_query_that_has_the_label(default_spec, tmp_path
     hints = [f.hint for f in lint([path], default_spec).findings if f.check == "dashboard-variable-anchor"]
     required = "|".join(m.name for m in default_spec.required_metrics)
     assert hints == ["use label_values(job_gpu:gpumon_inventory:group, Hostname)",
-                     'use label_values(up{job="dcgm-exporter"}, instance)',
+                     'use label_values(job_gpu:gpumon_inventory:group, Hostname) for a node variable (instance '
+                     'changes when the exporter pod restarts), or label_values(up{job="dcgm-exporter"}, instance)',
                      f'use label_values({{__name__=~"{required}",job="dcgm-exporter"}}, modelName)'], hints
 
 

@@ -139,7 +139,8 @@ def threshold(spec: Spec, m: Metric, t: Threshold) -> Rule:
     kind = "xid" if m.unit == "code" else "threshold"
     return alert(spec, t.alert, expr, severity=t.severity, for_=t.for_, kind=kind,
                  labels={"dcgm_field": m.name}, metric=m.name, title=m.title, unit=unit,
-                 op=t.op, value=num(t.value), severity_name=t.severity, for_text=format_duration(t.for_))
+                 op=t.op, value=num(t.value), severity_name=t.severity,
+                 held=f" for {format_duration(t.for_)}" if t.for_ else "")
 
 
 #: alert name per XID policy severity (one name per severity: see the spec's alert-name check)

@@ -56,12 +56,15 @@ def check(inputs, ctx) -> Iterator[Finding]:
 
 def _anchor(label: str, ctx) -> str:
     """A ``label_values()`` that lists ``label`` on every GPU: gpumon's GPU inventory where the
-    record keeps the label (job and the GPU identity labels), ``up`` for the target's labels, else
+    record keeps the label (job and the GPU identity labels), for ``instance`` the node label first
+    (as ``volatile-identity`` advises) then ``up``, else
     a selector of every required field (a series query takes no ``or``)."""
     job = matcher("job", ctx.spec.exporter.job)
     if label in ("job",) + ctx.identity_labels:
         return f"label_values({names.INVENTORY}, {label})"
     if label == "instance":
-        return f"label_values(up{{{job}}}, instance)"
+        # the same advice as volatile-identity's: a node variable first, instance changes with the pod
+        return (f"label_values({names.INVENTORY}, {ctx.labels.node}) for a node variable (instance changes when "
+                f"the exporter pod restarts), or label_values(up{{{job}}}, instance)")
     required = matcher("__name__", "|".join(re.escape(m.name) for m in ctx.spec.required_metrics), "=~")
     return f"label_values({{{required},{job}}}, {label})"

@@ -129,8 +129,15 @@ def test_failing_inventory_rule_pages_nothing_and_a_real_loss_still_pages(tmp_pa
 
         state["gpus"] = GROWN
         assert prom.wait_for(lambda: "job_gpu:gpumon_inventory:group" in failing(), 20), failing()
+
+        def paged() -> list[dict]:
+            # on a loaded machine the grown node's page (generated in this process) can miss the 1 s
+            # scrape timeout: its exporter alerts are about that scrape, not the rule under test
+            return [a for a in alerts(prom)
+                    if not (a["alertname"].startswith("GpuExporter") and a.get("Hostname") == "gpu-node-b")]
+
         # the lookback (10 s) for the records to vanish, the alerts' `for` (2 s), and margin, watched throughout
-        assert not prom.wait_for(lambda: seen.extend(alerts(prom)) or seen, 20, 0.25), \
+        assert not prom.wait_for(lambda: seen.extend(paged()) or seen, 20, 0.25), \
             f"fired while the inventory rule fails ({sorted(failing())}): {seen}"
         assert "rule_group:gpumon_evaluation:timestamp" not in failing()
 

@@ -6,6 +6,7 @@ series they read to do it.)"""
 
 from __future__ import annotations
 
+import promql_parser
 import pytest
 
 from gpumon.readers import promql
@@ -32,9 +33,9 @@ def _read(rule) -> list[tuple[str, list]]:
 
 def _mark(name: str, matchers) -> bool:
     """A read of the inventory rule's mark (rules/fresh.py ``mark``): one series, ``job=""``."""
-    labels = {m.name: (str(m.op), m.value) for m in matchers}
-    return (name == names.INVENTORY and labels.get("job") == ("MatchOp.Equal", "")
-            and labels.get(names.GROUP_LABEL, ("", ""))[1].endswith(".inventory"))
+    labels = {m.name: (m.op, m.value) for m in matchers}
+    return (name == names.INVENTORY and labels.get("job") == (promql_parser.MatchOp.Equal, "")
+            and labels.get(names.GROUP_LABEL, (None, ""))[1].endswith(".inventory"))
 
 
 def test_per_field_presence_rules_read_node_counts_not_the_per_gpu_inventory(spec_rules):

@@ -94,6 +94,9 @@ class LiveOutcome:
     log: str = ""
     #: per vmalert run, its :data:`HEALTH` figures (counters above 0, the slowest iteration per group)
     health: list[str] = field(default_factory=list)
+    #: for a failed scenario, what the store holds: each ALERTS series' samples (firing and pending)
+    #: and the heartbeats, as runs of seconds after step 0 (:func:`runs`)
+    samples: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -316,8 +319,22 @@ class Scenario:
         down = down_steps(self.case)
         missed = [s for s in range(self.case.steps) if s not in down and s - 1 not in down and s
                   and not any(t0 + s * STEP <= b < t0 + (s + 1) * STEP for b in beats)]
-        return LiveOutcome(self.case, judge(self.case, seen), missed, self.starts, self.late, self.cpu,
-                           "\n".join(self.logs)[-3000:], list(self.health))
+        verdict = judge(self.case, seen)
+        samples = [] if verdict.ok else self.samples(t0, end)
+        return LiveOutcome(self.case, verdict, missed, self.starts, self.late, self.cpu,
+                           "\n".join(self.logs)[-3000:], list(self.health), samples)
+
+    def samples(self, t0: int, end: int) -> list[str]:
+        """Each ALERTS series (firing and pending) and heartbeat the store holds, one line each: its
+        labels that tell it apart, and its samples' times as :func:`runs` of seconds after ``t0``."""
+        out = []
+        for match in ('ALERTS{alertstate=~"firing|pending"}', HEARTBEAT):
+            for line in self.export(match, t0 - 600, end):
+                labels = {k: v for k, v in sorted(line["metric"].items()) if k in SHOWN}
+                when = [ts // 1000 - t0 for ts, v in zip(line["timestamps"], line["values"])
+                        if v is not None and not (isinstance(v, float) and math.isnan(v))]
+                out.append(f"{labels}: {runs(when)}")
+        return out
 
     def close(self) -> None:
         """Stop every server of the scenario."""
@@ -326,6 +343,25 @@ class Scenario:
             self.cpu += _cpu_seconds(self.vm.proc.pid)
             self.vm.stop()
         self.client.close()
+
+
+#: the labels that tell gpumon's pages and heartbeats apart in :meth:`Scenario.samples`
+SHOWN = ("alertname", "alertstate", "Hostname", "gpu", "dcgm_field", "rule_group")
+
+
+def runs(seconds: list[int], gap: int = 2 * EVAL) -> str:
+    """Sorted ``seconds`` as runs ``a-b`` (consecutive samples at most ``gap`` apart), comma-separated:
+    [0, 5, 10, 30, 35] -> "0-10, 30-35"; a lone sample is just its second."""
+    out, start, last = [], None, None
+    for s in sorted(seconds):
+        if start is not None and s - last > gap:
+            out.append(f"{start}-{last}" if last != start else f"{start}")
+            start = None
+        start = s if start is None else start
+        last = s
+    if start is not None:
+        out.append(f"{start}-{last}" if last != start else f"{start}")
+    return ", ".join(out) or "none"
 
 
 def _sleep_until(when: float) -> None:

@@ -77,3 +77,13 @@ def test_an_outcome_is_starved_by_missed_steps_late_samples_or_its_vmalerts():
     assert matrix_vmlive.LiveOutcome(case, verdict, late=6.0).starved
     assert matrix_vmlive.LiveOutcome(case, verdict, late=1.0).starved == []
     assert len(matrix_vmlive.LiveOutcome(case, verdict, health=["ok", STARVED]).starved) == 3
+
+
+def test_stored_samples_read_as_runs_of_evaluations():
+    """A failed scenario prints its stored samples as runs: a hole longer than two evaluations splits
+    a run, and a lone sample stands alone."""
+    every = matrix_vmlive.EVAL
+    assert matrix_vmlive.runs([0, every, 2 * every, 30, 30 + every]) == f"0-{2 * every}, 30-{30 + every}"
+    assert matrix_vmlive.runs([10 + 2 * every, 10]) == f"10-{10 + 2 * every}"
+    assert matrix_vmlive.runs([10, 11 + 2 * every]) == f"10, {11 + 2 * every}"
+    assert matrix_vmlive.runs([]) == "none"

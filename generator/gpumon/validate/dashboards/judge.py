@@ -15,7 +15,7 @@ from ...rules import names
 from ..base import gpu_list, other_spelling
 from . import exprs
 from .verdicts import (ALWAYS_SPARSE, HINTS, NO_ANSWER_HINT, Verdict, history_to_probe, is_empty, query_errors,
-                       target_empty)
+                       target_empty, window_seconds)
 
 #: checks whose findings explain a missing series
 _CAUSES = ("series-missing", "optional-absent", "gpu-lost", "legacy-metric-names", "identity-label-renamed",
@@ -204,7 +204,9 @@ class Judge:
                 v.verdict = "panel-too-little-history"
                 v.message = ("every series it reads exists, but " + "; ".join(short) + ": rate() and its kin need "
                              "two samples in the window (a server started minutes ago, or a window shorter than two "
-                             "scrape intervals); run validate again later")
+                             "scrape intervals); "
+                             + ("widen the window ($__rate_interval)" if any("under two scrape" in x for x in short)
+                                else "run validate again later"))
                 return True
             if any(t.ast is not None and exprs.filters(t.ast) for t in pr.targets):
                 v.verdict = "panel-expected-empty"
@@ -231,12 +233,20 @@ class Judge:
         return True
 
     def _short_history(self, pr) -> list[str]:
-        """``X has at most 1 sample in [1m]`` for each rate()-read selector below two samples."""
+        """``X has at most 1 sample in [1m]`` for each rate()-read selector below two samples, and
+        ``X is read over [900ms], under two scrape intervals (1s)`` for one whose window is that
+        short whatever the probe counted: two samples fall in such a window only when a scrape
+        came late, so the probe (sent after the panel's queries) and the panel can each see
+        either."""
         out = []
+        scrape = max(1.0, self.ctx.scrape_interval)
         for sel, window in history_to_probe(pr):
             most = self.history.get(("history", sel.text, window))
             if most is not None and most < 2:
                 out.append(f"{sel.text} has at most {most} sample{'s' if most != 1 else ''} in [{window}]")
+            elif window_seconds(window) < 2 * scrape:
+                out.append(f"{sel.text} is read over [{window}], under two scrape intervals "
+                           f"({format_duration(scrape)})")
         return out
 
     def _partial(self, pr, v) -> bool:

@@ -123,10 +123,10 @@ def short_windows_to_probe(pr, scrape: float) -> list[tuple]:
     if pr.unsupported or pr.capped:
         return []
     return [(sel, w) for t in pr.targets if t.ast is not None and not target_empty(t)
-            for sel, w in exprs.two_sample_windows(t.ast) if _seconds(w) < 2 * scrape]
+            for sel, w in exprs.two_sample_windows(t.ast) if window_seconds(w) < 2 * scrape]
 
 
-def _seconds(window: str) -> float:
+def window_seconds(window: str) -> float:
     """``"900ms"`` -> 0.9, ``"30s"`` -> 30.0 (the forms :func:`.exprs.two_sample_windows` writes)."""
     return float(window[:-2]) / 1000 if window.endswith("ms") else float(window[:-1])
 

@@ -148,3 +148,28 @@ def test_catalogue_descriptions_are_each_fields_own_comment():
                    "DCGM_FI_DEV_TRAILING": "", "DCGM_FI_DEV_UNDOCUMENTED": ""}
     shipped = fields.catalogue_document()["fields"]
     assert not [n for n, e in shipped.items() if any(s in e["description"] for s in ("#define", "/*", "*/"))]
+
+
+def test_a_metric_without_a_title_is_named_by_its_fields_help():
+    """The title panels and alert texts show: the spec's own, else the field's help without its unit
+    note, else (no help, a sentence, a description cut short) the name the alerts derive."""
+    spec = parse_spec(SPEC + """\
+  - name: DCGM_FI_DEV_CLOCKS_AUTOBOOST_MODE
+    kind: gauge
+    unit: none
+    presence: optional
+  - name: DCGM_FI_DEV_FB_USED
+    kind: gauge
+    unit: MiB
+    presence: optional
+    title: Memory in use
+""", "spec.yaml")
+    titles = {m.name: m.title for m in spec.metrics}
+    assert titles["DCGM_FI_DEV_GPU_TEMP"] == "GPU temperature"  # help: "GPU temperature (in C)."
+    # help: "Current instantaneous power usage of the device in Watts"
+    assert titles["DCGM_FI_DEV_POWER_USAGE_INSTANT"] == "Current instantaneous power usage of the device"
+    assert titles["DCGM_FI_DEV_FB_USED"] == "Memory in use"
+    # DCGM's description "Auto-boost for the device (1 = enabled. 0 = disabled)" leaves a parenthesis open
+    # once cut at its full stop: the derived name instead
+    assert titles["DCGM_FI_DEV_CLOCKS_AUTOBOOST_MODE"] == "ClocksAutoboostMode"
+    assert fields.title("NOT_A_FIELD", "NotAField") == "NotAField"

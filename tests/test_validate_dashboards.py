@@ -365,13 +365,11 @@ def test_a_panel_on_absent_optional_fields_links_the_note_that_lists_them():
 def test_an_empty_rate_panel_under_two_scrapes_is_too_little_history_whatever_the_probe_counted(counted, says):
     from gpumon.promanswer import Answer
     from gpumon.validate.dashboards import exprs
+    from gpumon.validate.dashboards.verdicts import short_history
     sel = 'DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION{job="dcgm-exporter"}'
     target = SimpleNamespace(ast=exprs.parse(f"rate({sel}[900ms])")[0], answers=[Answer(data=[])])
     panel = SimpleNamespace(unsupported=False, capped=False, targets=[target])
-    judge = Judge(SimpleNamespace(spec=parse_spec(SPEC_TEXT, "<test>"), scrape_interval=1.0), [], {}, {},
-                  history={("history", sel, "900ms"): counted})
-    assert judge._short_history(panel) == [f"{sel} {says}"]
+    assert short_history(panel, {("history", sel, "900ms"): counted}, scrape=1.0) == [f"{sel} {says}"]
     # over a window of two scrapes and more, two samples counted means the history is there: not short
     target.ast = exprs.parse(f"rate({sel}[2s])")[0]
-    judge.history = {("history", sel, "2s"): 2}
-    assert judge._short_history(panel) == []
+    assert short_history(panel, {("history", sel, "2s"): 2}, scrape=1.0) == []

@@ -99,6 +99,26 @@ def describe(name: str) -> str:
     return f"{name}: " + "; ".join(parts)
 
 
+#: a unit note in a field's help: ``" (in C)"`` anywhere, ``" in Watts"`` at the end
+_UNIT_NOTE = re.compile(r"\s*\(in [^)]*\)|\s+in (?:Watts|W|C|Celsius|MHz|MiB|MB|KiB|KB|bytes|mJ|J|ms|us|seconds)$")
+#: the longest default title (:func:`title`) taken from a field's help; a longer help reads as a
+#: sentence, not a name, and the derived name is used instead
+TITLE_MAX = 48
+
+
+def title(name: str, fallback: str) -> str:
+    """A short human name for field ``name``, for a spec metric without a ``title``: its help from
+    dcgm-exporter's field lists (or DCGM's description), without the unit note and the full stop
+    (``"GPU temperature (in C)."`` -> ``"GPU temperature"``, ``"... of the device in Watts"`` -> ``"... of
+    the device"``), or ``fallback`` when the field has no
+    help or its help is longer than :data:`TITLE_MAX` characters or spans lines."""
+    f = catalogue().get(name)
+    text = _UNIT_NOTE.sub("", (f.help if f else "").strip().rstrip(".")).strip()
+    if not text or len(text) > TITLE_MAX or "\n" in text or text.count("(") != text.count(")"):
+        return fallback
+    return text[0].upper() + text[1:]
+
+
 @lru_cache(maxsize=None)
 def legacy_fields() -> dict[str, Field]:
     """Lower-case ``dcgm_*`` names of exporter 1.x compatibility mode (``-o``)."""

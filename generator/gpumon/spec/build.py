@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from . import kube, sidecar, presets
 from ..durations import parse_duration
-from .. import overrides as alert_overrides
+from .. import fields, overrides as alert_overrides
 from .model import AlertSettings, DashboardSettings, Exporter, Labels, Metric, PrometheusRuleMeta, Source, Spec, Threshold, XidPolicy
 from .semantic import _source_fields
 
@@ -115,7 +115,7 @@ def _metric(m: dict, alerts: AlertSettings, exp: dict) -> Metric:
         ))
     return Metric(
         name=m["name"], kind=m["kind"], unit=m["unit"], presence=m["presence"],
-        description=m.get("description", ""), title=m.get("title", camel),
+        description=m.get("description", ""), title=m.get("title") or fields.title(m["name"], camel),
         range_min=rng[0], range_max=rng[1], thresholds=tuple(thresholds),
         mig=m.get("mig", "device"), frozen_check=bool(m.get("frozen_check", False)),
         legacy_names=tuple(m.get("legacy_names", [])), alert_labels=tuple(m.get("alert_labels", [])),

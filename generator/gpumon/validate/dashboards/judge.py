@@ -15,7 +15,7 @@ from ...rules import names
 from ..base import gpu_list, other_spelling
 from . import exprs
 from .verdicts import (ALWAYS_SPARSE, HINTS, NO_ANSWER_HINT, Verdict, history_to_probe, is_empty, query_errors,
-                       target_empty, window_seconds)
+                       short_history, target_empty)
 
 #: checks whose findings explain a missing series
 _CAUSES = ("series-missing", "optional-absent", "gpu-lost", "legacy-metric-names", "identity-label-renamed",
@@ -199,7 +199,7 @@ class Judge:
             v.message = f"the query returns nothing; the server gave no series count for {', '.join(unknown[:3])}"
             return True
         if not missing:
-            short = self._short_history(pr)
+            short = short_history(pr, self.history, max(1.0, self.ctx.scrape_interval))
             if short:
                 v.verdict = "panel-too-little-history"
                 v.message = ("every series it reads exists, but " + "; ".join(short) + ": rate() and its kin need "
@@ -231,23 +231,6 @@ class Judge:
         if all(self.optional(s.metric) for s in real):
             v.downgraded = "warning"  # the spec allows optional fields to be absent
         return True
-
-    def _short_history(self, pr) -> list[str]:
-        """``X has at most 1 sample in [1m]`` for each rate()-read selector below two samples, and
-        ``X is read over [900ms], under two scrape intervals (1s)`` for one whose window is that
-        short whatever the probe counted: two samples fall in such a window only when a scrape
-        came late, so the probe (sent after the panel's queries) and the panel can each see
-        either."""
-        out = []
-        scrape = max(1.0, self.ctx.scrape_interval)
-        for sel, window in history_to_probe(pr):
-            most = self.history.get(("history", sel.text, window))
-            if most is not None and most < 2:
-                out.append(f"{sel.text} has at most {most} sample{'s' if most != 1 else ''} in [{window}]")
-            elif window_seconds(window) < 2 * scrape:
-                out.append(f"{sel.text} is read over [{window}], under two scrape intervals "
-                           f"({format_duration(scrape)})")
-        return out
 
     def _partial(self, pr, v) -> bool:
         # some targets empty while others show data

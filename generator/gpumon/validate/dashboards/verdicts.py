@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ... import redact
+from ...durations import format_duration
 from ...findings import Finding
 from ...promapi import Answer
 from . import exprs
@@ -113,6 +114,23 @@ def history_to_probe(pr) -> list[tuple]:
         return []
     return [pair for t in pr.targets if t.ast is not None and target_empty(t)
             for pair in exprs.two_sample_windows(t.ast)]
+
+
+def short_history(pr, history: dict, scrape: float) -> list[str]:
+    """Why an empty panel ``pr`` is short of samples: ``X has at most 1 sample in [1m]`` for each
+    selector it reads through ``rate()``-like functions that the probe (``history``: ``("history",
+    selector text, window)`` -> the most samples any series has there) found below two, and ``X is
+    read over [900ms], under two scrape intervals (1s)`` (``scrape``, seconds) for one whose window
+    is that short whatever the probe counted: two samples fall in such a window only when a scrape
+    came late, so the probe (sent after the panel's queries) and the panel can each see either."""
+    out = []
+    for sel, window in history_to_probe(pr):
+        most = history.get(("history", sel.text, window))
+        if most is not None and most < 2:
+            out.append(f"{sel.text} has at most {most} sample{'s' if most != 1 else ''} in [{window}]")
+        elif window_seconds(window) < 2 * scrape:
+            out.append(f"{sel.text} is read over [{window}], under two scrape intervals ({format_duration(scrape)})")
+    return out
 
 
 def short_windows_to_probe(pr, scrape: float) -> list[tuple]:

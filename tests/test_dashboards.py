@@ -337,13 +337,19 @@ def test_gpu_legends_use_identity_labels_not_instance(spec):
 def test_empty_panels_say_why_and_link_runbooks(spec, cluster_spec):
     health = _models(spec)[f"{spec.name}-health"]
     missing = _panel(health, "GPUs missing a required field now")
-    assert missing["fieldConfig"]["defaults"]["noValue"].endswith(f"{spec.alerts.runbook_url}/GpuMetricMissing.md")
-    assert "links" not in missing  # relative runbook_url: a link would resolve against Grafana
+    # relative runbook_url: no link (it would resolve against Grafana), and the text names the rendered
+    # file rather than a path relative to the rules file, which the dashboard's reader cannot see
+    assert not spec.alerts.runbook_url.startswith("http")
+    assert missing["fieldConfig"]["defaults"]["noValue"].endswith(
+        "Runbook: runbooks/GpuMetricMissing.md in gpumon's rendered output")
+    assert "links" not in missing
     gaps = next(p for p in _panels(health) if p["type"] == "state-timeline" and "Gaps" in p["title"])
     assert "GpuMetricIntermittent.md" in gaps["fieldConfig"]["defaults"]["noValue"]
     absolute = _models(cluster_spec)[f"{cluster_spec.name}-health"]
-    links = _panel(absolute, "GPUs missing a required field now")["links"]
-    assert links[0]["url"] == "https://runbooks.example.com/gpu/GpuMetricMissing.md"
+    absolute_missing = _panel(absolute, "GPUs missing a required field now")
+    assert absolute_missing["links"][0]["url"] == "https://runbooks.example.com/gpu/GpuMetricMissing.md"
+    assert absolute_missing["fieldConfig"]["defaults"]["noValue"].endswith(
+        "Runbook: https://runbooks.example.com/gpu/GpuMetricMissing.md")
     # every health panel that can be empty says so (counts with "or vector(0)" cannot)
     for p in _panels(health):
         if p["type"] != "row" and not any("or vector(0)" in t["expr"] for t in p["targets"]):

@@ -177,7 +177,7 @@ def test_row_follows_the_dashboard_conventions(example, example_cluster):
             if "17m" in windows:
                 assert p["interval"] == "1m", p["title"]  # 2 x max(scrape, collect interval)
         if not any("or vector(0)" in t["expr"] for t in p["targets"]):
-            assert "Runbook: ../runbooks/" in p["fieldConfig"]["defaults"]["noValue"], p["title"]
+            assert "Runbook: runbooks/" in p["fieldConfig"]["defaults"]["noValue"], p["title"]
     # with a cluster label every query is narrowed by $cluster, and legends start with it
     for p in _row_panels(_health(example_cluster)):
         for t in p["targets"]:

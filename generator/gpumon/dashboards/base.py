@@ -41,9 +41,18 @@ def runbook_links(spec: Spec, *alerts: str) -> list[tuple[str, str]]:
     return [(f"Runbook: {a}", runbook(spec, a)) for a in alerts]
 
 
+def runbook_text(spec: Spec, alert: str) -> str:
+    """Where ``alert``'s runbook is, for text on a dashboard: its address when ``runbook_url`` is
+    absolute; else the rendered file, named as in gpumon's output folder (a relative base such as
+    ``../runbooks`` resolves against the rules file, which a reader of the dashboard cannot see)."""
+    if spec.alerts.runbook_url.startswith(("http://", "https://")):
+        return runbook(spec, alert)
+    return f"runbooks/{alert}.md in gpumon's rendered output"
+
+
 def no_value(spec: Spec, meaning: str, alert: str) -> str:
     """Text shown instead of "No data": what empty means here and where the runbook is."""
-    return f"{meaning} Runbook: {runbook(spec, alert)}"
+    return f"{meaning} Runbook: {runbook_text(spec, alert)}"
 
 
 def alert_annotation(expr: str) -> db.AnnotationQuery:

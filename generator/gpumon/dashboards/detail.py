@@ -45,7 +45,7 @@ def _sparse_panels(spec: Spec, m: Metric) -> list[db.Panel]:
     alert = m.thresholds[0].alert if m.thresholds else None
     empty = f"No {m.name} on the selected GPUs: the exporter writes it only after an event."
     if alert:
-        empty += f" Runbook: {base.runbook(spec, alert)}"
+        empty += f" Runbook: {base.runbook_text(spec, alert)}"
     links = base.runbook_links(spec, alert) if alert else []
     table = table_panel(f"{m.title}: last value per GPU", [Query(f"max by ({keep}) ({src})", instant=True, table=True)],
                         plot(m).unit, description=f"{m.description} `{m.name}`; the value column is the last value.",

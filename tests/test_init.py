@@ -54,11 +54,13 @@ def test_relative_or_odd_url_is_refused_and_nothing_is_written(tmp_path):
 
 
 def test_starter_header_speaks_of_the_users_own_file():
-    """The starter is the user's copy: its header does not call it the bundled spec or ask to copy it."""
+    """The starter is the user's copy: its header does not call it the bundled spec or send the user
+    to `gpumon init`, which wrote it."""
     text = starter.starter_spec()
     head = text.split("\nversion:", 1)[0]
     assert text.startswith(starter.MODELINE + "\n#\n# Your gpumon spec, written by `gpumon init`"), head
-    assert "Copy this file" not in head and "bundled default spec" not in head, head
+    assert "run `gpumon init`" not in head and "bundled default spec" not in head, head
+    assert "run `gpumon init`" in starter.default_spec_path().read_text().split("\nversion:", 1)[0]
 
 
 def test_init_refuses_to_overwrite_and_says_which_file(tmp_path):

@@ -33,8 +33,8 @@ UNSET_RUNBOOK = ("  # runbook_url: https://<your forge>/<repo>/blob/main/output/
                  "  #   notifications and Grafana carry it verbatim, so a relative one is a dead link there\n")
 
 
-#: the starter's header, instead of the bundled spec's (which calls itself the bundled spec and asks
-#: to be copied: the starter is the copy, already the user's own file)
+#: the starter's header, instead of the bundled spec's (which calls itself the bundled spec and points
+#: to `gpumon init`: the starter is what it writes, already the user's own file)
 HEADER = ("#\n"
           "# Your gpumon spec, written by `gpumon init` from gpumon's bundled one: dcgm-exporter 4.x as shipped,\n"
           "# with the image's default field list. Edit it and keep it in your GitOps repo; `gpumon render`\n"

@@ -47,9 +47,8 @@ tools:                           ## build Prometheus 3.x, Thanos, Alertmanager a
 # make demo says first what it needs from apt-get, then installs only that (Prometheus; Chromium
 # only draws the report's screenshot), or says how to do it by hand when it cannot
 demo-needs:
-	@echo "make demo needs a prometheus binary (Debian's prometheus package, or GPUMON_PROMETHEUS=/path/to/prometheus);"
-	@echo "chromium (Debian's chromium package) is optional: it draws build/demo-report.png"
-	@[ -n "$$GPUMON_PROMETHEUS" ] || command -v prometheus >/dev/null 2>&1 || { 	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); 	  if [ -n "$$SUDO" ] && ! command -v sudo >/dev/null 2>&1; then 	    echo "prometheus is not installed and this is not root without sudo: run 'apt-get install prometheus' as root, then make demo"; exit 2; fi; 	  echo "prometheus is not installed: running $$SUDO apt-get install --no-install-recommends prometheus"; 	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends prometheus >/dev/null; }
+	@command -v chromium >/dev/null 2>&1 || echo "chromium is not installed (optional: Debian's chromium package draws build/demo-report.png)"
+	@[ -n "$$GPUMON_PROMETHEUS" ] || command -v prometheus >/dev/null 2>&1 || { 	  echo "make demo needs a prometheus binary (Debian's prometheus package, or GPUMON_PROMETHEUS=/path/to/prometheus)"; 	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); 	  if [ -n "$$SUDO" ] && ! command -v sudo >/dev/null 2>&1; then 	    echo "prometheus is not installed and this is not root without sudo: run 'apt-get install prometheus' as root, then make demo"; exit 2; fi; 	  echo "prometheus is not installed: running $$SUDO apt-get install --no-install-recommends prometheus"; 	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends prometheus >/dev/null; }
 .PHONY: demo-needs
 
 demo: demo-needs $(BIN)/gpumon   ## simulator + real Prometheus + rendered rules + gpumon validate (needs Debian's prometheus package)

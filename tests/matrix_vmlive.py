@@ -325,10 +325,15 @@ class Scenario:
                            "\n".join(self.logs)[-3000:], list(self.health), samples)
 
     def samples(self, t0: int, end: int) -> list[str]:
-        """Each ALERTS series (firing and pending) and heartbeat the store holds, one line each: its
-        labels that tell it apart, and its samples' times as :func:`runs` of seconds after ``t0``."""
+        """Each ALERTS series (firing and pending), heartbeat and gpumon record of the expected
+        pages' nodes the store holds, one line each: its labels that tell it apart, and its
+        samples' times as :func:`runs` of seconds after ``t0`` (a hole in a record the alert reads,
+        or a pending run inside a firing one, tells a blip of the rule's condition from a write that
+        never arrived)."""
+        nodes = "|".join(sorted({p.node for p in self.case.pages if p.node})) or "none"
         out = []
-        for match in ('ALERTS{alertstate=~"firing|pending"}', HEARTBEAT):
+        for match in ('ALERTS{alertstate=~"firing|pending"}', HEARTBEAT,
+                      f'{{__name__=~"job_(gpu|node):.+",Hostname=~"{nodes}"}}'):
             for line in self.export(match, t0 - 600, end):
                 labels = {k: v for k, v in sorted(line["metric"].items()) if k in SHOWN}
                 when = [ts // 1000 - t0 for ts, v in zip(line["timestamps"], line["values"])
@@ -346,7 +351,7 @@ class Scenario:
 
 
 #: the labels that tell gpumon's pages and heartbeats apart in :meth:`Scenario.samples`
-SHOWN = ("alertname", "alertstate", "Hostname", "gpu", "dcgm_field", "rule_group")
+SHOWN = ("__name__", "alertname", "alertstate", "Hostname", "gpu", "dcgm_field", "rule_group")
 
 
 def runs(seconds: list[int], gap: int = 2 * EVAL) -> str:

@@ -218,9 +218,12 @@ class CountingProxy:
         self.http.close()
 
 
-WRAPPER = ("import resource, sys, gpumon\nfrom gpumon.cli import main\nsys.argv = ['gpumon'] + sys.argv[1:]\n"
-           "try:\n    main()\nfinally:\n    print('MAXRSS', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,"
-           " gpumon.__file__, file=sys.stderr)\n")
+#: runs gpumon's CLI and prints its own peak memory (VmHWM, KiB) and where gpumon was imported from;
+#: not ru_maxrss, which after the exec still holds the peak of the process that started it (Linux
+#: keeps the peak of the memory an exec replaces, and Python's subprocess starts children with vfork)
+WRAPPER = ("import re, sys, gpumon\nfrom gpumon.cli import main\nsys.argv = ['gpumon'] + sys.argv[1:]\n"
+           "try:\n    main()\nfinally:\n    print('MAXRSS', re.search(r'VmHWM:\\s+(\\d+) kB', open('/proc/self/status').read())"
+           ".group(1), gpumon.__file__, file=sys.stderr)\n")
 
 
 def prometheus_cpu(url: str) -> float:

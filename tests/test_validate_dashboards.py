@@ -304,6 +304,7 @@ def test_rate_over_too_few_samples_is_inconclusive_not_no_data(env, tmp_path):
     # window is named as too short then (the panel's own query may have seen either)
     assert (f"{sel} has at most 1 sample in [900ms]" in young["message"]
             or f"{sel} is read over [900ms], under two scrape intervals (1s)" in young["message"]), young
+    assert young["message"].endswith("widen the window ($__rate_interval)"), young  # waiting would not help
     assert got["Energy rate over the rate interval"]["verdict"] == "panel-ok"
     # a real no-data stays one: the joined series does not exist at all
     assert got["A join on a label nobody has"]["verdict"] == "panel-no-data"

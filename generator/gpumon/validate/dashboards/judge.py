@@ -15,7 +15,7 @@ from ...rules import names
 from ..base import gpu_list, other_spelling
 from . import exprs
 from .verdicts import (ALWAYS_SPARSE, HINTS, NO_ANSWER_HINT, Verdict, history_to_probe, is_empty, query_errors,
-                       short_history, target_empty)
+                       short_history, target_empty, window_seconds)
 
 #: checks whose findings explain a missing series
 _CAUSES = ("series-missing", "optional-absent", "gpu-lost", "legacy-metric-names", "identity-label-renamed",
@@ -199,14 +199,15 @@ class Judge:
             v.message = f"the query returns nothing; the server gave no series count for {', '.join(unknown[:3])}"
             return True
         if not missing:
-            short = short_history(pr, self.history, max(1.0, self.ctx.scrape_interval))
+            scrape = max(1.0, self.ctx.scrape_interval)
+            short = short_history(pr, self.history, scrape)
             if short:
+                narrow = any(window_seconds(w) < 2 * scrape for _, w in history_to_probe(pr))
                 v.verdict = "panel-too-little-history"
                 v.message = ("every series it reads exists, but " + "; ".join(short) + ": rate() and its kin need "
                              "two samples in the window (a server started minutes ago, or a window shorter than two "
                              "scrape intervals); "
-                             + ("widen the window ($__rate_interval)" if any("under two scrape" in x for x in short)
-                                else "run validate again later"))
+                             + ("widen the window ($__rate_interval)" if narrow else "run validate again later"))
                 return True
             if any(t.ast is not None and exprs.filters(t.ast) for t in pr.targets):
                 v.verdict = "panel-expected-empty"

@@ -44,7 +44,7 @@ prometheus-installed:
 tools:                           ## build Prometheus 3.x, Thanos, Alertmanager and VictoriaMetrics + vmalert from their Go modules into ~/.cache/gpumon-tools (pinned in tools/versions.env)
 	bash scripts/build-tools.sh
 
-# make demo says first what it needs from apt-get, then installs only that (Prometheus; Chromium
+# make demo says what it lacks before anything else, then installs only that from apt-get (Prometheus; Chromium
 # only draws the report's screenshot), or says how to do it by hand when it cannot
 demo-needs:
 	@command -v chromium >/dev/null 2>&1 || echo "chromium is not installed (optional: Debian's chromium package draws build/demo-report.png)"

@@ -109,9 +109,10 @@ TITLE_MAX = 48
 def title(name: str, fallback: str) -> str:
     """A short human name for field ``name``, for a spec metric without a ``title``: its help from
     dcgm-exporter's field lists (or DCGM's description), without the unit note and the full stop
-    (``"GPU temperature (in C)."`` -> ``"GPU temperature"``, ``"... of the device in Watts"`` -> ``"... of
-    the device"``), or ``fallback`` when the field has no
-    help or its help is longer than :data:`TITLE_MAX` characters or spans lines."""
+    (``"GPU temperature (in C)."`` -> ``"GPU temperature"``, ``"... of the device in Watts"`` ->
+    ``"... of the device"``); ``fallback`` when the field has no help, or a help longer than
+    :data:`TITLE_MAX` characters, over several lines or with a parenthesis left open (a description
+    cut short: ``"Auto-boost for the device (1 = enabled"``)."""
     f = catalogue().get(name)
     text = _UNIT_NOTE.sub("", (f.help if f else "").strip().rstrip(".")).strip()
     if not text or len(text) > TITLE_MAX or "\n" in text or text.count("(") != text.count(")"):

@@ -56,6 +56,16 @@ def alerts(prom, state: str | None = None) -> list[dict]:
     return [r["metric"] for r in prom.query(sel)]
 
 
+def slow_for_real(prom, alert: dict) -> bool:
+    """``alert`` is GpuExporterScrapeSlow for a target whose scrapes Prometheus itself measured
+    above the alert's bound (0.8 of the 1 s timeout) in the last 10 s: the test's exposition
+    server, served from this process, answered late on a loaded machine, and the alert said so."""
+    if alert["alertname"] != "GpuExporterScrapeSlow":
+        return False
+    slow = prom.query('max_over_time(scrape_duration_seconds{job="dcgm-exporter"}[10s]) > 0.8')
+    return any(r["metric"].get("instance") == alert.get("instance") for r in slow)
+
+
 def test_partial_loss_fires_for_exactly_that_gpu_then_target_down_pages_once(fleet):
     prom, state, node_b = fleet
     assert prom.wait_for(lambda: prom.query('job:gpumon_gpu_devices_reporting:count == 8'), 60), prom.logs()
@@ -63,7 +73,8 @@ def test_partial_loss_fires_for_exactly_that_gpu_then_target_down_pages_once(fle
     assert prom.wait_for(lambda: prom.query('job_dcgm_field:gpumon_coverage:ratio{dcgm_field="DCGM_FI_DEV_GPU_TEMP"} == 1'), 30)
     assert prom.settle(), "a rule group did not evaluate after the fleet was healthy"
     seen: list[dict] = []  # what was pending or firing, kept for the message (it may resolve at once)
-    assert not prom.wait_for(lambda: seen.extend(alerts(prom)) or seen, 6), f"healthy fleet fired: {seen}"
+    assert not prom.wait_for(lambda: seen.extend(a for a in alerts(prom) if not slow_for_real(prom, a)) or seen, 6), \
+        f"healthy fleet fired: {seen}"
 
     state["drop"] = {("DCGM_FI_DEV_GPU_TEMP", 2)}
     assert prom.wait_for(lambda: alerts(prom, "firing"), 30), "no alert after the GPU lost its temperature"

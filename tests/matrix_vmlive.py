@@ -127,6 +127,21 @@ _STARVED_COUNTERS = ("iteration_missed_total", "alerts_send_errors_total", "remo
 UNREADABLE = "/metrics unreadable"
 
 
+class Replayed(UserWarning):
+    """Scenarios failed the first pass and were played again (:mod:`tests.test_matrix_vmlive`): the
+    first pass' report, the stored samples of each failed scenario among it, cut to
+    :data:`REPLAYED_MAX` characters, so a run that passed on the second pass still shows why the
+    first failed."""
+
+    def __init__(self, report: str):
+        super().__init__("live vmalert scenarios played again after failing the first pass:\n"
+                         + (report if len(report) <= REPLAYED_MAX else report[:REPLAYED_MAX] + "\n..."))
+
+
+#: the most characters of a first pass' report a :class:`Replayed` warning carries
+REPLAYED_MAX = 12000
+
+
 def starvation(health: str) -> list[str]:
     """The lines of one vmalert run's :data:`HEALTH` text (:meth:`Scenario.read_health`) that show
     an engine starved of CPU rather than a rule's result: a counter of :data:`_STARVED_COUNTERS`
@@ -406,4 +421,4 @@ def run(cases: list[Case], engine: VmEngine, keep: Path | None = None, restore: 
     return outcomes, {"wall": time.monotonic() - t_start, "cpu": sum(s.cpu for s in scenarios)}
 
 
-__all__ = ["run", "timeline", "judge", "starvation", "LiveOutcome", "Scenario", "down_steps"]
+__all__ = ["run", "timeline", "judge", "starvation", "LiveOutcome", "Scenario", "down_steps", "Replayed"]

@@ -87,3 +87,16 @@ def test_stored_samples_read_as_runs_of_evaluations():
     assert matrix_vmlive.runs([10 + 2 * every, 10]) == f"10-{10 + 2 * every}"
     assert matrix_vmlive.runs([10, 11 + 2 * every]) == f"10, {11 + 2 * every}"
     assert matrix_vmlive.runs([]) == "none"
+
+
+def test_a_replay_keeps_the_first_pass_in_a_warning_cut_to_its_bound():
+    """A scenario that passed only on its second pass still shows in the run's summary why the first
+    failed: the warning carries the first pass' report, cut to REPLAYED_MAX characters."""
+    import warnings
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        warnings.warn(matrix_vmlive.Replayed("FAIL x: GpuLost 180-260s, 290s-\n      stored: ..."))
+        warnings.warn(matrix_vmlive.Replayed("y" * (matrix_vmlive.REPLAYED_MAX + 50)))
+    short, long = (str(w.message) for w in caught)
+    assert "FAIL x: GpuLost 180-260s, 290s-" in short and "stored: ..." in short
+    assert long.endswith("y\n...") and len(long) < matrix_vmlive.REPLAYED_MAX + 200

@@ -7,6 +7,7 @@ import subprocess
 import sys
 
 import jsonschema
+import pytest
 import yaml
 
 from gpumon.spec import load_spec, parse_spec, schema
@@ -270,6 +271,25 @@ def test_relative_runbook_url_needs_saying_so(tmp_path):
     from gpumon.rules import all_rules
     bare = parse_spec(BASE)
     assert all("runbook_url" not in dict(r.annotations) for r in all_rules(bare) if r.alert)
+
+
+@pytest.mark.parametrize("url", ["javascript:alert(1)//", "JavaScript:x", "data:text/html,x", "file:///etc/passwd",
+                                 "vbscript:x", "docs:8080/runbooks"])
+def test_runbook_links_are_http_or_relative(tmp_path, url):
+    """Every notification and Grafana show runbook_url as a link: a javascript:, data: or file: base
+    is a script or a local file one click away, relative flag or not; the same for a link
+    annotation an override sets."""
+    base = BASE + f"alerts:\n  runbook_url: '{url}'\n  runbook_url_relative: true\n"
+    scheme = url.split(":", 1)[0]
+    assert errors_of(tmp_path, base) == [
+        f"spec.yaml:10:16: alerts.runbook_url: runbook_url {url!r} has the scheme {scheme!r}; runbook links must be "
+        "http(s) (https://…/output/runbooks) or, with runbook_url_relative: true, a relative path"]
+    over = BASE + f"overrides:\n  GpuLost: {{annotations: {{runbook_url: '{url}', note: 'Note: any text'}}}}\n"
+    errors = errors_of(tmp_path, over)
+    assert len(errors) == 1 and "overrides.GpuLost.annotations.runbook_url:" in errors[0], errors
+    for good in ("https://wiki.example/runbooks", "HTTP://wiki.example/r", "../runbooks", "runbooks"):
+        parse_spec(BASE + f"alerts:\n  runbook_url: '{good}'\n  runbook_url_relative: true\n")
+        parse_spec(BASE + f"overrides:\n  GpuLost: {{annotations: {{runbook_url: '{good}'}}}}\n")
 
 
 def test_alerts_carry_the_namespace_label(tmp_path):

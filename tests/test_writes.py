@@ -97,6 +97,29 @@ def test_cli_names_the_manifest_line_and_exits_2(tmp_path):
     assert victim.read_text() == "precious"
 
 
+def test_a_committed_output_symlink_leading_elsewhere_is_refused(tmp_path):
+    """A repository can commit ``output`` as a symlink to any folder: rendering with the default
+    output must not create gpumon's files there; an explicit -o (or a symlink inside the spec's
+    folder) is the user's choice and is honoured."""
+    repo, victim = tmp_path / "repo", tmp_path / "victim"
+    repo.mkdir()
+    victim.mkdir()
+    (repo / "gpumon.yaml").write_text((ROOT / "gpumon.yaml").read_text())
+    (repo / "output").symlink_to("../victim")
+    for extra in ([], ["--check"]):
+        proc = gpumon("render", *extra, cwd=repo)
+        assert proc.returncode == 2, proc.stdout + proc.stderr
+        assert f"leads through a symlink to {victim.resolve()}" in proc.stderr and "-o" in proc.stderr
+    assert list(victim.iterdir()) == []
+    assert gpumon("render", "-o", str(victim), cwd=repo).returncode == 0
+    assert (victim / "rules").is_dir()
+    (repo / "output").unlink()
+    (repo / "real").mkdir()
+    (repo / "output").symlink_to("real")
+    assert gpumon("render", cwd=repo).returncode == 0
+    assert (repo / "real" / "rules").is_dir()
+
+
 def test_check_when_a_rendered_path_is_a_directory_exits_2(tmp_path):
     out = tmp_path / "out"
     (out / "rules" / "gpumon.rules.yaml").mkdir(parents=True)

@@ -30,6 +30,7 @@ module does not import the spec or rule modules at import time (the spec imports
 from __future__ import annotations
 
 import difflib
+import re
 from dataclasses import dataclass, field
 from typing import Callable, Protocol
 
@@ -121,9 +122,16 @@ def resolve(items: tuple[AlertOverride, ...], alert: str, field: str | None) -> 
     return None
 
 
+#: a URL's scheme (RFC 3986 section 3.1: a letter, then letters, digits, "+", "-", "."), up to its colon
+LINK_SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*):")
+
+
 def label_problems(items: tuple[AlertOverride, ...], labels: IdentityLabels, add: Callable[[list, str], None]) -> None:
     """Report labels of ``items`` (the spec's ``overrides``) that would replace an identity label of
-    the alert (``labels``: the spec's ``exporter.labels``), by calling ``add(path, message)``."""
+    the alert (``labels``: the spec's ``exporter.labels``), and link annotations (a key ending in
+    ``url``, as ``runbook_url``) with a scheme other than http(s) (``javascript:``, ``data:``,
+    ``file:``: a script or a local file one click away in every notification), by calling
+    ``add(path, message)``."""
     identity = set(labels.identity) | set(labels.node_identity)
     for item in items:
         for name, settings in ((None, item.settings), *item.fields):
@@ -132,6 +140,11 @@ def label_problems(items: tuple[AlertOverride, ...], labels: IdentityLabels, add
                 if label in identity:
                     add(where + ["labels", label], f"{label!r} identifies the node or GPU the alert is about "
                         "(exporter.labels); an override cannot replace it")
+            for key, value in settings.annotations:
+                scheme = LINK_SCHEME.match(value) if key.lower().endswith("url") else None
+                if scheme and scheme.group(1).lower() not in ("http", "https"):
+                    add(where + ["annotations", key], f"{key} {value!r} has the scheme {scheme.group(1)!r}; "
+                        "notifications and Grafana show it as a link: use http(s) or a relative path")
 
 
 def name_problems(items: tuple[AlertOverride, ...], known: dict[str, list[str]]) \

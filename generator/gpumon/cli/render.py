@@ -45,6 +45,9 @@ def render(spec: str | None, spec_option: str | None, out: str | None, check: bo
     spec = pick_spec(spec, spec_option)
     model, groups = load_built_or_exit(spec)
     given, out = out, out or default_output(spec, model.path)
+    if not given and (why := outside_default(spec, model.path, Path(out))):
+        click.echo(f"gpumon: {out}/ {why}; pass that folder with -o to render there", err=True)
+        sys.exit(EXIT_ERROR)
     try:
         files = render_mod.render(model, groups, inputs=read_limits(follow_symlinks, max_input_mib))
     except TemplateProblem as exc:      # the spec's own runbook templates: FILE:LINE: message
@@ -79,6 +82,22 @@ def render(spec: str | None, spec_option: str | None, out: str | None, check: bo
         click.echo(line)
     click.echo(f"wrote {out}/ from {model.path} ({len(files)} files, {len(drift.added) + len(drift.changed)} "
                f"changed, {len(drift.removed)} removed)")
+
+
+def outside_default(spec: str | None, spec_path: str, out: Path) -> str | None:
+    """Why the default output folder ``out`` is not the one it names, or None: a folder (or a folder
+    on the way) that is a symlink leading out of the folder the default is relative to (the spec's;
+    the working directory for ``default``). A repository can commit ``output`` as a symlink to any
+    path, and CI rendering there would create and replace gpumon's files wherever it points: an
+    explicit ``-o`` says the user chose that place."""
+    base = Path.cwd() if spec == DEFAULT_SPEC else Path(spec_path).parent
+    try:
+        base, target = base.resolve(), out.resolve()
+    except (OSError, RuntimeError):
+        return "is a symlink loop"
+    if target == base or base in target.parents:
+        return None
+    return f"leads through a symlink to {target}, outside {base}"
 
 
 def default_output(spec: str | None, spec_path: str) -> str:

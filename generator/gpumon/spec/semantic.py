@@ -12,6 +12,7 @@ from ruamel.yaml.comments import CommentedMap
 from . import kube, sidecar, presets, bounds, metricnames
 from ..alertnames import builtin_alerts
 from ..durations import format_duration, parse_duration
+from ..overrides import LINK_SCHEME
 from .model import AlertSettings, DCGM_BLANK_MIN, Exporter, Labels, Metric, VOLATILE_LABELS
 from .positions import _format_path, _position
 from .problems import Problem
@@ -369,6 +370,13 @@ def _runbook_problems(alerts: dict, add) -> None:
     the spec says so (``runbook_url_relative: true``)."""
     url = alerts.get("runbook_url")
     if not isinstance(url, str) or not url:
+        return
+    scheme = LINK_SCHEME.match(url)
+    if scheme and scheme.group(1).lower() not in ("http", "https"):
+        # every notification and Grafana shows the link as is: javascript:, data: or file: there is
+        # a script or a local file one click away
+        add(["alerts", "runbook_url"], f"runbook_url {url!r} has the scheme {scheme.group(1)!r}; runbook links "
+            "must be http(s) (https://…/output/runbooks) or, with runbook_url_relative: true, a relative path")
         return
     if "://" not in url and not alerts.get("runbook_url_relative"):
         add(["alerts", "runbook_url"], f"runbook_url {url!r} is relative: Alertmanager notifications and Grafana carry "

@@ -1,4 +1,4 @@
-# gpumon developer and user entry points. Needs only python3 (>= 3.10); `make test` also installs
+# gpumon developer and user entry points. Needs only python3 (>= 3.10) and PyPI; `make test` also installs
 # Debian's prometheus (prometheus + promtool), victoria-metrics and prometheus-alertmanager packages when missing.
 PYTHON ?= python3
 VENV   := .venv
@@ -9,7 +9,12 @@ OUT    ?= output
 
 .PHONY: render check test test-fast fuzz docs lint fields demo clean tools
 
-$(BIN)/gpumon: pyproject.toml
+# the stamp, not .venv/bin/gpumon, says the checkout is installed editable with the test extras: a
+# `pip install .` into the same .venv (the README's user install) makes a gpumon without pytest that
+# would run the copy it installed, not the checkout's code
+STAMP  := $(VENV)/.gpumon-checkout
+$(BIN)/gpumon: $(STAMP)
+$(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e '.[test]'

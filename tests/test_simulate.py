@@ -364,3 +364,33 @@ def test_promtool_parses_every_source_page():
     for kind in ALL[1:]:
         proc = subprocess.run(["promtool", "check", "metrics"], input=page_of(fleet, kind), capture_output=True, text=True)
         assert proc.returncode == 0, (kind, proc.stdout + proc.stderr)
+
+
+
+@pytest.mark.skipif(not shutil.which("promtool"), reason="promtool not installed (apt-get install prometheus)")
+def test_printed_scrape_config_is_one_prometheus_accepts_at_the_specs_interval(tmp_path, monkeypatch):
+    """The block `gpumon simulate` prints is pasted into prometheus.yml as is: it must parse, and
+    carry a scrape interval (without one Prometheus scrapes every minute, and validate reports the
+    mismatch with the spec's 15 s)."""
+    import io
+    import threading
+    from types import SimpleNamespace
+
+    import yaml
+
+    from gpumon import simserve
+
+    class Interrupted:                  # serve_forever waits for Ctrl-C on an Event: return at once
+        def wait(self):
+            pass
+
+    monkeypatch.setattr(simserve, "threading", SimpleNamespace(Event=Interrupted, Thread=threading.Thread))
+    out = io.StringIO()
+    simserve.serve_forever(Fleet(nodes=2, gpus=1), base_port=0, out=out)
+    jobs = yaml.safe_load(out.getvalue().split("# scrape config:\n", 1)[1])
+    assert [j["job_name"] for j in jobs] == ["dcgm-exporter"]
+    assert jobs[0]["scrape_interval"] == "15s" and len(jobs[0]["static_configs"][0]["targets"]) == 2
+    cfg = tmp_path / "prometheus.yml"
+    cfg.write_text(yaml.safe_dump({"scrape_configs": jobs}))
+    check = subprocess.run(["promtool", "check", "config", str(cfg)], capture_output=True, text=True)
+    assert check.returncode == 0, check.stdout + check.stderr

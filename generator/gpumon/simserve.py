@@ -83,8 +83,10 @@ def serve_forever(fleet: Fleet, host: str = "127.0.0.1", base_port: int = 9400, 
             print(f"{node}  http://{addr}/metrics" + (f"  {kind}" if mixed else ""), file=out)
         print("# scrape config:", file=out)
         for job, addrs in sim.jobs.items():
-            print(f"- job_name: {job}\n  static_configs:\n    - targets: [" + ", ".join(f"'{a}'" for a in addrs) + "]",
-                  file=out)
+            # without it Prometheus scrapes every minute (its global default), which validate then
+            # reports against the spec's 15 s
+            print(f"- job_name: {job}\n  scrape_interval: 15s   # your spec's exporter.scrape_interval\n"
+                  "  static_configs:\n    - targets: [" + ", ".join(f"'{a}'" for a in addrs) + "]", file=out)
         out.flush()
         try:
             threading.Event().wait()

@@ -59,8 +59,7 @@ def _env(own: str | None = None, limits: inputs.Limits = inputs.DEFAULT) -> jinj
     bundled = jinja2.FileSystemLoader(str(templates_dir() / "runbooks"))
     loader = bundled
     if own:
-        root = Path(own).parent.resolve()      # the spec's folder: symlinks may lead anywhere inside
-        loader = OwnLoader(Path(own), root, limits, bundled)
+        loader = OwnLoader(Path(own), limits, bundled)
     env = BoundedSandbox(
         loader=loader,
         undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True,

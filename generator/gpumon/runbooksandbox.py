@@ -5,8 +5,10 @@ Jinja's sandbox (no Python attributes or calls beyond plain data) they are held 
 
 - **files**: :class:`OwnLoader` reads each template (and every ``include``/``import``/``extends``
   it names) through :func:`gpumon.readers.files.read_text`: regular files only (devices, FIFOs
-  and sockets are refused), at most ``--max-input-mib``, UTF-8, and never through a symlink that
-  leads out of the spec's folder unless ``--follow-symlinks`` is given;
+  and sockets are refused), at most ``--max-input-mib``, UTF-8, and, unless ``--follow-symlinks``
+  is given, never through a symlink that leads out of the ``runbooks/`` folder itself (the spec's
+  folder is a repository root as often as not, and its ``.git/config`` holds CI tokens) nor
+  into version-control metadata, and never a template name with a ``.git`` (``.hg``, ...) part;
 - **size**: ``*``, ``**`` and ``+`` on strings, lists and numbers, ``~`` (concatenation) and
   method calls with a huge count argument (``'x'.center(10**9)``) are refused before they build
   anything over :data:`MAX_OUTPUT` characters (or a number over :data:`MAX_INT_BITS` bits); the
@@ -121,15 +123,23 @@ class BoundedSandbox(SandboxedEnvironment):
 
 
 class OwnLoader(jinja2.BaseLoader):
-    """Templates of the spec's ``runbooks/`` folder, read within ``limits`` (see the module
-    docstring), then the bundled ones (``fallback``, trusted). ``root`` is the folder a symlink
-    may lead into without ``--follow-symlinks`` (the spec's)."""
+    """Templates of the spec's ``runbooks/`` folder ``own``, read within ``limits`` (see the
+    module docstring), then the bundled ones (``fallback``, trusted). Without
+    ``--follow-symlinks`` a template must resolve inside ``own`` as the spec's folder names it
+    (resolved up to the spec's folder, not through a symlinked ``runbooks/`` itself)."""
 
-    def __init__(self, own: Path, root: Path, limits: inputs.Limits, fallback: jinja2.BaseLoader):
-        self.own, self.root, self.limits, self.fallback = own, root, limits, fallback
+    def __init__(self, own: Path, limits: inputs.Limits, fallback: jinja2.BaseLoader):
+        self.own, self.limits, self.fallback = own, limits, fallback
+        # the spec's folder is resolved (it may sit under a symlinked home), runbooks/ is not: a
+        # runbooks/ linked to ".." would make the whole repository, .git included, "inside"
+        self.root = own.parent.resolve() / own.name
 
     def get_source(self, environment, template):
         pieces = jinja2.loaders.split_template_path(template)     # refuses ".." (TemplateNotFound)
+        if inputs.VCS_DIRS.intersection(pieces):
+            # a runbooks/ folder may be a checkout of its own; its metadata is never a template
+            raise self._refused(self.own.joinpath(*pieces), "names version-control metadata, "
+                                                            "which is never read as a template")
         path = self.own.joinpath(*pieces)
         if not (path.exists() or path.is_symlink()):
             return self.fallback.get_source(environment, template)
@@ -138,9 +148,9 @@ class OwnLoader(jinja2.BaseLoader):
                 target = path.resolve(strict=True)
             except (OSError, RuntimeError):
                 raise self._refused(path, "a symlink loop or a symlink to a missing file") from None
-            if target != self.root and self.root not in target.parents:
-                raise self._refused(path, f"leads (through a symlink) to {target}, outside the spec's folder "
-                                          f"{self.root}; pass --follow-symlinks to read it")
+            if self.root not in target.parents:
+                raise self._refused(path, f"leads (through a symlink) to {target}, outside the spec's runbooks/ "
+                                          f"folder {self.root}; pass --follow-symlinks to read it")
         try:
             text = inputs.read_text(path, inputs.Limits(self.limits.follow_symlinks, self.limits.max_bytes,
                                                          (self.root,)))

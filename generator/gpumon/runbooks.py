@@ -24,6 +24,7 @@ from pathlib import Path
 import jinja2
 
 from .durations import format_duration
+from .oneline import one_line
 from .promqltext import quote
 from .readers import files as inputs
 from .runbooksandbox import MAX_OUTPUT, BoundedSandbox, OwnLoader, bounded, explain
@@ -158,7 +159,7 @@ def render_one(spec: Spec, alert: str, rules: list[Rule], limits: inputs.Limits 
         if found is None:
             raise
         file, line, message = found
-        place = f"{file}:{line}" if file and line else (file or str(own))
+        place = f"{file}:{line}" if file and line else (file or one_line(own))
         raise TemplateProblem(f"{place}: {message} (runbook template for {alert})") from None
     text = "\n".join(line.rstrip() for line in text.strip().splitlines()) + "\n"
     text = re.sub(r"\n{3,}", "\n\n", text)

@@ -36,6 +36,7 @@ import jinja2
 from jinja2.compiler import CodeGenerator
 from jinja2.sandbox import SandboxedEnvironment
 
+from .oneline import one_line
 from .readers import files as inputs
 
 #: characters a rendered runbook (and any string or list a template builds) may hold: the bundled
@@ -47,6 +48,8 @@ MAX_INT_BITS = 4096
 TIME_LIMIT = 10.0
 #: bytes of address space the process may add while one template renders (Linux)
 MEMORY_LIMIT = 512 << 20
+#: characters of a template's error message shown (escaped): the text is the template's to choose
+MAX_MESSAGE = 300
 
 
 class TemplateLimit(jinja2.TemplateError):
@@ -226,7 +229,19 @@ def _cap(extra: int) -> int | None:
 def explain(exc: BaseException) -> tuple[str | None, int | None, str] | None:
     """``(file, line, message)`` for an exception a spec's template raised while loading or
     rendering (Jinja rewrites its tracebacks so that the template's frames carry its file name and
-    line), or None for one that is not the template's doing."""
+    line), or None for one that is not the template's doing. The file and message are one line
+    each, escaped and the message cut at :data:`MAX_MESSAGE` characters
+    (:func:`gpumon.oneline.one_line`): a template chooses the text of what it raises
+    (``"x".encode("\\n::add-mask::...")``), and CI runners read lines of the log as commands."""
+    found = _explained(exc)
+    if found is None:
+        return None
+    file, line, message = found
+    return (one_line(file) if file else file), line, one_line(message, MAX_MESSAGE)
+
+
+def _explained(exc: BaseException) -> tuple[str | None, int | None, str] | None:
+    """:func:`explain` before escaping."""
     if isinstance(exc, jinja2.TemplateSyntaxError):
         return exc.filename or exc.name, exc.lineno, exc.message or str(exc)
     if isinstance(exc, _Timeout):

@@ -141,6 +141,11 @@ def test_a_template_over_max_input_mib_is_refused(spec_dir):
     ("{% set ns = namespace(s='x') %}\n{% for i in range(40) %}{% set ns.s = ns.s + ns.s %}{% endfor %}", 2,
      "over the cap"),
     ("{{ 'x'.center(1000000000) }}", 1, "over the cap"),
+    ('# a\n{{ ("%0300000000d" % 1)|length }}', 2, "over the cap"),
+    ('{{ "%.300000000f%s" % (1, 2) }}', 1, "over the cap"),
+    ('{{ "%(a)0300000000d"|format(a=1) }}', 1, "over the cap"),
+    ('{{ "%0300000000d"|format(1) }}', 1, "over the cap"),
+    ('{{ "%*d" % (300000000, 1) }}', 1, "'*' width"),
     ("# a\n{{ range(10**9)|list|length }}", 2, "Range too big"),
     ("# a\n\n\n{{ nosuchvar.attr }}", 4, "'nosuchvar' is undefined"),
     ("# a\n{{ ''.__class__.__mro__ }}", 2, "unsafe"),
@@ -169,6 +174,12 @@ def test_a_page_over_the_output_cap_is_refused(spec_dir, monkeypatch):
     _template(spec_dir, "{% for i in range(1100) %}{{ 'x' * 1000 }}{% endfor %}")
     result = _render(spec_dir)
     assert result.exit_code == 2 and "over the cap" in result.output, result.output
+
+
+def test_percent_formatting_within_the_cap_still_works(spec_dir):
+    _template(spec_dir, '# {{ "%s: %05.1f%%" % (alert, 3.14159) }} {{ "%-6s|"|format("ab") }} {{ 7 % 4 }}\n')
+    assert _render(spec_dir).exit_code == 0
+    assert "# GpuLost: 003.1% ab    | 3" in (spec_dir / "out/runbooks/GpuLost.md").read_text()
 
 
 def test_an_include_of_a_bundled_template_still_works(spec_dir):

@@ -9,8 +9,9 @@ Jinja's sandbox (no Python attributes or calls beyond plain data) they are held 
   is given, never through a symlink that leads out of the ``runbooks/`` folder itself (the spec's
   folder is a repository root as often as not, and its ``.git/config`` holds CI tokens) nor
   into version-control metadata, and never a template name with a ``.git`` (``.hg``, ...) part;
-- **size**: ``*``, ``**`` and ``+`` on strings, lists and numbers, ``~`` (concatenation) and
-  method calls with a huge count argument (``'x'.center(10**9)``) are refused before they build
+- **size**: ``*``, ``**`` and ``+`` on strings, lists and numbers, ``~`` (concatenation),
+  ``%`` formatting (and the ``format`` filter) with a huge width or precision (``'%09999999d'``)
+  and method calls with a huge count argument (``'x'.center(10**9)``) are refused before they build
   anything over :data:`MAX_OUTPUT` characters (or a number over :data:`MAX_INT_BITS` bits); the
   rendered page is capped at the same size, and, on Linux, the address space the process may
   add while a template renders is capped at :data:`MEMORY_LIMIT` (the net under whatever a
@@ -27,6 +28,7 @@ from __future__ import annotations
 
 import contextlib
 import operator
+import re
 import signal
 import threading
 import traceback
@@ -65,6 +67,21 @@ def _check_size(size: int) -> None:
         raise TemplateLimit(f"the template builds a value of {size} items, over the cap of {MAX_OUTPUT}")
 
 
+#: a printf-style conversion of ``%`` formatting: its width and precision (``*``: from the arguments)
+_PERCENT = re.compile(r"%(?:\([^)]*\))?[-#0 +]*(\*|\d+)?(?:\.(\*|\d+))?[hlL]?.")
+
+
+def _check_percent(fmt: str) -> None:
+    """Refuse ``fmt % args`` whose widths and precisions add up past :data:`MAX_OUTPUT` (checked
+    before formatting: ``'%0300000000d' % 1`` builds 300 MB), or take one from the arguments."""
+    total = 0
+    for width, precision in _PERCENT.findall(fmt):
+        if "*" in (width, precision):
+            raise TemplateLimit("a '*' width or precision in % formatting; write the number out")
+        total += int(width or 0) + int(precision or 0)
+    _check_size(total)
+
+
 def _bounded_binop(op: str, left, right):
     """``left op right``, refused when the result would be too big (checked before computing)."""
     if op == "*":
@@ -79,7 +96,18 @@ def _bounded_binop(op: str, left, right):
             raise TemplateLimit(f"the template computes a number over {MAX_INT_BITS} bits")
     elif op == "+" and _sized(left) is not None and _sized(right) is not None:
         _check_size(len(left) + len(right))
-    return {"*": operator.mul, "**": operator.pow, "+": operator.add}[op](left, right)
+    elif op == "%" and isinstance(left, str):
+        _check_percent(left)
+    return {"*": operator.mul, "**": operator.pow, "+": operator.add, "%": operator.mod}[op](left, right)
+
+
+def _bounded_format(value, *args, **kwargs) -> str:
+    """Jinja's ``format`` filter (``value % args``) with :func:`_check_percent` first."""
+    _check_percent(str(value))
+    return _format_filter(value, *args, **kwargs)
+
+
+_format_filter = jinja2.filters.FILTERS["format"]
 
 
 def _bounded_concat(parts) -> str:
@@ -103,12 +131,13 @@ class _Generator(CodeGenerator):
 class BoundedSandbox(SandboxedEnvironment):
     """Jinja's sandbox with the size bounds of this module (time and memory: :func:`bounded`)."""
 
-    intercepted_binops = frozenset(["*", "**", "+"])
+    intercepted_binops = frozenset(["*", "**", "+", "%"])
     code_generator_class = _Generator
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self.gpumon_concat = _bounded_concat
+        self.filters["format"] = _bounded_format
 
     def call_binop(self, context, op, left, right):
         return _bounded_binop(op, left, right)

@@ -133,6 +133,44 @@ def test_follow_symlinks_reads_a_file_outside_and_links_inside_need_no_flag(tree
     assert "input-unreadable" not in proc.stdout, proc.stdout
 
 
+def _repo_root_with_links(root: Path) -> None:
+    """A repository checked out by CI (the token in .git/config) with a pull request's links into .git."""
+    (root / ".git").mkdir()
+    (root / ".git/config").write_text('[http "https://github.com/"]\n\textraheader = AUTHORIZATION: basic c2VjcmV0\n')
+    (root / ".git/token.yaml").write_text("groups:\n- name: c2VjcmV0\n  rules:\n  - record: a:b\n    expr: up\n")
+    (root / "ok.rules.yaml").write_text("groups:\n- name: g\n  rules:\n  - record: a:b\n    expr: up\n")
+    (root / "leak.yaml").symlink_to(".git/config")
+    (root / "leak2.yaml").symlink_to(".git/token.yaml")
+    (root / "meta").symlink_to(".git")
+
+
+@pytest.mark.parametrize("command", ["lint", "diff"])
+def test_a_symlink_into_git_metadata_is_refused_inside_the_tree(tmp_path, monkeypatch, command):
+    """`gpumon lint .` at a repository root made .git/ "inside the tree", so a pull request's
+    rules/x.yaml -> ../.git/config was read (and a YAML file there echoed in findings). A target in
+    .git (.hg, .svn) is refused by name, also through a symlinked folder on the way."""
+    from click.testing import CliRunner
+
+    from gpumon.cli import cli
+
+    _repo_root_with_links(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    for paths in (["."], ["leak.yaml", "leak2.yaml", "meta/token.yaml"]):
+        args = ["lint", "--spec", "default", *paths] if command == "lint" else ["diff", *paths[:1], *paths[:1]]
+        result = CliRunner().invoke(cli, args)
+        out = result.output
+        assert result.exit_code == 2 and "c2VjcmV0" not in out, out
+        named = ["leak.yaml", "leak2.yaml", "meta/token.yaml"] if paths != ["."] else ["leak.yaml", "leak2.yaml"]
+        for name in named[:1 if command == "diff" else None]:
+            assert re.search(rf"{re.escape(name)}:1:1: .*not read: a symlink into .*\.git \(version-control "
+                             r"metadata.*--follow-symlinks", out), (name, out)
+    # asked for, it is read; and the metadata folder named itself is the caller's choice
+    result = CliRunner().invoke(cli, ["lint", "--spec", "default", "--follow-symlinks", "leak2.yaml"])
+    assert "version-control" not in result.output and "input-unreadable" not in result.output, result.output
+    result = CliRunner().invoke(cli, ["lint", "--spec", "default", ".git/token.yaml"])
+    assert "input-unreadable" not in result.output, result.output
+
+
 @pytest.mark.slow
 def test_diff_refuses_an_oversized_blob_at_a_git_revision(tmp_path):
     repo = tmp_path / "repo"

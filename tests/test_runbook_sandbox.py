@@ -1,5 +1,5 @@
 """A spec's own runbook templates (``runbooks/*.md.j2`` beside it) are untrusted input: read like
-lint's inputs (no symlink out of the spec's folder, no device or FIFO, bounded size) and rendered
+lint's inputs (no symlink out of the runbooks/ folder, no device or FIFO, bounded size) and rendered
 in a sandbox bounded in size, memory and time; every error is ``FILE:LINE: message``, exit 2."""
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ def test_a_symlink_out_of_the_spec_folder_is_refused(spec_dir, tmp_path_factory)
     (spec_dir / "runbooks/GpuLost.md.j2").symlink_to(secret)
     result = _render(spec_dir)
     assert result.exit_code == 2 and "hunter2" not in result.output
-    assert "outside the spec's folder" in result.output and "--follow-symlinks" in result.output
+    assert "outside the spec's runbooks/ folder" in result.output and "--follow-symlinks" in result.output
     assert not (spec_dir / "out/runbooks/GpuLost.md").exists()
     # asked for, it is read
     assert _render(spec_dir, "--follow-symlinks").exit_code == 0
@@ -60,11 +60,55 @@ def test_an_include_through_a_symlink_is_refused_and_one_inside_is_read(spec_dir
     _template(spec_dir, "# x\n{% include '_leak.md.j2' %}\n")
     out = _problem(_render(spec_dir), "GpuLost.md.j2", 2)
     assert "hunter2" not in out
-    (spec_dir / "shared.md.j2").write_text("shared text")
+    (spec_dir / "runbooks/shared").mkdir()
+    (spec_dir / "runbooks/shared/text.md.j2").write_text("shared text")
     (spec_dir / "runbooks/_leak.md.j2").unlink()
-    (spec_dir / "runbooks/_leak.md.j2").symlink_to(spec_dir / "shared.md.j2")   # inside the spec's folder
+    (spec_dir / "runbooks/_leak.md.j2").symlink_to(spec_dir / "runbooks/shared/text.md.j2")   # inside runbooks/
     assert _render(spec_dir).exit_code == 0
     assert "shared text" in (spec_dir / "out/runbooks/GpuLost.md").read_text()
+
+
+def _git_repo_with_a_token(folder: Path) -> None:
+    """``folder`` as CI checks a pull request out: actions/checkout keeps its token in .git/config."""
+    (folder / ".git").mkdir()
+    (folder / ".git/config").write_text('[http "https://github.com/"]\n'
+                                        '\textraheader = AUTHORIZATION: basic c2VjcmV0\n')
+
+
+@pytest.mark.parametrize("target", ["../.git/config", "../gpumon.yaml"])
+def test_a_symlink_into_the_spec_folder_outside_runbooks_is_refused(spec_dir, target):
+    """The spec's folder is usually the repository root: a template linked to ../.git/config
+    rendered the CI token into the runbook page. Only runbooks/ itself is inside now."""
+    _git_repo_with_a_token(spec_dir)
+    (spec_dir / "runbooks/cfg.md.j2").symlink_to(target)
+    _template(spec_dir, '{% include "cfg.md.j2" %}\n')
+    result = _render(spec_dir)
+    out = _problem(result, "GpuLost.md.j2", 1)
+    assert "c2VjcmV0" not in out and "outside the spec's runbooks/ folder" in out and "--follow-symlinks" in out
+    assert not (spec_dir / "out").exists() or "c2VjcmV0" not in "".join(
+        p.read_text() for p in (spec_dir / "out").rglob("*.md"))
+
+
+def test_a_runbooks_folder_linked_to_the_repository_root_is_refused(tmp_path):
+    """runbooks/ -> . would put the whole repository, .git included, inside runbooks/."""
+    _git_repo_with_a_token(tmp_path)
+    (tmp_path / "gpumon.yaml").write_text(BASE, "utf-8")
+    (tmp_path / "GpuLost.md.j2").write_text('{% include "cfg.md.j2" %}\n')
+    (tmp_path / "cfg.md.j2").symlink_to(".git/config")
+    (tmp_path / "runbooks").symlink_to(".")
+    result = _render(tmp_path)
+    assert result.exit_code == 2 and "c2VjcmV0" not in result.output, result.output
+    assert "outside the spec's runbooks/ folder" in result.output
+    assert not (tmp_path / "out/runbooks/GpuLost.md").exists()
+
+
+def test_a_template_name_in_version_control_metadata_is_refused(spec_dir):
+    """A runbooks/ folder that is a checkout of its own has its .git inside: still never read."""
+    _git_repo_with_a_token(spec_dir / "runbooks")
+    _template(spec_dir, '# x\n{% include ".git/config" %}\n')
+    for extra in ((), ("--follow-symlinks",)):
+        out = _problem(_render(spec_dir, *extra), "GpuLost.md.j2", 2)
+        assert "c2VjcmV0" not in out and "version-control metadata" in out
 
 
 def test_a_symlinked_runbooks_folder_leading_out_is_refused(tmp_path, tmp_path_factory):
@@ -73,7 +117,7 @@ def test_a_symlinked_runbooks_folder_leading_out_is_refused(tmp_path, tmp_path_f
     (tmp_path / "gpumon.yaml").write_text(BASE, "utf-8")
     (tmp_path / "runbooks").symlink_to(elsewhere)
     result = _render(tmp_path)
-    assert result.exit_code == 2 and "outside the spec's folder" in result.output
+    assert result.exit_code == 2 and "outside the spec's runbooks/ folder" in result.output
 
 
 def test_a_fifo_template_is_refused_without_waiting(spec_dir):
@@ -97,6 +141,11 @@ def test_a_template_over_max_input_mib_is_refused(spec_dir):
     ("{% set ns = namespace(s='x') %}\n{% for i in range(40) %}{% set ns.s = ns.s + ns.s %}{% endfor %}", 2,
      "over the cap"),
     ("{{ 'x'.center(1000000000) }}", 1, "over the cap"),
+    ('# a\n{{ ("%0300000000d" % 1)|length }}', 2, "over the cap"),
+    ('{{ "%.300000000f%s" % (1, 2) }}', 1, "over the cap"),
+    ('{{ "%(a)0300000000d"|format(a=1) }}', 1, "over the cap"),
+    ('{{ "%0300000000d"|format(1) }}', 1, "over the cap"),
+    ('{{ "%*d" % (300000000, 1) }}', 1, "'*' width"),
     ("# a\n{{ range(10**9)|list|length }}", 2, "Range too big"),
     ("# a\n\n\n{{ nosuchvar.attr }}", 4, "'nosuchvar' is undefined"),
     ("# a\n{{ ''.__class__.__mro__ }}", 2, "unsafe"),
@@ -125,6 +174,12 @@ def test_a_page_over_the_output_cap_is_refused(spec_dir, monkeypatch):
     _template(spec_dir, "{% for i in range(1100) %}{{ 'x' * 1000 }}{% endfor %}")
     result = _render(spec_dir)
     assert result.exit_code == 2 and "over the cap" in result.output, result.output
+
+
+def test_percent_formatting_within_the_cap_still_works(spec_dir):
+    _template(spec_dir, '# {{ "%s: %05.1f%%" % (alert, 3.14159) }} {{ "%-6s|"|format("ab") }} {{ 7 % 4 }}\n')
+    assert _render(spec_dir).exit_code == 0
+    assert "# GpuLost: 003.1% ab    | 3" in (spec_dir / "out/runbooks/GpuLost.md").read_text()
 
 
 def test_an_include_of_a_bundled_template_still_works(spec_dir):

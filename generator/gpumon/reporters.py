@@ -15,6 +15,7 @@ from dataclasses import replace
 
 from . import redact
 from .findings import Finding, Location, Report
+from .oneline import one_line, path_start
 
 FORMATS = ("text", "json", "sarif", "junit", "github", "html")
 _SARIF_LEVEL = {"error": "error", "warning": "warning", "info": "note", "inconclusive": "note"}
@@ -54,20 +55,22 @@ def text(report: Report, *, color: bool = False, width: int = 120) -> str:
     lines ``FILE:LINE:COL: severity check: subject: message`` (editors and terminals link them),
     sorted by file and line; the others (validate) as a table per check, failures first, each with
     its hint, in sections by what they ask of the reader: errors, warnings, could-not-tell, notes.
-    Ends with a one-line tally."""
+    Ends with a one-line tally. Every value from the input (file names, rule names, panel titles,
+    label values) is one line (:func:`gpumon.oneline.one_line`): no line starts with its text."""
     from rich.console import Console  # only the text report draws tables: the others skip ~5 MB of imports
 
     buf = io.StringIO()
     console = Console(file=buf, force_terminal=color, no_color=not color, width=width, highlight=False,
                       soft_wrap=True)
     for key, value in report.summary.items():
-        console.print(f"{key}: {value}", markup=False)
+        console.print(f"{key}: {one_line(value)}", markup=False)
     located = sorted((f for f in report.findings if f.location),
                      key=lambda f: (f.location.file, f.location.line, f.location.column, f.check))
     for f in located:
-        console.print(f"{f.location}: {f.severity} {f.check}: {f.subject}: {f.message}", markup=False)
+        where = f"{path_start(f.location.file)}:{f.location.line}:{f.location.column}"
+        console.print(f"{where}: {f.severity} {f.check}: {one_line(f.subject)}: {one_line(f.message)}", markup=False)
         if f.hint:
-            console.print(f"    hint: {f.hint}", markup=False)
+            console.print(f"    hint: {one_line(f.hint)}", markup=False)
     unlocated = [f for f in report.sorted_findings() if not f.location]
     for severity, heading in _SECTIONS:
         by_check: dict[str, list[Finding]] = defaultdict(list)
@@ -98,10 +101,10 @@ def _check_table(console, check: str, items: list[Finding]) -> None:
     table.add_column("subject", overflow="fold")
     table.add_column("finding", overflow="fold")
     for f in items:
-        body = f.message + (f"\nhint: {f.hint}" if f.hint else "")
+        body = one_line(f.message) + (f"\nhint: {one_line(f.hint)}" if f.hint else "")
         # Text, not str: a cell string is read as rich markup, and subjects and messages carry
         # panel titles and queries from the input ("[/bold]" ended in an error, "[link=...]" linked)
-        table.add_row(Text(f.severity), Text(f.subject), Text(body))
+        table.add_row(Text(f.severity), Text(one_line(f.subject)), Text(body))
     console.print(table)
 
 

@@ -24,6 +24,7 @@ from pathlib import Path
 import jinja2
 
 from .durations import format_duration
+from .oneline import one_line
 from .promqltext import quote
 from .readers import files as inputs
 from .runbooksandbox import MAX_OUTPUT, BoundedSandbox, OwnLoader, bounded, explain
@@ -59,8 +60,7 @@ def _env(own: str | None = None, limits: inputs.Limits = inputs.DEFAULT) -> jinj
     bundled = jinja2.FileSystemLoader(str(templates_dir() / "runbooks"))
     loader = bundled
     if own:
-        root = Path(own).parent.resolve()      # the spec's folder: symlinks may lead anywhere inside
-        loader = OwnLoader(Path(own), root, limits, bundled)
+        loader = OwnLoader(Path(own), limits, bundled)
     env = BoundedSandbox(
         loader=loader,
         undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True,
@@ -159,7 +159,7 @@ def render_one(spec: Spec, alert: str, rules: list[Rule], limits: inputs.Limits 
         if found is None:
             raise
         file, line, message = found
-        place = f"{file}:{line}" if file and line else (file or str(own))
+        place = f"{file}:{line}" if file and line else (file or one_line(own))
         raise TemplateProblem(f"{place}: {message} (runbook template for {alert})") from None
     text = "\n".join(line.rstrip() for line in text.strip().splitlines()) + "\n"
     text = re.sub(r"\n{3,}", "\n\n", text)

@@ -5,10 +5,13 @@ Jinja's sandbox (no Python attributes or calls beyond plain data) they are held 
 
 - **files**: :class:`OwnLoader` reads each template (and every ``include``/``import``/``extends``
   it names) through :func:`gpumon.readers.files.read_text`: regular files only (devices, FIFOs
-  and sockets are refused), at most ``--max-input-mib``, UTF-8, and never through a symlink that
-  leads out of the spec's folder unless ``--follow-symlinks`` is given;
-- **size**: ``*``, ``**`` and ``+`` on strings, lists and numbers, ``~`` (concatenation) and
-  method calls with a huge count argument (``'x'.center(10**9)``) are refused before they build
+  and sockets are refused), at most ``--max-input-mib``, UTF-8, and, unless ``--follow-symlinks``
+  is given, never through a symlink that leads out of the ``runbooks/`` folder itself (the spec's
+  folder is a repository root as often as not, and its ``.git/config`` holds CI tokens) nor
+  into version-control metadata, and never a template name with a ``.git`` (``.hg``, ...) part;
+- **size**: ``*``, ``**`` and ``+`` on strings, lists and numbers, ``~`` (concatenation),
+  ``%`` formatting (and the ``format`` filter) with a huge width or precision (``'%09999999d'``)
+  and method calls with a huge count argument (``'x'.center(10**9)``) are refused before they build
   anything over :data:`MAX_OUTPUT` characters (or a number over :data:`MAX_INT_BITS` bits); the
   rendered page is capped at the same size, and, on Linux, the address space the process may
   add while a template renders is capped at :data:`MEMORY_LIMIT` (the net under whatever a
@@ -25,6 +28,7 @@ from __future__ import annotations
 
 import contextlib
 import operator
+import re
 import signal
 import threading
 import traceback
@@ -34,6 +38,7 @@ import jinja2
 from jinja2.compiler import CodeGenerator
 from jinja2.sandbox import SandboxedEnvironment
 
+from .oneline import one_line
 from .readers import files as inputs
 
 #: characters a rendered runbook (and any string or list a template builds) may hold: the bundled
@@ -45,6 +50,8 @@ MAX_INT_BITS = 4096
 TIME_LIMIT = 10.0
 #: bytes of address space the process may add while one template renders (Linux)
 MEMORY_LIMIT = 512 << 20
+#: characters of a template's error message shown (escaped): the text is the template's to choose
+MAX_MESSAGE = 300
 
 
 class TemplateLimit(jinja2.TemplateError):
@@ -58,6 +65,21 @@ def _sized(value) -> int | None:
 def _check_size(size: int) -> None:
     if size > MAX_OUTPUT:
         raise TemplateLimit(f"the template builds a value of {size} items, over the cap of {MAX_OUTPUT}")
+
+
+#: a printf-style conversion of ``%`` formatting: its width and precision (``*``: from the arguments)
+_PERCENT = re.compile(r"%(?:\([^)]*\))?[-#0 +]*(\*|\d+)?(?:\.(\*|\d+))?[hlL]?.")
+
+
+def _check_percent(fmt: str) -> None:
+    """Refuse ``fmt % args`` whose widths and precisions add up past :data:`MAX_OUTPUT` (checked
+    before formatting: ``'%0300000000d' % 1`` builds 300 MB), or take one from the arguments."""
+    total = 0
+    for width, precision in _PERCENT.findall(fmt):
+        if "*" in (width, precision):
+            raise TemplateLimit("a '*' width or precision in % formatting; write the number out")
+        total += int(width or 0) + int(precision or 0)
+    _check_size(total)
 
 
 def _bounded_binop(op: str, left, right):
@@ -74,7 +96,18 @@ def _bounded_binop(op: str, left, right):
             raise TemplateLimit(f"the template computes a number over {MAX_INT_BITS} bits")
     elif op == "+" and _sized(left) is not None and _sized(right) is not None:
         _check_size(len(left) + len(right))
-    return {"*": operator.mul, "**": operator.pow, "+": operator.add}[op](left, right)
+    elif op == "%" and isinstance(left, str):
+        _check_percent(left)
+    return {"*": operator.mul, "**": operator.pow, "+": operator.add, "%": operator.mod}[op](left, right)
+
+
+def _bounded_format(value, *args, **kwargs) -> str:
+    """Jinja's ``format`` filter (``value % args``) with :func:`_check_percent` first."""
+    _check_percent(str(value))
+    return _format_filter(value, *args, **kwargs)
+
+
+_format_filter = jinja2.filters.FILTERS["format"]
 
 
 def _bounded_concat(parts) -> str:
@@ -98,12 +131,13 @@ class _Generator(CodeGenerator):
 class BoundedSandbox(SandboxedEnvironment):
     """Jinja's sandbox with the size bounds of this module (time and memory: :func:`bounded`)."""
 
-    intercepted_binops = frozenset(["*", "**", "+"])
+    intercepted_binops = frozenset(["*", "**", "+", "%"])
     code_generator_class = _Generator
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self.gpumon_concat = _bounded_concat
+        self.filters["format"] = _bounded_format
 
     def call_binop(self, context, op, left, right):
         return _bounded_binop(op, left, right)
@@ -121,15 +155,23 @@ class BoundedSandbox(SandboxedEnvironment):
 
 
 class OwnLoader(jinja2.BaseLoader):
-    """Templates of the spec's ``runbooks/`` folder, read within ``limits`` (see the module
-    docstring), then the bundled ones (``fallback``, trusted). ``root`` is the folder a symlink
-    may lead into without ``--follow-symlinks`` (the spec's)."""
+    """Templates of the spec's ``runbooks/`` folder ``own``, read within ``limits`` (see the
+    module docstring), then the bundled ones (``fallback``, trusted). Without
+    ``--follow-symlinks`` a template must resolve inside ``own`` as the spec's folder names it
+    (resolved up to the spec's folder, not through a symlinked ``runbooks/`` itself)."""
 
-    def __init__(self, own: Path, root: Path, limits: inputs.Limits, fallback: jinja2.BaseLoader):
-        self.own, self.root, self.limits, self.fallback = own, root, limits, fallback
+    def __init__(self, own: Path, limits: inputs.Limits, fallback: jinja2.BaseLoader):
+        self.own, self.limits, self.fallback = own, limits, fallback
+        # the spec's folder is resolved (it may sit under a symlinked home), runbooks/ is not: a
+        # runbooks/ linked to ".." would make the whole repository, .git included, "inside"
+        self.root = own.parent.resolve() / own.name
 
     def get_source(self, environment, template):
         pieces = jinja2.loaders.split_template_path(template)     # refuses ".." (TemplateNotFound)
+        if inputs.VCS_DIRS.intersection(pieces):
+            # a runbooks/ folder may be a checkout of its own; its metadata is never a template
+            raise self._refused(self.own.joinpath(*pieces), "names version-control metadata, "
+                                                            "which is never read as a template")
         path = self.own.joinpath(*pieces)
         if not (path.exists() or path.is_symlink()):
             return self.fallback.get_source(environment, template)
@@ -138,9 +180,9 @@ class OwnLoader(jinja2.BaseLoader):
                 target = path.resolve(strict=True)
             except (OSError, RuntimeError):
                 raise self._refused(path, "a symlink loop or a symlink to a missing file") from None
-            if target != self.root and self.root not in target.parents:
-                raise self._refused(path, f"leads (through a symlink) to {target}, outside the spec's folder "
-                                          f"{self.root}; pass --follow-symlinks to read it")
+            if self.root not in target.parents:
+                raise self._refused(path, f"leads (through a symlink) to {target}, outside the spec's runbooks/ "
+                                          f"folder {self.root}; pass --follow-symlinks to read it")
         try:
             text = inputs.read_text(path, inputs.Limits(self.limits.follow_symlinks, self.limits.max_bytes,
                                                          (self.root,)))
@@ -216,7 +258,19 @@ def _cap(extra: int) -> int | None:
 def explain(exc: BaseException) -> tuple[str | None, int | None, str] | None:
     """``(file, line, message)`` for an exception a spec's template raised while loading or
     rendering (Jinja rewrites its tracebacks so that the template's frames carry its file name and
-    line), or None for one that is not the template's doing."""
+    line), or None for one that is not the template's doing. The file and message are one line
+    each, escaped and the message cut at :data:`MAX_MESSAGE` characters
+    (:func:`gpumon.oneline.one_line`): a template chooses the text of what it raises
+    (``"x".encode("\\n::add-mask::...")``), and CI runners read lines of the log as commands."""
+    found = _explained(exc)
+    if found is None:
+        return None
+    file, line, message = found
+    return (one_line(file) if file else file), line, one_line(message, MAX_MESSAGE)
+
+
+def _explained(exc: BaseException) -> tuple[str | None, int | None, str] | None:
+    """:func:`explain` before escaping."""
     if isinstance(exc, jinja2.TemplateSyntaxError):
         return exc.filename or exc.name, exc.lineno, exc.message or str(exc)
     if isinstance(exc, _Timeout):

@@ -74,13 +74,15 @@ def internal_error(exc: BaseException, command: str | None = None) -> None:
     """Exit 4 with one line asking for a bug report: an uncaught exception is a bug, and must
     not end as exit 1 (findings) or 2, which CI reads as drift or bad input (issue #15, finding 4).
     The line is redacted (an exception may quote a header); ``GPUMON_DEBUG=1`` adds the traceback."""
+    from ..oneline import one_line
     from ..redact import redact
 
     if os.environ.get("GPUMON_DEBUG") == "1":
         import traceback
 
         click.echo(redact("".join(traceback.format_exception(exc))), err=True, nl=False)
-    detail = " ".join(redact(f"{type(exc).__name__}: {exc}").split())[:300]
+    # the exception's text may come from the input (a template, a server): escaped like any
+    detail = one_line(" ".join(redact(f"{type(exc).__name__}: {exc}").split()))[:300]
     where = f" in {command}" if command else ""
     click.echo(f"gpumon: internal error{where} ({detail}); this is a bug in gpumon: please report it with the command "
                "and its input (GPUMON_DEBUG=1 shows the traceback)", err=True)

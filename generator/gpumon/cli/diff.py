@@ -29,13 +29,15 @@ def diff_command(old: str, new: str, max_chars: int, follow_symlinks: bool, max_
                 4 internal error.
     """
     from ..diff import compare
+    from ..oneline import one_line
     from ..diff.sources import SourceError, read
 
     try:
         limits = read_limits(follow_symlinks, max_input_mib)
         before, after = read(old, limits), read(new, limits)
     except SourceError as exc:
-        click.echo(f"gpumon: {exc}", err=True)
+        # the message names files and quotes parser errors of the pull request's input: one line
+        click.echo(f"gpumon: {one_line(exc)}", err=True)
         sys.exit(EXIT_ERROR)
     result = compare(before, after, old, new)
     click.echo(result.markdown(limit=max_chars), nl=False)

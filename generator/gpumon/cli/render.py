@@ -40,6 +40,7 @@ def render(spec: str | None, spec_option: str | None, out: str | None, check: bo
     from .. import render as render_mod
     from .. import writer
 
+    from ..oneline import one_line
     from ..runbooks import TemplateProblem
 
     spec = pick_spec(spec, spec_option)
@@ -58,7 +59,8 @@ def render(spec: str | None, spec_option: str | None, out: str | None, check: bo
         try:
             drift = writer.diff(files, folder)
         except writer.OutputError as exc:
-            click.echo(f"gpumon: {exc}", err=True)
+            # it may quote a line of the output folder's manifest, which a pull request controls
+            click.echo(f"gpumon: {one_line(exc)}", err=True)
             sys.exit(EXIT_ERROR)
         if drift.any:
             for line in drift.lines():
@@ -73,7 +75,7 @@ def render(spec: str | None, spec_option: str | None, out: str | None, check: bo
     try:
         drift = writer.write(files, folder)
     except writer.OutputError as exc:
-        click.echo(f"gpumon: {exc}", err=True)
+        click.echo(f"gpumon: {one_line(exc)}", err=True)
         sys.exit(EXIT_ERROR)
     except OSError as exc:
         click.echo(f"gpumon: cannot write {exc.filename or out}: {exc.strerror or exc}", err=True)

@@ -7,6 +7,10 @@ Those commands read files a pull request controls, so each file is read only whe
 - inside the tree being read: a symlink whose target resolves outside every path named on the
   command line is refused unless ``--follow-symlinks`` is given (a path named itself counts as
   the folder it is in);
+- not version-control metadata reached through a symlink: a target with a ``.git``, ``.hg``,
+  ``.svn`` or ``.bzr`` folder on its path is refused unless ``--follow-symlinks`` is given, even
+  inside the tree (``gpumon lint .`` at a repository root), since ``.git/config`` holds CI
+  tokens (actions/checkout's ``extraheader``, GitLab's ``gitlab-ci-token`` remote URL);
 - at most :data:`MAX_FILE_BYTES` long (read through a bounded buffer, so a file that grows while
   it is read is refused too);
 - UTF-8 text;
@@ -37,6 +41,8 @@ from ruamel.yaml.error import YAMLError as RuamelYAMLError
 MAX_FILE_BYTES = 16 << 20
 #: nesting levels of a YAML or JSON document (Grafana dashboards nest about 10 deep)
 MAX_DEPTH = 100
+#: folders of version-control metadata: never read through a symlink without ``--follow-symlinks``
+VCS_DIRS = frozenset({".git", ".hg", ".svn", ".bzr"})
 _JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"', re.S)
 _BRACKETS = re.compile(r"[\[\]{}]")
 
@@ -89,11 +95,16 @@ def read_text(path: Path, limits: Limits = DEFAULT) -> str:
     """The UTF-8 text of ``path``, read within ``limits``.
 
     Raises:
-        Refused: not a regular file, a symlink leading out of the tree, too large, not UTF-8.
+        Refused: not a regular file, a symlink leading out of the tree or into version-control
+            metadata, too large, not UTF-8.
         OSError: the file cannot be opened or read (permissions, vanished).
     """
-    if path.is_symlink() and not limits.follow_symlinks:
-        _check_inside(path, limits.roots)
+    if not limits.follow_symlinks:
+        if path.is_symlink():
+            _check_inside(path, limits.roots)
+        # a symlinked folder on the way counts too (a path named on the command line may go
+        # through one): what matters is where the bytes come from
+        check_not_vcs(path)
     # O_NONBLOCK: opening a FIFO must not wait for a writer; O_NOCTTY: a terminal device never
     # becomes the controlling one. The type is checked on the descriptor actually read.
     fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0))
@@ -126,6 +137,25 @@ def _check_inside(path: Path, roots: tuple[Path, ...]) -> None:
         raise Refused(f"a symlink to a missing file ({exc.strerror or exc})") from None
     if not roots or not any(target == root or root in target.parents for root in roots):
         raise Refused(f"a symlink to {target}, outside the paths given; pass --follow-symlinks to read it")
+
+
+def vcs_folder(path: Path) -> Path | None:
+    """The version-control folder (:data:`VCS_DIRS`) on ``path``'s way, or None."""
+    for at, part in enumerate(path.parts):
+        if part in VCS_DIRS:
+            return Path(*path.parts[:at + 1])
+    return None
+
+
+def check_not_vcs(path: Path) -> None:
+    """Raise :class:`Refused` when ``path`` leads, through a symlink (its own or a folder's on
+    the way), into version-control metadata: ``.git/config`` holds CI tokens, and a pull request
+    can add such a link anywhere. A path that names the metadata folder itself is the caller's
+    choice and is read."""
+    target = vcs_folder(Path(os.path.realpath(path)))
+    if target is not None and target != vcs_folder(Path(os.path.abspath(path))):
+        raise Refused(f"a symlink into {target} (version-control metadata, which can hold credentials "
+                      f"such as a CI token); pass --follow-symlinks to read it")
 
 
 def _kind(mode: int) -> str:

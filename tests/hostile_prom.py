@@ -99,6 +99,22 @@ def trickle(h, path, params) -> None:
         pass
 
 
+def trickle_headers(h, path, params) -> None:
+    """The status line at once, then one header line at a time, never the blank line that ends
+    them: each read brings a few bytes, so a per-read timeout never fires."""
+    end = time.monotonic() + STALL
+    try:
+        h.wfile.write(b"HTTP/1.1 200 OK\r\n")
+        h.wfile.flush()
+        while time.monotonic() < end:
+            time.sleep(0.2)
+            h.wfile.write(b"X-A: b\r\n")
+            h.wfile.flush()
+    except OSError:
+        pass
+    h.close_connection = True
+
+
 def redirect_to(location: str, status: int = 302):
     """Answer every request with a redirect to ``location`` (``{port}``: this server's port)."""
     def responder(h, path, params):
@@ -271,6 +287,8 @@ MODES = {
     "huge-after-probe": (after_probe(huge), LATER),
     "lying-content-length": (lying_length, FAIL),
     "trickle-body": (trickle, FAIL),
+    "trickle-headers": (trickle_headers, FAIL),
+    "trickle-headers-after-probe": (after_probe(trickle_headers), LATER),
     # a redirect to an internal address (a cloud metadata service: credentials in the body) is not
     # followed; nor is one to another port or scheme of the same host, or a Location not a URL
     "redirect-metadata": (metadata_service, FAIL),

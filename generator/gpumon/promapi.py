@@ -15,8 +15,9 @@ credentials) is ever read, and a body is quoted only as a short escaped excerpt
 (:mod:`gpumon.promhttp`). A ``--prom`` or ``Location`` that does not parse is a config or connection
 error, never an internal one.
 
-Every request is bounded (issue #15, finding 5): a deadline for the whole request (connect,
-redirects, every read of the body: a trickled body cannot stretch it), an optional overall
+Every request is bounded (issue #15, finding 5): a wall-time deadline for the whole request
+(connect, TLS, redirects, every read of the headers and the body: a server trickling either cannot
+stretch it, :mod:`gpumon.promhttp`), an optional overall
 deadline for the client (``validate --deadline``), and a cap on the body size that also holds
 after gzip/deflate decompression (a gzip bomb is refused after ``max_bytes``, not inflated).
 Per-request timeouts share one budget: after :data:`STALL_LIMIT` requests in a row time out, or
@@ -157,6 +158,7 @@ class PromClient:
         self._fleet_answer = threading.Lock()
         self.http = httpx.Client(timeout=timeout, verify=verify, follow_redirects=False, transport=transport,
                                  event_hooks={"response": [promhttp.stop_at_redirect]})
+        promhttp.bound(self.http)
 
     def close(self) -> None:
         self.http.close()
@@ -216,48 +218,54 @@ class PromClient:
         deadline = time.monotonic() + self.timeout
         overall = self.deadline_at is not None and self.deadline_at < deadline
         deadline = min(deadline, self.deadline_at) if self.deadline_at is not None else deadline
-        for _ in range(MAX_REDIRECTS + 1):
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise self._timed_out(url, overall)
-            try:
-                request = self.http.build_request("GET", url, params=params, headers=headers, timeout=remaining)
-                resp = self.http.send(request, stream=True)
+        # every connect, handshake, read and write of this request ends by its deadline: a server
+        # trickling its headers or body cannot reset a per-read timeout for ever (gpumon.promhttp)
+        with promhttp.deadline(deadline):
+            for _ in range(MAX_REDIRECTS + 1):
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise self._timed_out(url, overall)
                 try:
-                    if hook is None:
-                        body = self._read(resp, deadline, overall)
-                    else:
-                        if not self._fleet_answer.acquire(timeout=max(0.0, deadline - time.monotonic())):
-                            raise self._timed_out(url, overall)
-                        try:
-                            return decode(resp, self._read(resp, deadline, overall), hook)
-                        finally:
-                            self._fleet_answer.release()
-                finally:
-                    resp.close()
-            except promhttp.Redirect as moved:
-                # only within the origin of --prom: nothing another host answers (a cloud
-                # metadata service's credentials) may reach a report
-                url = promhttp.redirect_target(moved.url, moved.status, moved.location, self.origin)
-                params = None  # the Location carries its own query string
-                continue
-            except httpx.TimeoutException:
-                raise self._timed_out(url, overall) from None
-            except httpx.InvalidURL as exc:  # e.g. over httpx's 65,536-character URL limit
-                raise PromError("config", redact.clip(strip_userinfo(url), 200), f"request not sent: {exc}") from None
-            except httpx.HTTPError as exc:
-                raise PromError("connection", strip_userinfo(url), f"cannot connect: {exc}",
-                                hint="check the URL, port, proxy and TLS options (--ca-file, --insecure-skip-verify)") from None
-            return decode(resp, body, hook)
+                    request = self.http.build_request("GET", url, params=params, headers=headers, timeout=remaining)
+                    resp = self.http.send(request, stream=True)
+                    try:
+                        if hook is None:
+                            body = self._read(resp, deadline, overall)
+                        else:
+                            if not self._fleet_answer.acquire(timeout=max(0.0, deadline - time.monotonic())):
+                                raise self._timed_out(url, overall)
+                            try:
+                                return decode(resp, self._read(resp, deadline, overall), hook)
+                            finally:
+                                self._fleet_answer.release()
+                    finally:
+                        resp.close()
+                except promhttp.Redirect as moved:
+                    # only within the origin of --prom: nothing another host answers (a cloud
+                    # metadata service's credentials) may reach a report
+                    url = promhttp.redirect_target(moved.url, moved.status, moved.location, self.origin)
+                    params = None  # the Location carries its own query string
+                    continue
+                except httpx.ConnectTimeout:
+                    raise self._timed_out(url, overall, "no connection") from None
+                except httpx.TimeoutException:
+                    raise self._timed_out(url, overall) from None
+                except httpx.InvalidURL as exc:  # e.g. over httpx's 65,536-character URL limit
+                    raise PromError("config", redact.clip(strip_userinfo(url), 200), f"request not sent: {exc}") from None
+                except httpx.HTTPError as exc:
+                    raise PromError("connection", strip_userinfo(url), f"cannot connect: {exc}",
+                                    hint="check the URL, port, proxy and TLS options (--ca-file, --insecure-skip-verify)") from None
+                return decode(resp, body, hook)
         raise PromError("http", strip_userinfo(url), f"more than {MAX_REDIRECTS} redirects",
                         hint="a redirect loop (an auth proxy or ingress sending the request back): check --prom")
 
-    def _timed_out(self, url: str, overall: bool) -> PromError:
+    def _timed_out(self, url: str, overall: bool, what: str = "") -> PromError:
         url = strip_userinfo(url)
         if overall:
             return PromError("timeout", url, f"the overall --deadline of {self.overall:g}s ran out",
                              hint="raise --deadline, narrow --checks or --lookback, or check the server's load")
-        return PromError("timeout", url, f"no complete answer within {self.timeout:g}s",
+        what = what or "the server sent its answer too slowly: no complete answer"
+        return PromError("timeout", url, f"{what} within {self.timeout:g}s (--timeout)",
                          hint="raise --timeout, or narrow --lookback; a slow query may also "
                               "mean the server is overloaded")
 

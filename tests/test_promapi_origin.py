@@ -137,8 +137,9 @@ def test_validate_refuses_a_redirect_elsewhere_and_writes_its_report(tmp_path, m
     redact.reset()
     out_file = tmp_path / "report.txt"
     with HostileProm(mode) as srv:
-        result = CliRunner().invoke(cli, ["validate", str(ROOT / "gpumon.yaml"), "--prom", srv.url, "-o", str(out_file),
-                                          "--format", "json", "--timeout", "2", "--deadline", "10"], env={"GPUMON_BEARER_TOKEN": None})
+        args = ["validate", str(ROOT / "gpumon.yaml"), "--prom", srv.url, "-o", str(out_file), "--format", "json",
+                "--timeout", "2", "--deadline", "10"]
+        result = CliRunner().invoke(cli, args, env={"GPUMON_BEARER_TOKEN": None})
         requests = srv.server.requests
     out = result.stdout + result.stderr + out_file.read_text()
     assert result.exit_code == 2, out

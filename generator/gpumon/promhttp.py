@@ -178,11 +178,11 @@ def parse_base(url: str):
     if isinstance(parts, str):
         raise PromError("config", "--prom", parts)
     if parts.query:
-        raise PromError("config", "--prom", "--prom must not carry a query string (gpumon's API requests would drop "
+        raise PromError("config", "--prom", "must not carry a query string (gpumon's API requests would drop "
                         "it, and it is not shown: it often holds a credential); pass credentials with --header, "
                         "--bearer-token-file or --basic-auth-file")
     if parts.fragment:
-        raise PromError("config", "--prom", "--prom must not carry a #fragment (it is never sent; gpumon would ask "
+        raise PromError("config", "--prom", "must not carry a #fragment (it is never sent; gpumon would ask "
                         "the wrong path): pass the server's base URL, e.g. http://prometheus:9090")
     user = unquote(parts.username) if parts.username is not None else None
     password = unquote(parts.password) if parts.password is not None else None

@@ -99,6 +99,43 @@ def trickle(h, path, params) -> None:
         pass
 
 
+def trickle_headers(h, path, params) -> None:
+    """The status line at once, then one header line at a time, never the blank line that ends
+    them: each read brings a few bytes, so a per-read timeout never fires."""
+    end = time.monotonic() + STALL
+    try:
+        h.wfile.write(b"HTTP/1.1 200 OK\r\n")
+        h.wfile.flush()
+        while time.monotonic() < end:
+            time.sleep(0.2)
+            h.wfile.write(b"X-A: b\r\n")
+            h.wfile.flush()
+    except OSError:
+        pass
+    h.close_connection = True
+
+
+def redirect_to(location: str, status: int = 302):
+    """Answer every request with a redirect to ``location`` (``{port}``: this server's port)."""
+    def responder(h, path, params):
+        send(h, status, "", headers={"Location": location.format(port=h.server.server_address[1])})
+    return responder
+
+
+#: what :func:`metadata_service` hands out: nothing of it may reach a report
+FAKE_KEY = "AKIAFAKEFAKE7q2w"
+
+
+def metadata_service(h, path, params) -> None:
+    """Redirect to this server under another host name (``localhost``), which answers like a cloud
+    metadata service: credentials as text/plain (tests never reach a real 169.254.169.254)."""
+    if h.headers.get("Host", "").startswith("127."):
+        port = h.server.server_address[1]
+        return send(h, 302, "", headers={"Location": f"http://u:pw-in-location@localhost:{port}/latest/meta-data/iam/"
+                                                     "security-credentials/role?X-Amz-Token=tok-in-location"})
+    send(h, 200, json.dumps({"AccessKeyId": FAKE_KEY, "SecretAccessKey": "fake-secret"}), "text/plain")
+
+
 def stall(h, path, params) -> None:
     time.sleep(STALL)
     healthy(h, path, params)
@@ -250,6 +287,16 @@ MODES = {
     "huge-after-probe": (after_probe(huge), LATER),
     "lying-content-length": (lying_length, FAIL),
     "trickle-body": (trickle, FAIL),
+    "trickle-headers": (trickle_headers, FAIL),
+    "trickle-headers-after-probe": (after_probe(trickle_headers), LATER),
+    # a redirect to an internal address (a cloud metadata service: credentials in the body) is not
+    # followed; nor is one to another port or scheme of the same host, or a Location not a URL
+    "redirect-metadata": (metadata_service, FAIL),
+    "redirect-other-port": (redirect_to("http://127.0.0.1:1/x?token=abc"), FAIL),
+    "redirect-https": (redirect_to("https://127.0.0.1:{port}/api/v1/query"), FAIL),
+    "redirect-bad-port": (redirect_to("http://127.0.0.1:99999/x"), FAIL),
+    "redirect-bad-ipv6": (redirect_to("http://a:b@[::1/x"), FAIL),
+    "redirect-bad-port-after-probe": (after_probe(redirect_to("http://127.0.0.1:99999/x")), LATER),
     "stall": (stall, FAIL),
     "stall-after-probe": (after_probe(stall), LATER),
     "bad-encoding": (_static(200, "xx", headers={"Content-Encoding": "br"}), FAIL),

@@ -47,7 +47,7 @@ def test_starter_with_url_links_every_alert_absolutely(tmp_path):
 
 
 def test_relative_or_odd_url_is_refused_and_nothing_is_written(tmp_path):
-    for url in ("../runbooks", "runbooks", "ftp://host/runbooks", "https://"):
+    for url in ("../runbooks", "runbooks", "ftp://host/runbooks", "https://", "http://[::1/runbooks"):
         proc = gpumon("init", str(tmp_path), "--runbook-url", url, cwd=tmp_path)
         assert proc.returncode == 2 and "absolute http(s) URL" in proc.stderr, (url, proc.stderr)
         assert not list(tmp_path.iterdir())

@@ -292,3 +292,16 @@ def test_text_report_shows_rich_markup_from_the_input_literally():
     out = reporters.text(Report(tool="gpumon validate", findings=[finding]), color=True, width=400)
     assert "[/bold] [red]x[/red] [link=https://evil.example]y[/link]" in out
     assert "reads [/] nothing" in out and "[b]fix[/b]" in out and "\x1b]8;" not in out
+
+
+def test_a_runbook_url_that_does_not_parse_is_a_finding_not_an_internal_error(tmp_path):
+    """``urlparse`` refuses an unclosed IPv6 bracket (``ValueError``); a rule file's text is a
+    finding, never exit 4."""
+    rules = tmp_path / "r.rules.yaml"
+    rules.write_text("groups:\n- name: g\n  rules:\n  - alert: A\n    expr: up == 0\n    for: 5m\n"
+                     "    labels: {severity: warning}\n"
+                     "    annotations: {summary: s, description: d, runbook_url: 'http://[::1/x'}\n")
+    result = run(rules, "--format", "json")
+    assert result.exit_code in (0, 1), result.output
+    found = [f for f in json.loads(result.stdout)["findings"] if f["check"] == "runbook-url-not-absolute"]
+    assert found and "is not a valid URL" in found[0]["message"]

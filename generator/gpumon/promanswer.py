@@ -63,9 +63,16 @@ class Answer:
         return any(not str(w).startswith(ANNOTATION_PREFIXES) for w in self.warnings)
 
 
+def escaped(text: str) -> str:
+    """``text`` with every character a terminal or a CI log acts on (control characters, ANSI
+    escape sequences, bidirectional overrides) written as its Python escape (``\\x1b``): a
+    server's words are quoted, never obeyed."""
+    return "".join(ch if ch.isprintable() else repr(ch)[1:-1] for ch in text)
+
+
 def _strings(value: object) -> list[str]:
     # masked before the cut: a warning quoting a credential is not printed in part
-    return [redact.clip(str(v), 500) for v in value[:50]] if isinstance(value, list) else []
+    return [escaped(redact.clip(str(v), 500)) for v in value[:50]] if isinstance(value, list) else []
 
 
 def _known_codec(name: str | None) -> bool:

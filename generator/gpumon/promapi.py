@@ -8,11 +8,16 @@ envelope ``{"status", "data", "errorType", "error", "warnings", "infos"}`` (Prom
 says what came back, never "0 series".
 
 Secrets (bearer token, basic-auth password, ``--header`` values) are registered with
-:mod:`gpumon.redact` before anything can fail on them, every :class:`PromError` message is
-redacted, and secrets are not sent along a redirect to another host.
+:mod:`gpumon.redact` before anything can fail on them, and every :class:`PromError` message is
+redacted. Requests go only to the origin (scheme, host, port) of ``--prom``: a redirect that leaves
+it is refused by name, not followed, so no other host's answer (a cloud metadata service's
+credentials) is ever read, and a body is quoted only as a short escaped excerpt
+(:mod:`gpumon.promhttp`). A ``--prom`` or ``Location`` that does not parse is a config or connection
+error, never an internal one.
 
-Every request is bounded (issue #15, finding 5): a deadline for the whole request (connect,
-redirects, every read of the body: a trickled body cannot stretch it), an optional overall
+Every request is bounded (issue #15, finding 5): a wall-time deadline for the whole request
+(connect, TLS, redirects, every read of the headers and the body: a server trickling either cannot
+stretch it, :mod:`gpumon.promhttp`), an optional overall
 deadline for the client (``validate --deadline``), and a cap on the body size that also holds
 after gzip/deflate decompression (a gzip bomb is refused after ``max_bytes``, not inflated).
 Per-request timeouts share one budget: after :data:`STALL_LIMIT` requests in a row time out, or
@@ -31,9 +36,7 @@ import os
 import sys
 import threading
 import time
-import zlib
 from pathlib import Path
-from urllib.parse import urljoin, urlsplit
 
 if "httpx" not in sys.modules:
     # httpx imports its own command-line client (click, rich, pygments) whenever they are
@@ -42,13 +45,13 @@ if "httpx" not in sys.modules:
     sys.modules.setdefault("httpx._main", None)
 import httpx  # noqa: E402
 
-from . import redact
+from . import promhttp, redact
 # the answer types and the credential helpers live in their own modules; read through this one
 from .promanswer import (LEFT_OUT, Answer, PromError, _is_labels, _is_sample, _is_series,  # noqa: F401
                          _is_target, _is_value, _known_codec, _strings, count, result_items, shape_error,
                          streaming, targets_hook)
 from .promauth import _bad_header_char, _read_secret, check_header, strip_userinfo  # noqa: F401
-from .promdecode import decode
+from .promdecode import decode, read_body
 
 MAX_REDIRECTS = 5
 #: timeouts in a row after which a client sends nothing more (see the module docstring)
@@ -80,7 +83,7 @@ class PromClient:
     """A Prometheus-compatible HTTP API client.
 
     Args:
-        url: base URL, e.g. ``http://prometheus:9090`` (``user:pass@`` is accepted as basic auth).
+        url: base URL, e.g. ``http://prometheus:9090`` (``user:pass@`` is basic auth, percent-decoded).
         path_prefix: prefix before ``/api/v1`` (Mimir: ``/prometheus``).
         tenant: sent as ``X-Scope-OrgID`` on every request (Mimir, Cortex, multi-tenant Thanos).
         headers: extra headers ``{name: value}`` (values are treated as secrets).
@@ -95,7 +98,8 @@ class PromClient:
             instead of an error; see :data:`BACKEND_QUERY_PARAMS`).
         transport: an httpx transport (tests use ``httpx.MockTransport``).
     Raises:
-        PromError(kind="config"): unreadable secret file or bad URL.
+        PromError(kind="config"): unreadable secret file, or a URL that does not parse or carries a
+            query string or fragment (``url="--prom"``, the URL not shown).
     """
 
     def __init__(self, url: str, *, path_prefix: str = "", tenant: str | None = None,
@@ -104,14 +108,11 @@ class PromClient:
                  timeout: float = 30.0, deadline: float | None = None, max_bytes: int = MAX_BYTES,
                  query_params: dict[str, str] | None = None, transport: httpx.BaseTransport | None = None):
         self.query_params = dict(query_params or {})
-        parts = urlsplit(url)
-        redact.add(parts.password)
+        parts, user, password = promhttp.parse_base(url)
         for value in (headers or {}).values():
             redact.add(value)
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise PromError("config", strip_userinfo(url), "not an http(s) URL (e.g. http://prometheus:9090)")
-        self.base = strip_userinfo(url).rstrip("/") + ("/" + path_prefix.strip("/") if path_prefix.strip("/") else "")
-        self.origin = (parts.scheme, parts.hostname, parts.port)
+        self.base = promhttp.shown(parts).rstrip("/") + ("/" + path_prefix.strip("/") if path_prefix.strip("/") else "")
+        self.origin = promhttp.origin(parts)
         self.public_headers: dict[str, str] = {"Accept": "application/json"}
         if tenant:
             bad = _bad_header_char(tenant)
@@ -128,8 +129,9 @@ class PromClient:
             if _bad_header_char(token):
                 raise PromError("config", "$GPUMON_BEARER_TOKEN", f"the token holds {_bad_header_char(token)} "
                                 "(the value is not shown)")
+        # the URL's userinfo percent-decoded, as a browser or curl sends it (P%40ss is P@ss)
         userpass = _read_secret(basic_auth_file, "basic auth", ascii_only=False) if basic_auth_file else \
-            (f"{parts.username}:{parts.password or ''}" if parts.username else None)
+            (f"{user}:{password or ''}" if user else None)
         if userpass is not None and ":" not in userpass:
             raise PromError("config", basic_auth_file or "", "basic auth file must hold user:password")
         if token:
@@ -154,7 +156,9 @@ class PromClient:
         # one at a time, so their bodies (bytes, then text, each as large as the answer) are not
         # all in memory at once. Decoding holds the GIL anyway: the wall does not move.
         self._fleet_answer = threading.Lock()
-        self.http = httpx.Client(timeout=timeout, verify=verify, follow_redirects=False, transport=transport)
+        self.http = httpx.Client(timeout=timeout, verify=verify, follow_redirects=False, transport=transport,
+                                 event_hooks={"response": [promhttp.stop_at_redirect]})
+        promhttp.bound(self.http)
 
     def close(self) -> None:
         self.http.close()
@@ -180,7 +184,8 @@ class PromClient:
         ``hook``: a ``json.loads`` object hook, called on every object of the answer as it is
         decoded (:meth:`query`'s ``each``, :meth:`targets`' ``keep``).
 
-        Redirects are followed (up to 5); secrets are dropped when one leaves the origin host.
+        Redirects are followed (up to 5) within the origin of ``--prom`` only; one leaving it is a
+        ``connection`` error naming where it pointed.
         Nothing is sent after :data:`STALL_LIMIT` timeouts in a row or :data:`TIMEOUT_BUDGET` in
         all (a ``timeout`` error at once).
         Raises:
@@ -213,87 +218,59 @@ class PromClient:
         deadline = time.monotonic() + self.timeout
         overall = self.deadline_at is not None and self.deadline_at < deadline
         deadline = min(deadline, self.deadline_at) if self.deadline_at is not None else deadline
-        for _ in range(MAX_REDIRECTS + 1):
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise self._timed_out(url, overall)
-            try:
-                request = self.http.build_request("GET", url, params=params, headers=headers, timeout=remaining)
-                resp = self.http.send(request, stream=True)
+        # every connect, handshake, read and write of this request ends by its deadline: a server
+        # trickling its headers or body cannot reset a per-read timeout for ever (gpumon.promhttp)
+        with promhttp.deadline(deadline):
+            for _ in range(MAX_REDIRECTS + 1):
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise self._timed_out(url, overall)
                 try:
-                    if resp.is_redirect and "location" in resp.headers:
-                        url = urljoin(str(resp.url), resp.headers["location"])
-                        params = None  # the Location carries its own query string
-                        target = urlsplit(url)
-                        if (target.scheme, target.hostname, target.port) != self.origin:
-                            # never hand credentials to another host
-                            headers = {**self.public_headers, "Accept-Encoding": "gzip, deflate"}
-                        continue
-                    if hook is None:
-                        body = self._read(resp, deadline, overall)
-                    else:
-                        if not self._fleet_answer.acquire(timeout=max(0.0, deadline - time.monotonic())):
-                            raise self._timed_out(url, overall)
-                        try:
-                            return decode(resp, self._read(resp, deadline, overall), hook)
-                        finally:
-                            self._fleet_answer.release()
-                finally:
-                    resp.close()
-            except httpx.TimeoutException:
-                raise self._timed_out(url, overall) from None
-            except httpx.InvalidURL as exc:  # e.g. over httpx's 65,536-character URL limit
-                raise PromError("config", redact.clip(strip_userinfo(url), 200), f"request not sent: {exc}") from None
-            except httpx.HTTPError as exc:
-                raise PromError("connection", strip_userinfo(url), f"cannot connect: {exc}",
-                                hint="check the URL, port, proxy and TLS options (--ca-file, --insecure-skip-verify)") from None
-            return decode(resp, body, hook)
+                    request = self.http.build_request("GET", url, params=params, headers=headers, timeout=remaining)
+                    resp = self.http.send(request, stream=True)
+                    try:
+                        if hook is None:
+                            body = self._read(resp, deadline, overall)
+                        else:
+                            if not self._fleet_answer.acquire(timeout=max(0.0, deadline - time.monotonic())):
+                                raise self._timed_out(url, overall)
+                            try:
+                                return decode(resp, self._read(resp, deadline, overall), hook)
+                            finally:
+                                self._fleet_answer.release()
+                    finally:
+                        resp.close()
+                except promhttp.Redirect as moved:
+                    # only within the origin of --prom: nothing another host answers (a cloud
+                    # metadata service's credentials) may reach a report
+                    url = promhttp.redirect_target(moved.url, moved.status, moved.location, self.origin)
+                    params = None  # the Location carries its own query string
+                    continue
+                except httpx.ConnectTimeout:
+                    raise self._timed_out(url, overall, "no connection") from None
+                except httpx.TimeoutException:
+                    raise self._timed_out(url, overall) from None
+                except httpx.InvalidURL as exc:  # e.g. over httpx's 65,536-character URL limit
+                    raise PromError("config", redact.clip(strip_userinfo(url), 200), f"request not sent: {exc}") from None
+                except httpx.HTTPError as exc:
+                    raise PromError("connection", strip_userinfo(url), f"cannot connect: {exc}",
+                                    hint="check the URL, port, proxy and TLS options (--ca-file, --insecure-skip-verify)") from None
+                return decode(resp, body, hook)
         raise PromError("http", strip_userinfo(url), f"more than {MAX_REDIRECTS} redirects",
                         hint="a redirect loop (an auth proxy or ingress sending the request back): check --prom")
 
-    def _timed_out(self, url: str, overall: bool) -> PromError:
+    def _timed_out(self, url: str, overall: bool, what: str = "") -> PromError:
+        url = strip_userinfo(url)
         if overall:
-            return PromError("timeout", strip_userinfo(url), f"the overall --deadline of {self.overall:g}s ran out",
+            return PromError("timeout", url, f"the overall --deadline of {self.overall:g}s ran out",
                              hint="raise --deadline, narrow --checks or --lookback, or check the server's load")
-        return PromError("timeout", strip_userinfo(url), f"no complete answer within {self.timeout:g}s",
+        what = what or "the server sent its answer too slowly: no complete answer"
+        return PromError("timeout", url, f"{what} within {self.timeout:g}s (--timeout)",
                          hint="raise --timeout, or narrow --lookback; a slow query may also "
                               "mean the server is overloaded")
 
     def _read(self, resp: httpx.Response, deadline: float, overall: bool) -> bytes | bytearray:
-        """The body, decompressed, at most ``max_bytes`` of it, before ``deadline`` (a bytearray
-        :func:`gpumon.promdecode.decode` empties once it has the text, not a copy of it)."""
-        url, cap = strip_userinfo(str(resp.url)), self.max_bytes
-        encoding = resp.headers.get("content-encoding", "identity").strip().lower()
-        if encoding not in ("", "identity", "gzip", "x-gzip", "deflate"):
-            raise PromError("http", url, f"unsupported Content-Encoding {redact.clip(encoding, 40)!r}", resp.status_code)
-        too_big = PromError("too-large", url, f"response larger than {cap >> 20} MiB (after decompression)",
-                            resp.status_code, hint="raise --max-response-mib, or narrow --lookback/--checks; a "
-                            "server answering this much to gpumon's queries is unusual")
-        length = resp.headers.get("content-length", "")
-        if encoding in ("", "identity") and length.isdigit() and int(length) > cap:
-            raise too_big
-        if getattr(resp, "_content", None) is not None:  # read already (an in-memory transport)
-            if len(resp.content) > cap:
-                raise too_big
-            return resp.content
-        inflate = zlib.decompressobj(47) if encoding not in ("", "identity") else None  # 47: gzip or zlib
-        body = bytearray()
-        for chunk in resp.iter_raw():
-            if time.monotonic() > deadline:
-                raise self._timed_out(url, overall)
-            if inflate is None:
-                body += chunk
-            else:
-                try:
-                    body += inflate.decompress(chunk, cap + 1 - len(body))
-                    while inflate.unconsumed_tail and len(body) <= cap:
-                        body += inflate.decompress(inflate.unconsumed_tail, cap + 1 - len(body))
-                except zlib.error as exc:
-                    raise PromError("not-json", url, f"the {encoding} body cannot be decompressed: {exc}",
-                                    resp.status_code) from None
-            if len(body) > cap:
-                raise too_big
-        return body
+        return read_body(resp, self.max_bytes, deadline, lambda: self._timed_out(str(resp.url), overall))
 
     def _shape(self, path: str, what: str, data: object) -> PromError:
         return shape_error(self.base + path, what, data)

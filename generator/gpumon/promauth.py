@@ -5,7 +5,6 @@ carry, URLs without ``user:password@``."""
 from __future__ import annotations
 
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
 
 from . import redact
 from .promanswer import PromError
@@ -58,10 +57,11 @@ def check_header(name: str, value: str) -> None:
 
 
 def strip_userinfo(url: str) -> str:
-    """``url`` without ``user:password@`` (for messages)."""
-    parts = urlsplit(url)
-    if parts.username or parts.password:
-        host = parts.hostname or ""
-        netloc = host + (f":{parts.port}" if parts.port else "")
-        return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
-    return url
+    """``url`` without ``user:password@`` (for messages). Never raises: the host part is cut at the
+    last ``@`` of the authority, not parsed, so a URL with a bad port or bracket is still shown."""
+    scheme, sep, rest = url.partition("://")
+    if not sep:
+        return url
+    end = min((i for i in (rest.find("/"), rest.find("?"), rest.find("#")) if i != -1), default=len(rest))
+    authority = rest[:end]
+    return f"{scheme}://{authority.rpartition('@')[2]}{rest[end:]}" if "@" in authority else url

@@ -1,14 +1,17 @@
-"""Reading a Prometheus API answer's body: JSON into an :class:`~.promanswer.Answer`, or a
+"""Reading a Prometheus API answer's body: off the wire within its size cap and deadline
+(:func:`read_body`), then JSON into an :class:`~.promanswer.Answer`, or a
 :class:`~.promanswer.PromError` that names URL, status and what the server said (an error status,
-an HTML login or error page, not JSON)."""
+an HTML login or error page, not JSON) in a short escaped excerpt."""
 
 from __future__ import annotations
 
 import json
 import re
+import time
+import zlib
 
 from . import redact
-from .promanswer import Answer, PromError, _known_codec, _strings
+from .promanswer import Answer, PromError, _known_codec, _strings, escaped
 from .promauth import strip_userinfo
 
 #: words that mark an HTML answer as a login page (oauth2-proxy, OpenShift oauth-proxy, SSO portals)
@@ -34,7 +37,9 @@ def decode(resp, raw: bytes | bytearray, hook=None) -> Answer:
     head = redact.clip(body, 2000, start.start()) if start else ""
     # the first 200 characters with runs of white space as one (the whole body split on white
     # space would make a string per token: hundreds of thousands for a large answer)
-    snippet = redact.clip(" ".join(head.split()), 200)
+    # escaped: the excerpt is the server's text, quoted (an ANSI escape or a line break in it must not
+    # act on the terminal or forge a line of the CI log); at most 200 characters of the body
+    snippet = escaped(redact.clip(" ".join(head.split()), 200))[:200]
     if "html" in ctype or head[:1] == "<":
         login = status in (401, 403) or any(w in body.lower() for w in _LOGIN_WORDS)
         if status < 400 and not login:
@@ -58,8 +63,8 @@ def decode(resp, raw: bytes | bytearray, hook=None) -> Answer:
     if isinstance(doc, dict) and doc.get("status") in ("success", "error"):
         if doc["status"] == "error":
             kind = "auth" if status in (401, 403) else "api"
-            raise PromError(kind, url, f"{redact.clip(str(doc.get('errorType', 'error')), 100)}: "
-                            f"{redact.clip(str(doc.get('error', '')), 300)}".strip(), status)
+            raise PromError(kind, url, f"{escaped(redact.clip(str(doc.get('errorType', 'error')), 100))}: "
+                            f"{escaped(redact.clip(str(doc.get('error', '')), 300))}".strip(), status)
         if status >= 400:
             raise PromError("http", url, snippet, status)
         return Answer(doc.get("data"), _strings(doc.get("warnings")), _strings(doc.get("infos")))
@@ -74,3 +79,41 @@ def decode(resp, raw: bytes | bytearray, hook=None) -> Answer:
         raise PromError("http", url, snippet or resp.reason_phrase, status)
     raise PromError("not-json", url, f"not a Prometheus API answer (Content-Type {ctype or 'none'}): {snippet!r}",
                     status, hint="check --prom and --path-prefix")
+
+
+def read_body(resp, cap: int, deadline: float, timed_out) -> bytes | bytearray:
+    """The body of ``resp`` (an ``httpx.Response`` opened to stream), decompressed, at most
+    ``cap`` bytes of it, before ``deadline`` (``time.monotonic()``; past it, ``timed_out()`` is
+    raised). A bytearray :func:`decode` empties once it has the text, not a copy of it."""
+    url = strip_userinfo(str(resp.url))
+    encoding = resp.headers.get("content-encoding", "identity").strip().lower()
+    if encoding not in ("", "identity", "gzip", "x-gzip", "deflate"):
+        raise PromError("http", url, f"unsupported Content-Encoding {redact.clip(encoding, 40)!r}", resp.status_code)
+    too_big = PromError("too-large", url, f"response larger than {cap >> 20} MiB (after decompression)",
+                        resp.status_code, hint="raise --max-response-mib, or narrow --lookback/--checks; a "
+                        "server answering this much to gpumon's queries is unusual")
+    length = resp.headers.get("content-length", "")
+    if encoding in ("", "identity") and length.isdigit() and int(length) > cap:
+        raise too_big
+    if getattr(resp, "_content", None) is not None:  # read already (an in-memory transport)
+        if len(resp.content) > cap:
+            raise too_big
+        return resp.content
+    inflate = zlib.decompressobj(47) if encoding not in ("", "identity") else None  # 47: gzip or zlib
+    body = bytearray()
+    for chunk in resp.iter_raw():
+        if time.monotonic() > deadline:
+            raise timed_out()
+        if inflate is None:
+            body += chunk
+        else:
+            try:
+                body += inflate.decompress(chunk, cap + 1 - len(body))
+                while inflate.unconsumed_tail and len(body) <= cap:
+                    body += inflate.decompress(inflate.unconsumed_tail, cap + 1 - len(body))
+            except zlib.error as exc:
+                raise PromError("not-json", url, f"the {encoding} body cannot be decompressed: {exc}",
+                                resp.status_code) from None
+        if len(body) > cap:
+            raise too_big
+    return body

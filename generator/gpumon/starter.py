@@ -51,8 +51,11 @@ def runbook_base(url: str) -> str:
     Raises:
         InitError: the URL is relative or not http(s) (a notification would carry a dead link).
     """
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.netloc:
+    try:
+        parts = urlsplit(url)
+    except ValueError:  # an unclosed IPv6 bracket: not a URL either
+        parts = None
+    if parts is None or parts.scheme not in ("http", "https") or not parts.netloc:
         raise InitError(f"--runbook-url {url!r} is not an absolute http(s) URL: Alertmanager notifications and Grafana "
                         "carry it verbatim (e.g. https://github.com/acme/gitops/blob/main/monitoring/runbooks)")
     return url.rstrip("/")

@@ -32,8 +32,8 @@ def placeholder(url: str) -> str | None:
     """Why ``url`` is a placeholder (``runbook-url-placeholder``), or None when it is not."""
     if _PLACEHOLDER_TEXT.search(url):
         return "is a placeholder"
-    parsed = urlparse(url)
-    if parsed.scheme in ("http", "https") and parsed.netloc and _PLACEHOLDER_HOST.search(parsed.hostname or ""):
+    parsed = _parse(url)
+    if parsed and parsed.scheme in ("http", "https") and parsed.netloc and _PLACEHOLDER_HOST.search(parsed.hostname or ""):
         return f"points at the placeholder host {parsed.hostname}"
     return None
 
@@ -43,10 +43,21 @@ def problem(url: str) -> str | None:
     placeholder is not this check's (:func:`placeholder`)."""
     if placeholder(url):
         return None
-    parsed = urlparse(url)
+    parsed = _parse(url)
+    if parsed is None:
+        return "is not a valid URL (a bracket or port that does not parse): the link is broken"
     if parsed.scheme not in ("http", "https") or not parsed.netloc:
         return "is relative: notifications carry it verbatim, so the link is broken"
     return None
+
+
+def _parse(url: str):
+    """``urlparse(url)``, or None for a URL it refuses (``http://[::1``): a rule file's text is
+    a finding, never a crash."""
+    try:
+        return urlparse(url)
+    except ValueError:
+        return None
 
 
 def _accepted_relative(url: str, ctx) -> bool:

@@ -140,6 +140,15 @@ CASES = [
          (Page("GpuXidCritical", N2, 0, XID),), (Fault("xid", node=N2, gpu=0, value="79"),),
          later=((AT + 20, (Fault("drop", node=N2, gpu=0),)),), bound=2, end=(Page("GpuLost", N2, 0),),
          length=AT + 50, covers="lifecycle: old XID, later loss"),
+    # a rollout writes `hostname` (dcgm-exporter after 4.8.2, NVIDIA/dcgm-exporter#655), then a rollback:
+    # the unlabelled series once made an inventory node "" that the known set held, and every GPU
+    # paged GpuLost without a node for ever after the rollback, plus gaps per GPU and field
+    Case("every exporter writes hostname instead of Hostname, then Hostname again: one page, which ends",
+         (Page("GpuIdentityLabelMissing"),), (Fault("hostname-rename"),), bound=6, clear=AT + 12, resolve=8,
+         end=(), length=AT + 45, covers="lifecycle: node label lost fleet-wide, back"),
+    Case("one node's exporter writes hostname for a while, then Hostname again: one page, which ends",
+         (Page("GpuIdentityLabelMissing"),), (Fault("hostname-rename", node=N2),), bound=6, clear=AT + 12,
+         resolve=8, end=(), length=AT + 45, covers="lifecycle: node label lost, back"),
     # two clusters behind one (global) ruler: gpu-node-1/2 in cluster a, gpu-node-3/4 in cluster b
     Case("two healthy clusters", (), nodes=4, clusters=True, bound=12, covers="cluster label"),
     Case("every exporter target of cluster b vanishes", (Page("GpuExporterTargetMissing", cluster="b"),), nodes=4,

@@ -56,3 +56,25 @@ def test_the_record_keeps_exactly_the_implausible_readings_as_read(kind, tmp_pat
         {"expr": f"({expr}) == ({expr})", "eval_time": "45s",
          "exp_samples": [{"labels": labels.format(i), "value": v} for i, v in bad.items() if v == v]}]
     assert_expr_tests(tmp_path, promtool, series, tests)
+
+
+@pytest.mark.parametrize("by_err_code", [True, False])
+def test_a_dcgm_blank_in_the_xid_field_is_no_xid_of_any_severity(by_err_code, tmp_path, promtool):
+    """A blank (DCGM's "not supported", 2^63 - 14, or any code from 2^47 up) in the XID field is
+    GpuTelemetryImplausible's page; the XID alerts read codes only, with the err_code label (the
+    exporter's) and without it (the spec then tells codes by value), where an unlisted value paged
+    GpuXidWarning as an XID nobody listed."""
+    from gpumon.rules.values import xid
+    spec = load_spec(ROOT / "gpumon.yaml")
+    m = next(m for m in spec.metrics if m.name == "DCGM_FI_DEV_XID_ERRORS")
+    if not by_err_code:
+        m = replace(m, alert_labels=tuple(x for x in m.alert_labels if x != "err_code"))
+    readings = {"blank": 9223372036854775794.0, "blank-min": float(DCGM_BLANK_MIN), "unlisted": 999.0}
+    code = "" if not by_err_code else None
+    series = [{"series": f'{m.name}{{job="dcgm-exporter",Hostname="n",UUID="{k}",gpu="0"'
+                         + (f',err_code="{int(v) if code is None else ""}"' if by_err_code else "") + "}",
+               "values": "0 0 0 0 " + " ".join([_text(v)] * 4)} for k, v in readings.items()]
+    rule = xid(spec, m, "warning")
+    tests = [{"expr": f"count by (UUID) ({rule.expr})", "eval_time": "90s",
+              "exp_samples": [{"labels": '{UUID="unlisted"}', "value": 1}]}]
+    assert_expr_tests(tmp_path, promtool, series, tests)

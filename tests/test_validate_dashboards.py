@@ -374,3 +374,27 @@ def test_an_empty_rate_panel_under_two_scrapes_is_too_little_history_whatever_th
     # over a window of two scrapes and more, two samples counted means the history is there: not short
     target.ast = exprs.parse(f"rate({sel}[2s])")[0]
     assert short_history(panel, {("history", sel, "2s"): 2}, scrape=1.0) == []
+
+
+@pytest.mark.parametrize("expr, verdict", [
+    # gpumon's sparse set, recorded within the lookback (the probe counts its series) and not now:
+    # the fault it showed has cleared, the healthy state of the panel
+    ('job_gpu:dcgm_field_missing:group{job="dcgm-exporter"}', "panel-expected-empty"),
+    ('count by (Hostname) (job_gpu:dcgm_field_missing:group{job="dcgm-exporter"})', "panel-expected-empty"),
+    # a join of raw fields that returns nothing while both exist: a real no-data finding
+    ('DCGM_FI_DEV_GPU_TEMP{job="dcgm-exporter"} * on (Hostname) DCGM_FI_DEV_POWER_USAGE{job="dcgm-exporter"}',
+     "panel-no-data"),
+])
+def test_an_empty_panel_of_sparse_sets_seen_in_the_lookback_is_expected_empty(expr, verdict):
+    from gpumon.promanswer import Answer
+    from gpumon.validate.dashboards import exprs
+    spec = parse_spec(SPEC_TEXT, "<test>")
+    ast = exprs.parse(expr)[0]
+    target = SimpleNamespace(ast=ast, expr=expr, answers=[Answer(data=[])], used=(), mask_lhs=None, ref="A")
+    dash = SimpleNamespace(title="GPU health", doc={"uid": "h"}, file="h.json")
+    panel = SimpleNamespace(dash=dash, doc={"id": 1, "title": "GPUs missing a required field now", "type": "table"},
+                            row="", targets=[target], unsupported=False, capped=False, pointer="/panels/0")
+    series = {s.text: 3 for s in exprs.selectors(ast)} | {s.metric: 3 for s in exprs.selectors(ast)}
+    ctx = SimpleNamespace(spec=spec, scrape_interval=15.0, lookback=3600.0, gpu=lambda labels: None)
+    v = Judge(ctx, [], series, {}).verdict(panel)
+    assert v.verdict == verdict, v.message

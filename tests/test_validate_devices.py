@@ -141,3 +141,29 @@ def test_a_node_on_1x_names_is_in_the_inventory_and_the_coverage_matrix(engine):
     assert "gpu-node-2: 2 x NVIDIA" in inventory.message, inventory.message
     rows = [r for r in report.coverage["rows"] if r["node"] == "gpu-node-2"]
     assert sorted(r["gpu"] for r in rows) == ["0", "1"] and all(r["uuid"].startswith("GPU-") for r in rows), rows
+
+
+def test_a_gone_gpu_whose_series_named_no_node_is_not_a_lost_node(engine):
+    """A GPU whose series carried no node label (a relabelling dropped it) and that is gone now
+    names no node that could be lost: no ``node-lost`` for node "" (while it lasted, it was
+    identity-label-missing's); a labelled GPU gone from a node still reporting is ``gpu-lost``."""
+    fleet = Fleet(1, 2, uuid_salt="devices-nameless/")
+    state = {"extra": True}
+
+    def body():
+        status, text = fleet.page("gpu-node-1")
+        if not state["extra"]:
+            return status, "\n".join(l for l in text.splitlines() if 'gpu="1"' not in l) + "\n"
+        nameless = [l.replace('Hostname="gpu-node-1",', "").replace('UUID="', 'UUID="nameless-')
+                    for l in text.splitlines() if 'gpu="0"' in l and not l.startswith("#")]
+        return status, text + "\n".join(nameless) + "\n"
+    with ExpositionServer(body) as target, \
+            LocalPrometheus({"dcgm-exporter": [target.address]}, scrape_interval="2s", binary=engine.prometheus) as prom:
+        assert prom.wait_for(lambda: prom.query('DCGM_FI_DEV_GPU_TEMP{UUID=~"nameless-.*"}'), 60), prom.logs()
+        state["extra"] = False
+        assert prom.wait_for(lambda: not prom.query('last_over_time(DCGM_FI_DEV_GPU_TEMP{UUID=~"nameless-.*"}[7s])'),
+                             60), prom.logs()
+        report = _validate(prom, checks=("presence", "inventory"))
+    assert not [f for f in report.findings if f.check == "node-lost"], [(f.check, f.message) for f in report.findings]
+    lost = _one(report, "gpu-lost")
+    assert lost.subject == "gpu-node-1" and "gpu 1" in lost.message, lost.message

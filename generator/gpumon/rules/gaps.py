@@ -67,6 +67,9 @@ def explained_by(spec: Spec) -> tuple[tuple[str, tuple[str, ...]], ...]:
     device = tuple(x for x in gpu_ids(spec) if x != lab.mig_instance)
     out = (("GpuMetricMissing", gpu_ids(spec) + field), ("GpuNodeMetricMissing", node_ids(spec) + field),
            ("GpuMetricAbsent", fleet_ids(spec) + field), ("GpuLost", device), ("GpuXidCritical", device))
+    # a target whose series lost the node or GPU label: its GPUs' series ended and began again
+    # under other label sets (rules/inventory.py unlabelled, paged per target)
+    out += (("GpuIdentityLabelMissing", ("job",) + ((lab.cluster,) if lab.cluster else ()) + ("instance",)),)
     if any(m.sources for m in spec.required_metrics):
         # a primary gone while a fallback served it paged GpuMetricFallbackServing (rules/sources.py)
         out += (("GpuMetricFallbackServing", node_ids(spec) + field),)

@@ -56,7 +56,8 @@ def metric_absent(spec: Spec, m: Metric) -> Rule:
     first records can be read, the inventory looks empty too: a healthy fleet paged on vmalert and
     a Thanos Ruler at start), and only while the inventory rule succeeds (:func:`.fresh.succeeded`:
     a failing rule's records vanish after the lookback and the inventory looks empty; the failure
-    is the ruler's rule-failure alert and validate's finding). A field DCGM does not report per MIG instance is measured against
+    is the ruler's rule-failure alert and validate's finding), and not while the field's series are
+    there without a node or GPU label (GpuIdentityLabelMissing's case). A field DCGM does not report per MIG instance is measured against
     the GPUs outside MIG mode: a fleet all in MIG mode has none, and stays quiet.
 
     Counted from the missing sets and the per-node counts the node and GPU tiers read (recorded in
@@ -76,6 +77,10 @@ def metric_absent(spec: Spec, m: Metric) -> Rule:
     expr += f"\nand on ()\n{fresh.settled(group)}"
     # nor while the inventory rule fails: its records linger for the lookback, then look empty
     expr += f"\nand on ()\n{fresh.succeeded(names.INVENTORY, group)}"
+    # nor where the field's series are there but name no node or GPU (every exporter writing
+    # `hostname`): those are GpuIdentityLabelMissing's, and the inventory cannot hold them
+    unnamed = f"{names.UNLABELLED}{{{matcher('job', spec.exporter.job)},{matcher(names.FIELD_LABEL, m.name)}}}"
+    expr += f"\nunless on ({fleet})\ngroup by ({fleet}) ({fresh.fresh(unnamed, fresh.coverage_group(spec))})"
     if m.sources:  # a fallback serving some GPU: GpuMetricFallbackServing per node, not this page
         expr += f"\nunless on ({fleet})\ngroup by ({fleet}) ({sources.normalized_sel(spec, m)})"
     return alert(spec, "GpuMetricAbsent", expr, severity="critical", for_=spec.alerts.for_,

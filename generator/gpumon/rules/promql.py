@@ -43,6 +43,17 @@ def fields_sel(spec: Spec, metrics, *more: str) -> str:
     return "(" + " or ".join(promqltext.series(m.name, f"{job}{extra}") for m in metrics) + ")"
 
 
+def labelled(spec: Spec) -> tuple[str, str]:
+    """Matchers of the series that name their node and GPU (``Hostname!="", UUID!=""``): the only
+    ones the inventory, and every set built on it, may hold. A series without them (an exporter
+    writing ``hostname`` after 4.8.2, a relabelling that drops ``Hostname``) is
+    :func:`gpumon.rules.inventory.unlabelled`'s, paged once per target as GpuIdentityLabelMissing.
+    In the inventory it made one GPU set of a node named "", which the known set held for ever:
+    once the label came back, every GPU of it paged GpuLost without a node, never ending."""
+    lab = spec.exporter.labels
+    return promqltext.matcher(lab.node, "", "!="), promqltext.matcher(lab.gpu, "", "!=")
+
+
 def job_sel(spec: Spec, metric: str) -> str:
     """``metric{job="<exporter job>"}``."""
     return selector(metric, job=spec.exporter.job)

@@ -147,6 +147,11 @@ def threshold(spec: Spec, m: Metric, t: Threshold) -> Rule:
 XID_ALERTS = {"critical": "GpuXidCritical", "warning": "GpuXidWarning", "info": "GpuXidInformational"}
 
 
+#: the filter of a reading that is an XID code: above 0 and below DCGM's blank codes (a "not
+#: supported" blank, 2^63 - 14, is GpuTelemetryImplausible's page, not an unlisted XID at warning)
+_XID_CODE = f" > 0 < {DCGM_BLANK_MIN}"
+
+
 def _xid_selected(spec: Spec, m: Metric, codes: tuple[int, ...], others: tuple[int, ...] | None = None,
                   held: str | None = None) -> str:
     """Series of ``m`` whose code is one of ``codes``; with ``others``, any code > 0 but those.
@@ -160,10 +165,10 @@ def _xid_selected(spec: Spec, m: Metric, codes: tuple[int, ...], others: tuple[i
         listed = "|".join(str(c) for c in (others if others is not None else codes))
         op = "!~" if others is not None else "=~"
         sel = _xid_series(spec, m, listed or "0", op)
-        return (f"last_over_time({sel}[{held}])" if held else sel) + " > 0"
+        return (f"last_over_time({sel}[{held}])" if held else sel) + _XID_CODE
     if others is not None:
         chain = " or ".join(f"{s} == {c}" for c in others)
-        return f"{s} > 0" + (f" unless ({chain})" if chain else "")
+        return f"{s}{_XID_CODE}" + (f" unless ({chain})" if chain else "")
     return "(" + " or ".join(f"{s} == {c}" for c in codes) + ")"
 
 

@@ -56,7 +56,12 @@ def run(ctx: Context) -> CheckResult:
             bad[frozenset(item["metric"].items())] = (ratio, gpu, item["metric"].get("instance", ""), None)
         flagged.append((m, case, ans, bad))
     _since_first_seen(ctx, {m.name: bad for m, _, _, bad in flagged if bad})
+    whole = _whole_gpu(flagged)
+    if whole:
+        cases.append(f"{CHECK}/{WHOLE}")
+        findings.append(_whole_finding(ctx, whole))
     for m, case, ans, rows in flagged:
+        rows = {k: row for k, row in rows.items() if row[1].key not in whole}
         bad = sorted(rows.values(), key=lambda x: (x[0], x[1].key))
         out = []
         if bad:
@@ -72,6 +77,37 @@ def run(ctx: Context) -> CheckResult:
                                hints.INTERMITTENT, labels=tuple(sorted(labels)), case=case))
         findings += partial(out, ans, case, CHECK, m.name)
     return CheckResult(findings, cases)
+
+
+#: the case of GPUs that missed every required field in the same scrapes (:func:`_whole_gpu`)
+WHOLE = "every-required-field"
+
+
+def _whole_gpu(flagged) -> dict[tuple, tuple]:
+    """{GPU key: (lowest share, Gpu, instance)} of the GPUs below the threshold on *every* required
+    field (of two or more): the GPU itself stopped reporting for a while (a reset, off the bus and
+    back, its node label respelled for a rollout and back), one outage that GpuLost or
+    GpuIdentityLabelMissing pages, not one field's blanks per field."""
+    if len(flagged) < 2:
+        return {}
+    per_field = [{row[1].key: row for row in rows.values()} for _, _, _, rows in flagged]
+    common = set.intersection(*(set(rows) for rows in per_field))
+    return {key: (min(rows[key][0] for rows in per_field), per_field[0][key][1], per_field[0][key][2])
+            for key in common}
+
+
+def _whole_finding(ctx: Context, whole: dict[tuple, tuple]) -> Finding:
+    """One ``series-intermittent`` finding for the GPUs of :func:`_whole_gpu`, worst first."""
+    bad = sorted(whole.values(), key=lambda x: (x[0], x[1].key))
+    shown = ", ".join(f"{g} {r:.0%}" for r, g, _ in bad[:8]) + (f" (+{len(bad) - 8} more)" if len(bad) > 8 else "")
+    labels = [("job", ctx.job)]
+    if len(bad) == 1:
+        labels += [*bad[0][1].node_labels(ctx.labels), (ctx.labels.gpu, bad[0][1].uuid), ("instance", bad[0][2])]
+    return Finding("series-intermittent", "error", "every required field",
+                   f"every required field was missing from the same successful scrapes over the last "
+                   f"{format_duration(ctx.lookback)} on {gpu_count(g for _, g, _ in bad)} GPU(s) (lowest share of scrapes "
+                   f"that carried one, worst first; threshold {ctx.spec.alerts.gap_min_ratio:.0%}): {shown}",
+                   hints.GPU_INTERRUPTED, labels=tuple(sorted(labels)), case=f"{CHECK}/{WHOLE}")
 
 
 def _untargeted(ctx: Context, inv, cases: list[str]) -> list[Finding]:

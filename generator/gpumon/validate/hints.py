@@ -47,6 +47,9 @@ FROZEN = ("the counter stopped increasing while the target is up: the exporter s
           "(dcgm-exporter#164); restart the exporter pod and check DCGM/hostengine health")
 INTERMITTENT = ("the field is missing from some successful scrapes: DCGM returned blank for it intermittently "
                 "(collect interval longer than the scrape interval, GPU busy/throttled, NVML timeouts)")
+GPU_INTERRUPTED = ("the GPU stopped reporting every field for a while, then came back: a GPU reset or one off "
+                   "the bus and back (look for XID 79 and a GpuLost page), the exporter losing the GPU, or its node "
+                   "label respelled by an exporter rollout and back (GpuIdentityLabelMissing); not a field's blanks")
 DRIVER_MISMATCH = ("nodes run different driver versions: keep a driver/exporter version matrix, and roll the "
                    "odd nodes to the fleet's version (a mismatch between driver and NVML library breaks fields)")
 FLAPPING = ("a target that alternates between up and down never fires a `for:` down alert (cloudflare/pint#966): "

@@ -187,7 +187,9 @@ def _lost(ctx: Context, inv: Inventory) -> list[Finding]:
     # the devices of the few gone keys that report now under another key (not a set of the fleet)
     wanted = {device_id(k) for k in gone}
     alive = {d for d in map(device_id, reporting) if d in wanted} if wanted else set()
-    lost = [k for k in gone if device_id(k) not in alive]
+    # a label set without any node name (neither spelling: a relabelling dropped it) names no node
+    # that could be lost; while it lasted it was identity-label-missing's
+    lost = [k for k in gone if device_id(k) not in alive and inv.gpu(k).node]
     out = []
     nodes_now = {_node(k) for k in reporting}
     by_node: dict[tuple[str, str], list[tuple]] = defaultdict(list)

@@ -209,7 +209,13 @@ class Judge:
                              "scrape intervals); "
                              + ("widen the window ($__rate_interval)" if narrow else "run validate again later"))
                 return True
-            if any(t.ast is not None and exprs.filters(t.ast) for t in pr.targets):
+            read = {sel.metric for t in pr.targets if t.ast is not None for sel in exprs.selectors(t.ast)}
+            if read and all(self.sparse(m) for m in read):
+                # a sparse set recorded within the lookback and not now: what it showed has ended
+                v.verdict = "panel-expected-empty"
+                v.message = (f"reads only sparse series ({', '.join(sorted(read))}), recorded only while something "
+                             "is wrong: some were in the lookback, none now")
+            elif any(t.ast is not None and exprs.filters(t.ast) for t in pr.targets):
                 v.verdict = "panel-expected-empty"
                 v.message = "every series it reads exists; its condition matches nothing now"
             else:

@@ -192,12 +192,15 @@ def test_a_split_group_has_a_heartbeat_per_part_and_readers_wait_for_every_part(
     for g in parts:
         assert g.rules[-1] == fresh.heartbeat(g.name)
         assert sum(r.record == names.EVALUATED for r in g.rules) == 1
-    # the coverage group's sets are read fresh by GpuIdentityLabelMissing (the unlabelled series)
+    # the coverage group's sets are read fresh by GpuIdentityLabelMissing (the unlabelled series) and
+    # by GpuMetricAbsent (quiet while the field's series are there without a node label)
     readers = [r for g in groups for r in g.rules if names.EVALUATED in r.expr and "gpumon\\\\.coverage" in r.expr]
     beats = "|".join(g.name.replace(".", "\\\\.") for g in parts)
-    assert {r.alert for r in readers} == {"GpuIdentityLabelMissing"}
+    assert {r.alert for r in readers} == {"GpuIdentityLabelMissing", "GpuMetricAbsent"}
+    inventory = f'max(timestamp({names.EVALUATED}{{{names.GROUP_LABEL}="{fresh.inventory_group(spec)}"}}))'
+    # every guard on a coverage set waits for all its parts; a max() is only ever the whole inventory's
     assert all(f'min(timestamp({names.EVALUATED}{{{names.GROUP_LABEL}=~"{beats}"}}))' in r.expr
-               and "max(timestamp(" not in r.expr for r in readers)
+               and r.expr.count("max(timestamp(") == r.expr.count(inventory) for r in readers)
     # the inventory fits whole: its readers keep the one heartbeat
     whole = [r for g in groups for r in g.rules if f'{names.GROUP_LABEL}="{fresh.inventory_group(spec)}"' in r.expr]
     assert whole and all("max(timestamp(" in r.expr for r in whole)

@@ -45,5 +45,6 @@ def test_alerts_read_the_sparse_inventory_sets_as_of_the_last_evaluation(default
                 reads += bool(total)
                 # each fresh read names the set twice (the set, and its timestamps)
                 assert total == 2 * sum(sel.startswith(name + "{") for sel in found), (rule.alert, rule.expr)
-    # the fleet, node and GPU tiers of every required field, and GpuIdentityLabelMissing
-    assert reads == 3 * len(default_spec.required_metrics) + 1
+    # the fleet, node and GPU tiers of every required field, the fleet tier's unlabelled series (it
+    # stays quiet while the field is there without a node label), and GpuIdentityLabelMissing
+    assert reads == 4 * len(default_spec.required_metrics) + 1

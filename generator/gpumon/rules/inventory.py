@@ -18,7 +18,7 @@ from . import fresh, names
 from .common import record
 from .lost import reporting_sets
 from .model import Rule
-from .promql import by, dur, fields_sel, fleet_ids, gpu_ids, job_sel, labelled, node_ids, valid_values
+from .promql import by, dur, fields_sel, fleet_ids, gpu_ids, job_sel, named, node_ids, valid_values
 
 
 def _inventory(spec: Spec, m) -> str:
@@ -30,13 +30,13 @@ def _inventory(spec: Spec, m) -> str:
 
 def inventory(spec: Spec) -> list[Rule]:
     """The GPU inventory: 1 per GPU reporting a required field now, from one selection of every
-    required field (of the series that name their node and GPU: :func:`labelled`). Built from
+    required field (of the series that name their node and GPU: :func:`.promql.named`). Built from
     required fields only, so a GPU exporting only optional fields does not count as healthy. With fallback sources, a GPU only a fallback serves counts too (its
     normalized series). The workload labels (pod, namespace, exported_*) are dropped so their
     churn does not split a GPU. Plus :func:`.fresh.mark`: one series without ``job`` that says
     the rule succeeded."""
     ids = gpu_ids(spec)
-    expr = f"group by ({by(ids)}) ({fields_sel(spec, spec.required_metrics, *labelled(spec))})"
+    expr = f"group by ({by(ids)}) ({fields_sel(spec, spec.required_metrics)})"
     sourced = "|".join(m.name for m in spec.required_metrics if m.sources)
     if sourced:
         # a GPU served only by fallback sources (a node wholly on 1.x names) is in the inventory
@@ -45,8 +45,10 @@ def inventory(spec: Spec) -> list[Rule]:
         lab = spec.exporter.labels
         device = by(("job",) + ((lab.cluster,) if lab.cluster else ()) + (lab.gpu,))
         served = (f'{names.NORMALIZED}{{{matcher("job", spec.exporter.job)},{matcher(names.FIELD_LABEL, sourced, "=~")},'
-                  f'{matcher(names.SOURCE_LABEL, PRIMARY, "!=")},{",".join(labelled(spec))}}}')
+                  f'{matcher(names.SOURCE_LABEL, PRIMARY, "!=")}}}')
         expr = f"{expr}\nor on ({device})\ngroup by ({by(ids)}) ({served})"
+    # the union in parentheses: `unless` binds tighter than `or`
+    expr = named(spec, "(\n  " + expr.replace("\n", "\n  ") + "\n)" if sourced else expr)
     # its mark: an empty inventory is "no GPU reports", not "the rule failed" (fresh.succeeded)
     inner = expr.replace("\n", "\n  ")
     expr = f"(\n  {inner}\n)\nor\n{fresh.mark(fresh.inventory_group(spec))}"

@@ -16,7 +16,7 @@ from . import names
 from .common import record
 from .exporter import unserved_legacy_names
 from .model import Rule
-from .promql import by, dur, fleet_ids, gpu_ids, job_sel, labelled, node_ids
+from .promql import by, dur, fleet_ids, gpu_ids, job_sel, named, node_ids
 
 #: the GPU label of dcgm-exporter's 1.x compatibility mode (``uuid``; spec/presets.py)
 LEGACY_GPU_LABEL = PRESETS["dcgm-exporter-1.x"].gpu
@@ -44,8 +44,10 @@ def _self(spec: Spec, name: str) -> str:
     retired hardware and without series that name no node or GPU: a record's own last value, or
     the GPUs the inventory saw in that time. (The inventory holds no such series; a set recorded
     by an earlier gpumon may, and a set that reads itself would keep them for ever.)"""
-    sel = ",".join((*labelled(spec), *filter(None, [_retired(spec)])))
-    return f"last_over_time({name}{{{sel}}}[{dur(spec.alerts.inventory_lookback)}])"
+    sel = _retired(spec)
+    last = f"last_over_time({name}{{{sel}}}[{dur(spec.alerts.inventory_lookback)}])" if sel else \
+        f"last_over_time({name}[{dur(spec.alerts.inventory_lookback)}])"
+    return f"({named(spec, last)})"
 
 
 def legacy(spec: Spec) -> list[Rule]:
@@ -58,11 +60,11 @@ def legacy(spec: Spec) -> list[Rule]:
         return []
     lab = spec.exporter.labels
     job = matcher("job", spec.exporter.job)
-    named = f"{matcher(LEGACY_GPU_LABEL, '', '!=')},{matcher(lab.node, '', '!=')}"     # as inventory.labelled
-    sel = " or ".join(f"{n}{{{job},{named}}}" for n in legacy_names)
+    sel = " or ".join(f"{n}{{{job},{matcher(LEGACY_GPU_LABEL, '', '!=')}}}" for n in legacy_names)
     if lab.gpu != LEGACY_GPU_LABEL:
         sel = f'label_replace({sel}, "{lab.gpu}", "$1", "{LEGACY_GPU_LABEL}", "(.+)")'
-    return [record(names.LEGACY_INVENTORY, f"group by ({by(device_ids(spec))}) (\n  {sel}\n)")]
+    grouped = f"group by ({by(device_ids(spec))}) (\n  {sel}\n)"
+    return [record(names.LEGACY_INVENTORY, named(spec, grouped, (lab.node,)))]
 
 
 def reporting_sets(spec: Spec) -> list[str]:

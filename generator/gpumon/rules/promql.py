@@ -43,15 +43,21 @@ def fields_sel(spec: Spec, metrics, *more: str) -> str:
     return "(" + " or ".join(promqltext.series(m.name, f"{job}{extra}") for m in metrics) + ")"
 
 
-def labelled(spec: Spec) -> tuple[str, str]:
-    """Matchers of the series that name their node and GPU (``Hostname!="", UUID!=""``): the only
-    ones the inventory, and every set built on it, may hold. A series without them (an exporter
-    writing ``hostname`` after 4.8.2, a relabelling that drops ``Hostname``) is
-    :func:`gpumon.rules.inventory.unlabelled`'s, paged once per target as GpuIdentityLabelMissing.
-    In the inventory it made one GPU set of a node named "", which the known set held for ever:
-    once the label came back, every GPU of it paged GpuLost without a node, never ending."""
+def named(spec: Spec, expr: str, labels: tuple[str, ...] | None = None) -> str:
+    """``expr`` (a per-GPU set) without its series that lack the node or the GPU label
+    (``labels``: default both): the only ones the inventory, and every set built on it, may hold.
+    A series without them (an exporter writing ``hostname`` after 4.8.2, a relabelling that drops
+    ``Hostname``) is :func:`gpumon.rules.inventory.unlabelled`'s, paged once per target as
+    GpuIdentityLabelMissing. In the inventory it made one GPU set of a node named "", which the
+    known set held for ever: once the label came back, every GPU of it paged GpuLost without a
+    node, never ending.
+
+    ``unless on (<label>) vector(1)`` drops exactly the series where the label is empty (the one
+    sample of ``vector(1)`` has it empty), after the set is built, from its few series; a
+    ``label!=""`` matcher on the selectors instead merges the index postings of every value of the
+    label (every UUID) once per selector and evaluation (:func:`gpumon.rules.inventory.unlabelled`)."""
     lab = spec.exporter.labels
-    return promqltext.matcher(lab.node, "", "!="), promqltext.matcher(lab.gpu, "", "!=")
+    return f"{expr}" + "".join(f"\nunless on ({label}) vector(1)" for label in (labels or (lab.node, lab.gpu)))
 
 
 def job_sel(spec: Spec, metric: str) -> str:

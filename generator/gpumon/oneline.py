@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import re
 
-#: what :func:`one_line` escapes: line breaks, other control characters, the legacy command prefix
-_UNSAFE = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]|##\[")
+#: what :func:`one_line` escapes: every character Python calls unprintable (line breaks, other control
+#: characters, bidirectional overrides, separators but the space), and the legacy command prefix
+_UNSAFE = re.compile(r"[^\x20-\x7e]|##\[")
 _NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
 
 
@@ -24,7 +25,11 @@ def _escape(match: re.Match) -> str:
     char = match.group()
     if char == "##[":
         return "#\\x23["
-    return _NAMED.get(char) or (f"\\x{ord(char):02x}" if ord(char) < 0x100 else f"\\u{ord(char):04x}")
+    if char.isprintable():          # the regex is coarse: printable non-ASCII text stays as it is
+        return char
+    code = ord(char)
+    return _NAMED.get(char) or (f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}" if code < 0x10000
+                                else f"\\U{code:08x}")
 
 
 def one_line(value, limit: int | None = None) -> str:

@@ -9,6 +9,7 @@ import math
 from dataclasses import dataclass, field
 
 from . import redact
+from .oneline import one_line
 
 #: Error kinds of :class:`PromError`.
 KINDS = ("config", "connection", "timeout", "auth", "not-found", "api", "http", "not-json", "too-large")
@@ -64,10 +65,9 @@ class Answer:
 
 
 def escaped(text: str) -> str:
-    """``text`` with every character a terminal or a CI log acts on (control characters, ANSI
-    escape sequences, bidirectional overrides) written as its Python escape (``\\x1b``): a
-    server's words are quoted, never obeyed."""
-    return "".join(ch if ch.isprintable() else repr(ch)[1:-1] for ch in text)
+    """``text`` with every character a terminal or a CI log acts on written as an escape
+    (:func:`gpumon.oneline.one_line`, the one escaper): a server's words are quoted, never obeyed."""
+    return one_line(text)
 
 
 def _strings(value: object) -> list[str]:

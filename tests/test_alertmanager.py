@@ -22,6 +22,8 @@ from gpumon.simserve import Simulator
 from gpumon.simulate import Fleet
 from gpumon.spec import parse_spec
 
+from .calm import troubled
+
 #: a minimal alertmanager.yml the fragment is merged into (a catch-all root route)
 MINIMAL = {"route": {"receiver": "default", "group_by": ["namespace"]}, "receivers": [{"name": "default"}]}
 
@@ -153,19 +155,25 @@ def delivered(tmp_path_factory, root):
 
         prom.wait_for(done, 90)
         time.sleep(3)  # anything else that would page has had its chance (for: 2s, group_wait: 1s)
-        yield groups(), am.alerts(), prom
+        yield groups(), am.alerts(), prom, sim.targets
 
 
 def test_one_notification_group_per_cause(delivered):
-    groups, _, prom = delivered
+    groups, _, prom, targets = delivered
     got = sorted((n["commonLabels"].get("alertname"), n["commonLabels"].get("Hostname")) for n in groups.values())
-    assert got == sorted(exp for _, exp in CAUSES.values()), (got, [a["metric"] for a in prom.query("ALERTS")])
+    # an exporter alert on a node whose scrapes Prometheus measured failing or slow is right: on a
+    # saturated machine the simulator, served from this process, can miss the 1 s scrape timeout
+    trouble = troubled(prom, 600)
+    machine = {(alert, node) for alert, node in got if alert.startswith("GpuExporter") and targets.get(node) in trouble
+               and (alert, node) not in {exp for _, exp in CAUSES.values()}}
+    assert [g for g in got if g not in machine] == sorted(exp for _, exp in CAUSES.values()), \
+        (got, [a["metric"] for a in prom.query("ALERTS")])
     sent = [a["labels"]["alertname"] for n in groups.values() for a in n["alerts"]]
     assert "GpuTemperatureHigh" not in sent
 
 
 def test_inhibited_alert_is_suppressed_not_lost(delivered):
-    _, alerts, prom = delivered
+    _, alerts, prom, _ = delivered
     high = [a for a in alerts if a["labels"]["alertname"] == "GpuTemperatureHigh"]
     assert high and all(a["status"]["state"] == "suppressed" and a["status"]["inhibitedBy"] for a in high)
     # Prometheus fires both levels: the rules are right, the inhibition decides what pages

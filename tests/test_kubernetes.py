@@ -19,6 +19,7 @@ from gpumon.rules import build_groups, names
 from gpumon.spec import SpecError, load_spec, parse_spec
 from gpumon.writer import write
 
+from .calm import assert_quiet
 from .conftest import DATA, ROOT
 from .dcgm_text import ENERGY, VALUES, exposition
 from .ksm_text import Cluster, Node, Pod
@@ -243,7 +244,7 @@ def test_real_prometheus_healthy_cluster_then_faults(cluster):
     assert _values(prom, names.GPUS_EXPECTED) == {"dcgm-exporter": 16}
     assert _values(prom, names.GPU_DEVICES_REPORTING) == {"dcgm-exporter": 16}
     assert prom.settle(), "a rule group did not evaluate after the cluster was healthy"
-    assert not prom.wait_for(lambda: _alerts(prom), 6), f"healthy cluster fired: {_alerts(prom)}"
+    assert_quiet(prom, lambda: _alerts(prom), what="healthy cluster")
 
     # Faults: node b loses GPUs 6 and 7 (8 of capacity, 6 reporting); GPU node c has no exporter pod
     # (the DaemonSet does not select it); node d has a pod nobody scrapes; pod a restarted three

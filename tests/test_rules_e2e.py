@@ -16,6 +16,7 @@ from gpumon.render import render
 from gpumon.spec import load_spec
 from gpumon.writer import write
 
+from .calm import assert_quiet
 from .conftest import ROOT
 from .dcgm_text import exposition, uuid
 
@@ -56,25 +57,13 @@ def alerts(prom, state: str | None = None) -> list[dict]:
     return [r["metric"] for r in prom.query(sel)]
 
 
-def slow_for_real(prom, alert: dict) -> bool:
-    """``alert`` is GpuExporterScrapeSlow for a target whose scrapes Prometheus itself measured
-    above the alert's bound (0.8 of the 1 s timeout) in the last 10 s: the test's exposition
-    server, served from this process, answered late on a loaded machine, and the alert said so."""
-    if alert["alertname"] != "GpuExporterScrapeSlow":
-        return False
-    slow = prom.query('max_over_time(scrape_duration_seconds{job="dcgm-exporter"}[10s]) > 0.8')
-    return any(r["metric"].get("instance") == alert.get("instance") for r in slow)
-
-
 def test_partial_loss_fires_for_exactly_that_gpu_then_target_down_pages_once(fleet):
     prom, state, node_b = fleet
     assert prom.wait_for(lambda: prom.query('job:gpumon_gpu_devices_reporting:count == 8'), 60), prom.logs()
     # Healthy: every rule has evaluated on full data; nothing pending or firing.
     assert prom.wait_for(lambda: prom.query('job_dcgm_field:gpumon_coverage:ratio{dcgm_field="DCGM_FI_DEV_GPU_TEMP"} == 1'), 30)
     assert prom.settle(), "a rule group did not evaluate after the fleet was healthy"
-    seen: list[dict] = []  # what was pending or firing, kept for the message (it may resolve at once)
-    assert not prom.wait_for(lambda: seen.extend(a for a in alerts(prom) if not slow_for_real(prom, a)) or seen, 6), \
-        f"healthy fleet fired: {seen}"
+    assert_quiet(prom, lambda: alerts(prom))
 
     state["drop"] = {("DCGM_FI_DEV_GPU_TEMP", 2)}
     assert prom.wait_for(lambda: alerts(prom, "firing"), 30), "no alert after the GPU lost its temperature"
@@ -136,7 +125,7 @@ def test_failing_inventory_rule_pages_nothing_and_a_real_loss_still_pages(tmp_pa
         # the empty-inventory branch is armed once the inventory group has run for a minute (fresh.SETTLE)
         assert prom.wait_for(lambda: prom.query('group(rule_group:gpumon_evaluation:timestamp offset 1m)'), 90)
         assert prom.settle() and not failing(), failing()
-        assert not prom.wait_for(lambda: seen.extend(alerts(prom)) or seen, 3), f"healthy fleet fired: {seen}"
+        assert_quiet(prom, lambda: alerts(prom), observe=3)
 
         state["gpus"] = GROWN
         assert prom.wait_for(lambda: "job_gpu:gpumon_inventory:group" in failing(), 20), failing()

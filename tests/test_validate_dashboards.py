@@ -343,6 +343,7 @@ def test_a_window_shorter_than_some_targets_scrapes_is_too_little_history_not_mi
     assert (panel["verdict"], panel["severity"]) == ("panel-too-little-history", "inconclusive"), panel["message"]
     assert f"{sel} has at most 1 sample in [3s] on 4 series" in panel["message"]
     assert panel["message"].startswith("shows 2 of 6 GPUs") and panel["causes"] == []
+    assert panel["message"].endswith("widen the window ($__rate_interval)"), panel["message"]  # waiting would not help
     assert code == 3
 
 

@@ -33,7 +33,7 @@ WAITING_MODULES = {
     "test_validate_devices", "test_vmalert", "test_rules_e2e", "test_kubernetes", "test_healthy_fleet",
     "test_validate_dashboards", "test_alertmanager", "test_preview_e2e", "test_validate_e2e",
     "test_validate_kubernetes", "test_dashboards_legacy", "test_dashboards_kubernetes", "test_demo",
-    "test_dashboards", "test_validate_vm", "test_simulate_sources", "test_validate_sources",
+    "test_dashboards", "test_validate_vm", "test_simulate_sources", "test_validate_sources", "test_calm",
 }
 #: an engine's test id (tests/engines.py): ``prom2.42``, ``vm1.151``, ``am0.25``
 _ENGINE_ID = re.compile(r"(?:prom|vm|am)\d+\.\d+")

@@ -259,7 +259,8 @@ class Judge:
             if v.verdict == "panel-partial" and flicker and not v.causes:  # no finding explains the gap
                 v.verdict = "panel-too-little-history"
                 v.message += (": " + "; ".join(flicker) + " (a window shorter than two scrape intervals "
-                              "holds two samples only when the scrapes happen to fall inside it)")
+                              "holds two samples only when the scrapes happen to fall inside it); widen the "
+                              "window ($__rate_interval)")
             if v.verdict == "panel-variable-empty":
                 v.downgraded = "warning"  # the panel shows the other GPUs
             return True

@@ -45,7 +45,7 @@ from pathlib import Path
 
 import httpx
 
-from gpumon.localprom import LocalVictoriaMetrics, LocalVmalert
+from gpumon.localprom import LocalVictoriaMetrics, LocalVmalert, rfc3339_seconds
 from gpumon.ruletests.series import MISSING
 from tests import matrix_timeline
 from tests.engines import VmEngine
@@ -299,6 +299,7 @@ class Scenario:
             at = t0 + step * STEP
             if step in down and step - 1 not in down:
                 _sleep_until(at)
+                self.finish_evaluations(at)
                 self.stop_vmalert()
                 continue
             if step in down:
@@ -310,6 +311,28 @@ class Scenario:
         # the last step's evaluations, and vmalert's remote-write flush (1 s) after them
         _sleep_until(t0 + self.case.steps * STEP + 2)
         self.stop_vmalert()
+
+    def finish_evaluations(self, at: float, limit: float = 2 * EVAL) -> None:
+        """Wait, at most ``limit`` seconds, until every group has run its last rule in its last
+        evaluation before ``at`` (Unix seconds), so that a stop at ``at`` does not cut it.
+
+        On a loaded machine an iteration can take seconds: a SIGTERM in the middle cancels the
+        rules not yet run (vmalert writes the group's first records and not its ALERTS or its
+        heartbeat), and the step before the restart then reads no page, as if the alert had
+        ended. In production Alertmanager holds the page across such a cut; here the pages are
+        read back from the store, so the harness lets the evaluation finish, as a stop a moment
+        later would. Rules of a group run in order (concurrency 1), so its last rule's
+        ``lastEvaluation`` tells the whole iteration ran."""
+        deadline = time.time() + limit
+        while time.time() < deadline:
+            try:
+                groups = self.client.get(f"{self.vmalert.url}/api/v1/rules", timeout=5).json()["data"]["groups"]
+            except (httpx.HTTPError, ValueError, KeyError):
+                return  # not answering: the stop goes ahead, read_health says why
+            if all(not g["rules"] or rfc3339_seconds(g["rules"][-1].get("lastEvaluation", "")) >= at - g["interval"]
+                   for g in groups):
+                return
+            time.sleep(0.2)
 
     def export(self, match: str, start: int, end: int) -> list[dict]:
         """Raw samples of ``match`` in [start, end] (seconds): ``/api/v1/export`` lines."""

@@ -55,7 +55,7 @@ def wait_ready(proc: subprocess.Popen, url: str, timeout: float, name: str, logs
     raise RuntimeError(f"{name} not ready after {timeout}s:\n{logs()}")
 
 
-def _rfc3339_seconds(text: str) -> float:
+def rfc3339_seconds(text: str) -> float:
     """Unix seconds of an RFC 3339 time as Prometheus writes it (nanosecond fraction, ``Z`` or an
     offset); 0.0 for Go's zero time or anything unparsable (a group that never evaluated)."""
     match = re.fullmatch(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d+))?(Z|[+-]\d\d:\d\d)", text or "")
@@ -256,7 +256,7 @@ class LocalPrometheus(_QueryServer):
             resp = httpx.get(f"{self.url}/api/v1/rules", timeout=10)
             resp.raise_for_status()
             groups = resp.json()["data"]["groups"]
-            return all(_rfc3339_seconds(g.get("lastEvaluation", "")) > since for g in groups)
+            return all(rfc3339_seconds(g.get("lastEvaluation", "")) > since for g in groups)
         return wait_for(evaluated, timeout, 0.2)
 
     def _server_time(self) -> float:

@@ -150,11 +150,14 @@ def gpu_lost(spec: Spec) -> Rule:
 
 def identity_label_missing(spec: Spec) -> Rule:
     """Series without the node or GPU label (``Hostname`` renamed ``hostname`` after exporter
-    4.8.2; ``uuid`` in 1.x compatibility mode): per-GPU rules and dashboards cannot see them."""
+    4.8.2; ``uuid`` in 1.x compatibility mode): per-GPU rules and dashboards cannot see them.
+    Critical: the target's GPUs leave the inventory, so GpuLost, the presence tiers and every
+    per-GPU threshold of that target are blind, as for a target serving only 1.x names
+    (GpuExporterLegacyNames), and this is the one alert that fires."""
     unlabelled = fresh.fresh(job_sel(spec, names.UNLABELLED), fresh.coverage_group(spec))
     # every label but the field name stays: per target, with the cluster label where the spec names one
     expr = f"max without ({names.FIELD_LABEL}) ({unlabelled})"
-    return alert(spec, "GpuIdentityLabelMissing", expr, severity="warning", for_=spec.alerts.for_,
+    return alert(spec, "GpuIdentityLabelMissing", expr, severity="critical", for_=spec.alerts.for_,
                  kind="identity_label_missing")
 
 

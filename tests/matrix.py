@@ -114,6 +114,11 @@ class Case:
         nodes / gpus: fleet size; ``clusters`` splits nodes over clusters a/b (cluster spec).
         join: node -> step from which it is scraped (a node joining).
         move: node -> step from which it is scraped at a new address (exporter pod replaced).
+        relabel: node -> ((step, label, {value: new value}), ...): from each step on (until a later
+            entry for the same label), the node's series whose ``label`` has a listed value carry
+            the new one (``Hostname`` of an
+            exporter in a pod without NODE_NAME is the pod's name, new with every pod,
+            NVIDIA/dcgm-exporter#78; GPU indexes shift after a reboot without a dead GPU).
         double: a node scraped twice (two scrape configs for one target).
         leave: node -> step from which it is no longer scraped (targets removed); ``back``: node ->
             step from which such a node is scraped again (its target back in service discovery).
@@ -145,6 +150,7 @@ class Case:
     clusters: bool = False
     join: dict = field(default_factory=dict)
     move: dict = field(default_factory=dict)
+    relabel: dict = field(default_factory=dict)
     double: str | None = None
     leave: dict = field(default_factory=dict)
     back: dict = field(default_factory=dict)
@@ -277,7 +283,11 @@ class Scrape:
                 ok = status == 200 and delay < timeout
                 samples = parse(body) if ok else []
                 seen = set()
+                relabel = {label: new for at, label, new in self.case.relabel.get(node, ()) if at <= step}.items()
                 for name, labels, value in samples:
+                    for label, new in relabel:
+                        if labels.get(label) in new:
+                            labels[label] = new[labels[label]]
                     for clash in _TARGET_LABELS:
                         if clash in labels:
                             labels[f"exported_{clash}"] = labels.pop(clash)
@@ -499,13 +509,13 @@ two engines:
   slice of time of its own, 20 minutes apart; `vmalert -replay.timeFrom/-replay.timeTo` evaluates
   every rule of each rule file (plain spec, cluster spec) over the whole range, in layers of chained rules
   (one run per layer, see below), and writes recording results and `ALERTS` back; the firing pages are read back raw (`/api/v1/export`) at three checks per scenario
-  (before the fault, at the bound, at the end). The replay runs the 33 scenarios that are not lifecycles,
+  (before the fault, at the bound, at the end). The replay runs the 36 scenarios that are not lifecycles,
   bus-off or a target that stays scraped without a node name (tests/test_matrix_vm.py says why for each):
   the replay harness has no restart, and the rules that hold a lost GPU's page past the inventory lookback
   (and bus-off's single page) read their own last result, which `vmalert -replay` cannot give a rule (it
   evaluates each rule over the whole range in one query). In replay, a lost GPU would page `GpuLost` only
   for the inventory lookback from the GPUs seen in it;
-* **live vmalert + VictoriaMetrics** (1.79 and 1.151): the 14 lifecycles, which the replay leaves out, are
+* **live vmalert + VictoriaMetrics** (1.79 and 1.151): the 16 lifecycles, which the replay leaves out, are
   played in real time, each on its own VictoriaMetrics and vmalert, all at once: every 10 s the step's scraped samples
   are remote-written with the wall-clock time, vmalert evaluates at the wall clock, and a restart stops
   vmalert by PID and starts a new one on the same store (tests/test_matrix_vmlive.py). The pages of every

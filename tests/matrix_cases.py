@@ -71,6 +71,17 @@ CASES = [
          covers="driver-version"),
     Case("one node's exporter pod is replaced (new address)", (), move={N2: AT}, bound=12, length=AT + 24,
          covers="exporter restart, pod replacement"),
+    # the exporter's Hostname is its pod's name (no NODE_NAME, hostNetwork off): each new pod renames
+    # the node's GPUs; compared by their old node name they were lost, for ever
+    Case("one node's exporter pod is replaced and its Hostname is the pod's name", (), move={N2: AT},
+         relabel={N2: ((0, "Hostname", {N2: "nvidia-dcgm-exporter-x7k2p"}),
+                       (AT, "Hostname", {N2: "nvidia-dcgm-exporter-q9r4t"}))},
+         bound=12, length=AT + 45, covers="pod-name Hostname, NVIDIA/dcgm-exporter#78"),
+    # GPU 0 dies and the node reboots without it: NVML numbers the others from 0 again. One page,
+    # for the dead GPU (GPUs 1 and 2 under their old index were lost as well)
+    Case("a GPU dies and the node reboots without it: the GPUs after it are renumbered",
+         (Page("GpuLost", N2, 0),), (Fault("drop", node=N2, gpu=0),), gpus=3,
+         relabel={N2: ((AT, "gpu", {"1": "0", "2": "1"}),)}, bound=10, length=AT + 24, covers="GPU indexes shift"),
     Case("a node joins the fleet", (), nodes=4, join={"gpu-node-4": AT}, bound=12, length=AT + 24,
          covers="node joins"),
     Case("one node scraped twice (two scrape configs)", (), double=N2, bound=12, length=AT + 24,

@@ -16,7 +16,7 @@ from ..spec.presets import PRIMARY
 from ..spec import Spec
 from . import fresh, names
 from .common import record
-from .lost import reporting_sets
+from .lost import physical_ids, reporting_sets
 from .model import Rule
 from .promql import by, dur, fields_sel, fleet_ids, gpu_ids, job_sel, named, node_ids, valid_values
 
@@ -160,7 +160,9 @@ def counts(spec: Spec) -> list[Rule]:
     return [
         record(names.NODE_GPU_DEVICES_REPORTING, f"count by ({nodes}) (group by ({device}) ({now}))"),
         record(names.GPU_DEVICES_REPORTING, f"sum by ({fleet}) ({names.NODE_GPU_DEVICES_REPORTING})"),
-        record(names.GPU_DEVICES_KNOWN, f"count by ({fleet}) (group by ({device}) ({seen}))"),
+        # by UUID alone: a GPU seen under two node names or indexes in the lookback (the exporter
+        # pod's name as node label, a renumbering after a reboot) is one GPU
+        record(names.GPU_DEVICES_KNOWN, f"count by ({fleet}) (group by ({by(physical_ids(spec))}) ({seen}))"),
         record(names.NODE_MIG_INSTANCES_REPORTING, f"count by ({nodes}) ({mig})"),
         record(names.MIG_INSTANCES_REPORTING, f"sum by ({fleet}) ({names.NODE_MIG_INSTANCES_REPORTING})"),
     ]

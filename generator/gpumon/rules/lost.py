@@ -9,6 +9,8 @@ without a window that runs out while the hardware is still gone.
 
 from __future__ import annotations
 
+import textwrap
+
 from ..promqltext import matcher, regex_literal
 from ..spec.presets import PRESETS
 from ..spec import Metric, Spec
@@ -26,6 +28,15 @@ def device_ids(spec: Spec) -> tuple[str, ...]:
     """A physical GPU: its identity without the MIG instance (re-partitioning is not a loss)."""
     lab = spec.exporter.labels
     return tuple(x for x in gpu_ids(spec) if x != lab.mig_instance)
+
+
+def physical_ids(spec: Spec) -> tuple[str, ...]:
+    """A physical GPU wherever it reports: ``job``, the cluster label and the GPU's UUID, which no
+    node label, index or MIG layout changes. Whether a known GPU still reports is asked by these:
+    the node label of an exporter pod without NODE_NAME is the pod's name, new with every pod
+    (NVIDIA/dcgm-exporter#78), and the indexes after a GPU that died shift at the next reboot;
+    compared by its old labels, each such GPU was lost for ever."""
+    return fleet_ids(spec) + (spec.exporter.labels.gpu,)
 
 
 def _retired(spec: Spec) -> str:
@@ -81,8 +92,13 @@ def known(spec: Spec) -> Rule:
     seen = "\nor\n".join(f"group by ({dev}) ({_self(spec, s)})" for s in reporting_sets(spec))
     # the GPUs seen within the lookback as well: an engine that cannot read a rule's own earlier
     # result (vmalert -replay evaluates a rule over a whole range at once; VictoriaMetrics makes a
-    # new series searchable only seconds after its first sample) still knows them for that long
-    return record(names.KNOWN, f"{now}\nor\n{seen}\nor\n{_self(spec, names.KNOWN)}")
+    # new series searchable only seconds after its first sample) still knows them for that long.
+    # What it knew of a GPU that reports now under other labels (a new node name or index) goes:
+    # the GPU is known by its labels of now
+    held = textwrap.indent(f"{seen}\nor\n{_self(spec, names.KNOWN)}", "  ")
+    reporting = textwrap.indent("\nor\n".join(reporting_sets(spec)), "  ")
+    earlier = f"(\n{held}\n)\nunless on ({by(physical_ids(spec))})\n(\n{reporting}\n)"
+    return record(names.KNOWN, f"{now}\nor\n{earlier}")
 
 
 def _target_ids(spec: Spec) -> tuple[str, ...]:
@@ -184,7 +200,7 @@ def xid_lost(spec: Spec) -> list[Rule]:
     # one max by over both sides: the record keeps the alert's labels only (pod, driver version
     # and the like would split it)
     expr = (f"max by ({keep}) (\n  (\n    {last}\n    or\n    {_self(spec, names.XID_LOST)}\n  )\n"
-            f"  and on ({dev})\n  {names.KNOWN}\n  unless on ({dev})\n  {names.INVENTORY}\n)")
+            f"  and on ({dev})\n  {names.KNOWN}\n  unless on ({by(physical_ids(spec))})\n  {names.INVENTORY}\n)")
     return [record(names.XID_LOST, expr)]
 
 

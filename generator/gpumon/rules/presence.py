@@ -132,7 +132,9 @@ def gpu_lost(spec: Spec) -> Rule:
     """A known GPU (:data:`names.KNOWN`: it reported once and is not retired) that reports nothing
     now, on a node that still reports other GPUs (a GPU off the bus; an exporter that no longer
     sees it) or whose exporter targets all left service discovery (:func:`lost.node_gone`; a
-    target that is down is GpuExporterDown's page). Compared per device (UUID), so re-partitioning MIG instances is not a lost GPU. "Now"
+    target that is down is GpuExporterDown's page). Compared by UUID (:func:`lost.physical_ids`), so
+    re-partitioning MIG instances, a GPU renumbered after a reboot and a node label that changes
+    with the exporter pod are not a lost GPU. "Now"
     and "still reports" look at :func:`lost_window`, so the scrapes a flapping target misses do not
     count. It stays until the GPU reports again or ``alerts.retired`` names it or its node (it
     resolved when the inventory lookback passed, the GPU still gone). A GPU gone after a critical
@@ -140,7 +142,7 @@ def gpu_lost(spec: Spec) -> Rule:
     device = by(lost.device_ids(spec))
     nodes = by(node_ids(spec))
     recent = lost.recent(spec)
-    expr = (f"(\n  {names.KNOWN}\n  unless on ({device})\n  {recent}\n)\n"
+    expr = (f"(\n  {names.KNOWN}\n  unless on ({by(lost.physical_ids(spec))})\n  {recent}\n)\n"
             f"and on ({nodes})\n(\n  group by ({nodes}) ({recent})\n  or\n  {lost.node_gone(spec)}\n)")
     if lost.xid_metric(spec) is not None:
         expr += f"\nunless on ({device})\n{names.XID_LOST}"

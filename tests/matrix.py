@@ -287,7 +287,7 @@ class Scrape:
                 for name, labels, value in samples:
                     for label, new in relabel:
                         if labels.get(label) in new:
-                            labels[label] = new[labels[label]]
+                            labels[label] = new[labels.get(label)]
                     for clash in _TARGET_LABELS:
                         if clash in labels:
                             labels[f"exported_{clash}"] = labels.pop(clash)
@@ -509,7 +509,7 @@ two engines:
   slice of time of its own, 20 minutes apart; `vmalert -replay.timeFrom/-replay.timeTo` evaluates
   every rule of each rule file (plain spec, cluster spec) over the whole range, in layers of chained rules
   (one run per layer, see below), and writes recording results and `ALERTS` back; the firing pages are read back raw (`/api/v1/export`) at three checks per scenario
-  (before the fault, at the bound, at the end). The replay runs the 36 scenarios that are not lifecycles,
+  (before the fault, at the bound, at the end). The replay runs the 38 scenarios that are not lifecycles,
   bus-off or a target that stays scraped without a node name (tests/test_matrix_vm.py says why for each):
   the replay harness has no restart, and the rules that hold a lost GPU's page past the inventory lookback
   (and bus-off's single page) read their own last result, which `vmalert -replay` cannot give a rule (it
@@ -552,6 +552,11 @@ FINDINGS = """
   the page ends only when the GPU reports again (scenario "a GPU lost, then back") or the spec lists it or its
   node under `alerts.retired` (scenario "a planned decommission"). A node replaced by new hardware under the same
   name pages `GpuLost` for each old GPU until their UUIDs are retired.
+* **A GPU is known by its UUID.** Compared by all its identity labels, a GPU that reported under a new node name
+  or index was lost for ever: where the exporter's `Hostname` is its pod's name (no `NODE_NAME`,
+  NVIDIA/dcgm-exporter#78), every pod restart paged `GpuLost` for each GPU of the node; after a GPU died and the
+  node rebooted without it, the GPUs after it were renumbered and paged too (three pages for one dead GPU).
+  Both scenarios now page as the fault is: nothing, and the dead GPU once.
 * **Restarts.** A restart in the middle of a fault keeps one page on promtool (whose rule engine keeps the `for`
   state; a real Prometheus restores it from `ALERTS_FOR_STATE`). A field back just before a restart used to page
   again for up to the 5 min lookback: the missing set recorded at the last evaluation before the restart had no

@@ -137,9 +137,15 @@ def delivered(tmp_path_factory, root):
     faults = folder / "faults.yaml"
     fleet = Fleet(4, 2, fault_file=faults)
     with WebhookReceiver() as hook, LocalAlertmanager(merged(frag, hook.url)) as am, Simulator(fleet) as sim, \
-            LocalPrometheus({"dcgm-exporter": list(sim.targets.values())}, [folder / "rules.yaml"],
+            LocalPrometheus({"dcgm-exporter": list(sim.targets.values())}, [],
                             alertmanagers=[f"127.0.0.1:{am.port}"]) as prom:
         assert prom.wait_for(lambda: len(prom.query('count_over_time(up{job="dcgm-exporter"}[1m]) >= 5')) == 4, 60)
+        # the rules from now on: loaded at start, they evaluate before the first scrape (the scrape
+        # manager starts up to 5 s after the rule manager, later on a loaded machine), and with a
+        # `for` of 2 s GpuExporterTargetMissing (no `up` series yet) reached Alertmanager
+        prom.rule_files = [folder / "rules.yaml"]
+        prom.retarget(prom.targets)
+        assert prom.wait_for(lambda: prom.query('rule_group:gpumon_evaluation:timestamp'), 30), prom.logs()
         faults.write_text(dumps_faults([f for f, _ in CAUSES.values()]))
         want = {exp for _, exp in CAUSES.values()}
 

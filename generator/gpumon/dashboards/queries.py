@@ -170,8 +170,8 @@ def per_target(spec: Spec, metric: str) -> str:
 def lost(spec: Spec, scope: Scope) -> str:
     """GPUs of gpumon's known set (:data:`names.KNOWN`, what GpuLost reads) that report nothing now:
     a GPU lost stays here as long as it stays gone (or until retired), not only for the inventory
-    lookback, so the dashboards list what the alert pages for."""
-    ids = by(lost_rules.device_ids(spec))
+    lookback, so the dashboards list what the alert pages for. Compared by UUID, as GpuLost does."""
+    ids = by(lost_rules.physical_ids(spec))
     now = " or ".join(sel(spec, s, scope) for s in lost_rules.reporting_sets(spec))
     return f"{sel(spec, names.KNOWN, scope)}\nunless on ({ids})\n({now})"
 

@@ -509,7 +509,7 @@ two engines:
   slice of time of its own, 20 minutes apart; `vmalert -replay.timeFrom/-replay.timeTo` evaluates
   every rule of each rule file (plain spec, cluster spec) over the whole range, in layers of chained rules
   (one run per layer, see below), and writes recording results and `ALERTS` back; the firing pages are read back raw (`/api/v1/export`) at three checks per scenario
-  (before the fault, at the bound, at the end). The replay runs the 38 scenarios that are not lifecycles,
+  (before the fault, at the bound, at the end). The replay runs the 44 scenarios that are not lifecycles,
   bus-off or a target that stays scraped without a node name (tests/test_matrix_vm.py says why for each):
   the replay harness has no restart, and the rules that hold a lost GPU's page past the inventory lookback
   (and bus-off's single page) read their own last result, which `vmalert -replay` cannot give a rule (it
@@ -557,6 +557,11 @@ FINDINGS = """
   NVIDIA/dcgm-exporter#78), every pod restart paged `GpuLost` for each GPU of the node; after a GPU died and the
   node rebooted without it, the GPUs after it were renumbered and paged too (three pages for one dead GPU).
   Both scenarios now page as the fault is: nothing, and the dead GPU once.
+* **An XID set for days pages once.** dcgm-exporter keeps the last XID until it restarts; whether it is new was
+  asked of the series' full label set, at one instant one policy window ago. A job's pod labels, a new exporter
+  target or node name (new series of the same XID) and a failed scrape one window before each paged it again.
+  It is now asked per GPU (`UUID`) and code, over the XID hold window, at every level. Still open: a Prometheus
+  outage longer than that window, one policy window before, makes it new once more (the two open scenarios).
 * **Restarts.** A restart in the middle of a fault keeps one page on promtool (whose rule engine keeps the `for`
   state; a real Prometheus restores it from `ALERTS_FOR_STATE`). A field back just before a restart used to page
   again for up to the 5 min lookback: the missing set recorded at the last evaluation before the restart had no
@@ -585,6 +590,10 @@ Open (tests/matrix_cases.py `OPEN`, expected to fail):
   longer than every window a rule reads, a GPU that stopped reporting before it cannot be told apart from a series
   that is gone on purpose (nothing written in the window says it was ever there). `alerts.inventory_lookback` is
   the longest outage it outlasts: set it above the longest Prometheus or vmalert outage you expect.
+* An XID that stays set (the exporter keeps the last one until it restarts) pages once more one policy window
+  after a Prometheus outage longer than the XID hold window (8 sample intervals: 4 min for the bundled
+  spec): with no sample of it one window ago, it reads as new. Holding the last XID per GPU in a record that
+  reads itself (as the known set does) would close it, at the cost of one more per-GPU record.
 """
 
 

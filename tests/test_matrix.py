@@ -27,7 +27,7 @@ def test_every_scenario_pages_exactly_as_expected(promtool):
 
 
 def test_the_open_scenarios_still_fail(promtool):
-    """Faults the rules still get wrong (tests/matrix_cases.py OPEN, none now). When one passes,
+    """Faults the rules still get wrong (tests/matrix_cases.py OPEN). When one passes,
     move it to CASES."""
     if not OPEN:
         pytest.skip("no open scenario")

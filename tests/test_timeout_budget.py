@@ -37,7 +37,9 @@ def test_timeouts_in_all_use_up_the_clients_budget():
     responder = Alternating()
     with HostileProm("healthy") as srv:
         srv.server.responder = responder
-        client = PromClient(srv.url, timeout=0.3)
+        # 1.5 s: a healthy answer from this process' own server can take over 0.3 s on a loaded
+        # machine (counted as one more timeout); a stall lasts hostile_prom.STALL (20 s)
+        client = PromClient(srv.url, timeout=1.5)
         outcomes = []
         for _ in range(4 * promapi.TIMEOUT_BUDGET):
             start = time.monotonic()

@@ -153,9 +153,27 @@ def xid_keep(spec: Spec, m: Metric) -> tuple[str, ...]:
     return gpu_ids(spec, m) + m.alert_labels
 
 
+def xid_code_ids(spec: Spec, m: Metric) -> str:
+    """What tells one XID of a GPU from another: the GPU's :func:`physical_ids` and, where the
+    exporter writes it, the ``err_code`` label. Not the series' other labels: a job's pod labels,
+    a new exporter target or node name make new series of the same XID, and compared by them an
+    XID set for days paged again at each."""
+    return by(physical_ids(spec) + (("err_code",) if "err_code" in m.alert_labels else ()))
+
+
+def xid_seen_before(spec: Spec, m: Metric, sel: str, window: str) -> str:
+    """The XIDs of ``sel`` whose value one policy window ago equals the value now, both read over
+    ``window`` (a failed scrape's staleness marker one policy window ago made an old XID new) and
+    per :func:`xid_code_ids`: an XID that is not new."""
+    ids = xid_code_ids(spec, m)
+    then = f"max by ({ids}) (last_over_time({sel}[{window}] offset {dur(m.xid.window)}))"
+    return f"({then} == on ({ids}) max by ({ids}) (last_over_time({sel}[{window}])))"
+
+
 def xid_hold(spec: Spec) -> float:
-    """Seconds a critical XID counts after its series vanished (8 sample intervals), for the XID
-    record (:func:`xid_lost`, which reads the XID that long) and for GpuXidCritical alike: the
+    """Seconds an XID counts after its series vanished (8 sample intervals), for the XID record
+    (:func:`xid_lost`, which reads the XID that long) and for the XID alerts alike (a failed
+    scrape's staleness marker neither ends a page nor makes an old XID new): the
     alert must hold the XID for as long as the record may still take over, or on an engine that
     makes the record's new series searchable seconds after its first sample (VictoriaMetrics:
     about 10 s, plus vmalert's write lag) the page ends and starts again in between."""
@@ -193,8 +211,7 @@ def xid_lost(spec: Spec) -> list[Rule]:
     # policy window before): a code left set from a fault the GPU was reset from long ago does not
     # make an unrelated loss an XID page (GpuLost pages it)
     s = sel if "err_code" in m.alert_labels else job_sel(spec, m.name)  # the critical codes' series only
-    last = (f"(\n      {last}\n      unless\n      (last_over_time({s}[{w}] offset {dur(m.xid.window)}) "
-            f"== last_over_time({s}[{w}]))\n    )")
+    last = f"(\n      {last}\n      unless on ({xid_code_ids(spec, m)})\n      {xid_seen_before(spec, m, s, w)}\n    )"
     dev = by(device_ids(spec))
     keep = by(xid_keep(spec, m))
     # one max by over both sides: the record keeps the alert's labels only (pod, driver version

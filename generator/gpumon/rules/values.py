@@ -207,7 +207,9 @@ def xid(spec: Spec, m: Metric, severity: str) -> Rule | None:
     # (lost.xid_hold), or the page ended and started again (seen live on Prometheus and on vmalert;
     # promtool evaluates every group at one instant)
     bus_off = severity == "critical" and lost.xid_metric(spec) is m
-    held = dur(lost.xid_hold(spec)) if bus_off else None
+    # every level reads the XID over that window: a failed scrape's staleness marker ended the page
+    # for a step and it paged again (NVIDIA/dcgm-exporter#607: scrapes that time out now and then)
+    held = dur(lost.xid_hold(spec))
     if policy.other == severity:
         listed = tuple(c for level in ("critical", "warning", "info", "ignore") for c in policy.codes(level))
         selected = _xid_selected(spec, m, (), others=(0,) + listed if "err_code" in m.alert_labels else listed,
@@ -221,10 +223,10 @@ def xid(spec: Spec, m: Metric, severity: str) -> Rule | None:
     s = _xid_compared(spec, m, codes, listed if policy.other == severity else None)
     w = dur(policy.window)
     keep = by(gpu_ids(spec, m) + m.alert_labels)
-    # "new": not the same value one window ago (read as held too: a held XID already seen then is not new)
-    same = (f"(last_over_time({s}[{held}] offset {w}) == last_over_time({s}[{held}]))" if held
-            else f"({s} offset {w} == {s})")
-    expr = f"max by ({keep}) (\n  {selected}\n  unless\n  {same}\n)"
+    # "new": not the same value one window ago, per GPU and code, read over the held window (a held
+    # XID already seen then is not new; a failed scrape then does not make an old XID new)
+    same = lost.xid_seen_before(spec, m, s, held)
+    expr = f"max by ({keep}) (\n  {selected}\n  unless on ({lost.xid_code_ids(spec, m)})\n  {same}\n)"
     if bus_off:
         # the GPU gone after it (off the bus) keeps this page until it reports again (rules/lost.py)
         expr += f"\nor\n{names.XID_LOST}"

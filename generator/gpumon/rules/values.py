@@ -194,10 +194,11 @@ def xid(spec: Spec, m: Metric, severity: str) -> Rule | None:
     """An XID whose code the spec's policy puts at ``severity`` appeared within the policy window.
     The field holds the *last* code until the exporter restarts (NVIDIA/DCGM#227,
     NVIDIA/dcgm-exporter#500), so ``> 0`` stayed firing for days, and paged critical for
-    application XIDs (13, 31, 43) as much as for 79 (issue 11, item 8). "New" = the series' value
-    differs from (or the series did not exist) one window ago: a new XID is a new ``err_code``
-    series, or a new value without that label; the alert resolves ``window`` after the last new
-    one. Two identical XIDs in a row cannot be told apart (NVIDIA/dcgm-exporter#190)."""
+    application XIDs (13, 31, 43) as much as for 79 (issue 11, item 8). "New" = the GPU's value
+    for that code differs from (or it had none) one window ago, per :func:`lost.xid_code_ids`: a
+    new XID is a new ``err_code``, or a new value without that label; the alert resolves
+    ``window`` after the last new one. Two identical XIDs in a row cannot be told apart
+    (NVIDIA/dcgm-exporter#190)."""
     policy = m.xid
     codes = policy.codes(severity)
     # the GPU gone after it (off the bus): the page passes to job_gpu:gpumon_xid_lost:max, which the

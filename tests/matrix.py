@@ -594,6 +594,11 @@ Open (tests/matrix_cases.py `OPEN`, expected to fail):
   after a Prometheus outage longer than the XID hold window (8 sample intervals: 4 min for the bundled
   spec): with no sample of it one window ago, it reads as new. Holding the last XID per GPU in a record that
   reads itself (as the known set does) would close it, at the cost of one more per-GPU record.
+* Alerts whose labels hold the exporter's `instance` (`GpuTelemetryFrozen`, `GpuMetricIntermittent`) end and
+  fire again when the exporter pod is replaced mid-fault: the new target is a new label set, and `for` starts
+  again. Keying them by node and GPU, with the node's exporter up, would keep one page.
+* A field missing on a MIG GPU is missed once per MIG instance (one `GpuMetricMissing` per `GPU_I_ID`), so a
+  GPU re-partitioned mid-fault ends the page and starts two (Alertmanager groups them by node and alert name).
 """
 
 

@@ -222,4 +222,18 @@ OPEN = [
     Case("XID 62 stays set, its page over; Prometheus down 320 s: no second page",
          (Page("GpuXidWarning", N2, 1, XID),), (Fault("xid", node=N2, gpu=1, value="62"),),
          restarts=(AT + 16,), down=32, bound=2, end=(), length=AT + 70, covers="lifecycle: XID; outage > 5 min"),
+    # alerts whose labels hold the exporter's `instance`: a pod replaced mid-fault is a new target, a new
+    # label set, so `for` starts again and the page ends and fires again
+    Case("energy counter frozen on one GPU (DCGM side); the exporter pod is replaced mid-fault: still one page",
+         (Page("GpuTelemetryFrozen", N2, 0, ENERGY),), (Fault("frozen", metric=ENERGY, node=N2, gpu=0),),
+         move={N2: AT + 22}, bound=17, length=AT + 50, covers="lifecycle: frozen; exporter restart"),
+    Case("a field in every other scrape of one GPU; the exporter pod is replaced mid-fault: still one page",
+         (Page("GpuMetricIntermittent", N2, 0, POWER),),
+         (Fault("intermittent", metric=POWER, node=N2, gpu=0, every=2),),
+         move={N2: AT + 22}, bound=16, length=AT + 50, covers="lifecycle: intermittent; exporter restart"),
+    # a field missing on a MIG GPU is missed once per MIG instance (one GpuMetricMissing per GPU_I_ID):
+    # re-partitioned mid-fault, the page ends and two start
+    Case("a field missing on one GPU; the GPU is re-partitioned (MIG) mid-fault: still one page",
+         (Page("GpuMetricMissing", N2, 1, TEMP),), (Fault("drop", metric=TEMP, node=N2, gpu=1),),
+         later=((AT + 12, (Fault("mig", node=N2, gpu=1),)),), bound=6, length=AT + 40, covers="lifecycle: MIG mid-fault"),
 ]

@@ -57,6 +57,8 @@ from tests.notifier_sink import NotifierSink
 EVAL = STEP // 2
 #: seconds before a step that its samples are written: searchable by every evaluation from the step on
 LEAD = 1.0
+#: vmalert's ``-remoteWrite.flushInterval`` (gpumon.localprom.LocalVmalert), seconds
+FLUSH = 1.0
 #: seconds after the servers are up until step 0 (rounded up to a whole step)
 WARMUP = 5
 #: the series that shows each inventory evaluation (the inventory group's heartbeat, rules/fresh.py)
@@ -322,7 +324,9 @@ class Scenario:
         ended. In production Alertmanager holds the page across such a cut; here the pages are
         read back from the store, so the harness lets the evaluation finish, as a stop a moment
         later would. Rules of a group run in order (concurrency 1), so its last rule's
-        ``lastEvaluation`` tells the whole iteration ran."""
+        ``lastEvaluation`` tells the whole iteration ran. Then its remote writes get their flush
+        (:data:`FLUSH`): vmalert 1.79 stopped right after an evaluation lost that evaluation's
+        ``ALERTS`` (stored up to the evaluation before, the heartbeat of the last one)."""
         deadline = time.time() + limit
         while time.time() < deadline:
             try:
@@ -331,6 +335,7 @@ class Scenario:
                 return  # not answering: the stop goes ahead, read_health says why
             if all(not g["rules"] or rfc3339_seconds(g["rules"][-1].get("lastEvaluation", "")) >= at - g["interval"]
                    for g in groups):
+                time.sleep(FLUSH + 1)
                 return
             time.sleep(0.2)
 

@@ -28,13 +28,6 @@ import httpx
 MISSED = re.compile(r'^prometheus_rule_group_iterations_missed_total\{[^}]*\} (\S+)$', re.M)
 
 
-def server_time(prom) -> float:
-    """The server's clock, Unix seconds (an instant query of ``time()``)."""
-    resp = httpx.get(f"{prom.url}/api/v1/query", params={"query": "time()"}, timeout=10)
-    resp.raise_for_status()
-    return float(resp.json()["data"]["result"][0])
-
-
 def missed_iterations(prom) -> float:
     """Rule-group iterations Prometheus skipped so far (all groups), from its own ``/metrics``."""
     text = httpx.get(f"{prom.url}/metrics", timeout=10).text
@@ -66,7 +59,7 @@ def starvation(prom, start: float, lead: float, missed_before: float) -> list[st
     ``lead`` seconds before ``start``, scrapes that came late in the window (fewer than 0.8 of the
     expected samples of ``up``), rule-group iterations missed since ``missed_before`` was read.
     Empty: the window was calm."""
-    observed = server_time(prom) - start
+    observed = prom.server_time() - start
     found = [f"{instance}: {e}" for instance, evidence in troubled(prom, observed + lead).items() for e in evidence]
     interval, recent = _seconds(prom.scrape_interval), max(2, math.floor(observed))
     for r in prom.query(f"count_over_time(up[{recent}s]) < {0.8 * recent / interval:g}"):
@@ -89,7 +82,7 @@ def assert_quiet(prom, alerts: Callable[[], list[dict]], observe: float = 6, lea
     """
     tried: list[str] = []
     for _ in range(tries):
-        start, before = server_time(prom), missed_iterations(prom)
+        start, before = prom.server_time(), missed_iterations(prom)
         seen: list[dict] = []
         prom.wait_for(lambda: seen.extend(alerts()) or False, observe)
         if not seen:

@@ -251,7 +251,7 @@ class LocalPrometheus(_QueryServer):
         ALERTS series lasts until its own group evaluates again, even when other groups already
         see a healthy fleet. Returns False if some group did not evaluate within ``timeout``.
         """
-        since = self._server_time()
+        since = self.server_time()
         def evaluated() -> bool:
             resp = httpx.get(f"{self.url}/api/v1/rules", timeout=10)
             resp.raise_for_status()
@@ -259,7 +259,7 @@ class LocalPrometheus(_QueryServer):
             return all(rfc3339_seconds(g.get("lastEvaluation", "")) > since for g in groups)
         return wait_for(evaluated, timeout, 0.2)
 
-    def _server_time(self) -> float:
+    def server_time(self) -> float:
         """The server's clock, in Unix seconds (an instant query of ``time()``)."""
         resp = httpx.get(f"{self.url}/api/v1/query", params={"query": "time()"}, timeout=10)
         resp.raise_for_status()

@@ -344,12 +344,19 @@ def scraped(case: Case, spec: Spec) -> Scrape:
 # --------------------------------------------------------------------------- promtool
 
 
+#: appended to the name of a page counted more than once at one step (:func:`_expr`)
+SEVERAL = " as several alerts"
+
+
 def _expr(case: Case, index: int) -> str:
     """The pages query of case ``index``; promtool reports a failed expression test by its text and
     time only, so a matcher that is always true names the case."""
     ids = IDENTITY + (("cluster",) if case.clusters else ())
     pages = PAGES.replace("}", f',alertname!="case-{index}"}}')
-    return f"count by ({', '.join(ids)}) ({pages})"
+    counted = f"count by ({', '.join(ids)}) ({pages})"
+    # a page the identity cannot tell apart (per MIG instance, exporter target or XID code) counted
+    # more than once is one cause paged several times at once: its own page name, never expected
+    return (f'{counted}\nor\nlabel_replace({counted} > 1, "alertname", "$1{SEVERAL}", "alertname", "(.+)")')
 
 
 def promtool_group(case: Case, spec: Spec, index: int, lingering: list[dict] = ()) -> dict:
@@ -562,6 +569,16 @@ FINDINGS = """
   target or node name (new series of the same XID) and a failed scrape one window before each paged it again.
   It is now asked per GPU (`UUID`) and code, over the XID hold window, at every level. Still open: a Prometheus
   outage longer than that window, one policy window before, makes it new once more (the two open scenarios).
+* **One page per GPU, whatever serves it.** `GpuTelemetryFrozen` and `GpuMetricIntermittent` were keyed by the
+  exporter target (`instance`): a pod replaced mid-fault is a new target, so the page ended and fired again a `for`
+  later. Both are now keyed by the GPU, the old target's samples carrying the page until the new one's show the
+  fault (scenarios "... the exporter pod is replaced mid-fault: still one page"); a replaced pod that reads the
+  counter counting again ends the frozen page at its second scrape. A device-wide field missing on a MIG GPU was
+  missed once per MIG instance, and a re-partition ended that page and started two; it is one page per GPU now.
+  `GpuIdentityLabelMissing` is one page per job (its value counts the targets): an exporter rollout that writes
+  `hostname` node by node paged once per node as it went. The harness counts the alerts behind each page at
+  every step: one cause paged as several alerts the page identity cannot tell apart (another MIG instance,
+  target or code) fails as "`<alert>` as several alerts".
 * **Restarts.** A restart in the middle of a fault keeps one page on promtool (whose rule engine keeps the `for`
   state; a real Prometheus restores it from `ALERTS_FOR_STATE`). A field back just before a restart used to page
   again for up to the 5 min lookback: the missing set recorded at the last evaluation before the restart had no
@@ -594,11 +611,6 @@ Open (tests/matrix_cases.py `OPEN`, expected to fail):
   after a Prometheus outage longer than the XID hold window (8 sample intervals: 4 min for the bundled
   spec): with no sample of it one window ago, it reads as new. Holding the last XID per GPU in a record that
   reads itself (as the known set does) would close it, at the cost of one more per-GPU record.
-* Alerts whose labels hold the exporter's `instance` (`GpuTelemetryFrozen`, `GpuMetricIntermittent`) end and
-  fire again when the exporter pod is replaced mid-fault: the new target is a new label set, and `for` starts
-  again. Keying them by node and GPU, with the node's exporter up, would keep one page.
-* A field missing on a MIG GPU is missed once per MIG instance (one `GpuMetricMissing` per `GPU_I_ID`), so a
-  GPU re-partitioned mid-fault ends the page and starts two (Alertmanager groups them by node and alert name).
 """
 
 

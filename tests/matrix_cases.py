@@ -57,6 +57,10 @@ CASES = [
          (Fault("intermittent", metric=POWER, node=N2, gpu=0, every=2),), bound=16, covers="intermittent"),
     Case("one node's exporter writes hostname instead of Hostname", (Page("GpuIdentityLabelMissing"),),
          (Fault("hostname-rename", node=N2),), bound=6, covers="hostname-rename; exporter upgrade"),
+    Case("an exporter rollout writes hostname instead of Hostname, node by node: one page",
+         (Page("GpuIdentityLabelMissing"),), (Fault("hostname-rename", node="gpu-node-1"),),
+         later=((AT + 8, (Fault("hostname-rename", node=N2),)), (AT + 16, (Fault("hostname-rename", node="gpu-node-3"),))),
+         bound=6, length=AT + 30, covers="hostname-rename; rolling exporter upgrade"),
     Case("one node's exporter serves 1.x names (dcgm_gpu_temp, uuid)", (Page("GpuExporterLegacyNames", N2),),
          (Fault("legacy-names", node=N2),), bound=6, covers="legacy-names"),
     Case("exporter upgrade on one node: 1.x names, then 4.x names", (), initial=(Fault("legacy-names", node=N2),),
@@ -204,6 +208,24 @@ CASES = [
     Case("a field dropped in cluster a only", (Page("GpuMetricAbsent", field=TEMP, cluster="a"),), nodes=4,
          clusters=True, faults=(Fault("drop", metric=TEMP, node="gpu-node-1"), Fault("drop", metric=TEMP, node=N2)),
          bound=8, covers="field dropped in one cluster"),
+    # alerts once keyed by the exporter's `instance`: a pod replaced mid-fault is a new target, and the
+    # page ended and fired again a `for` later; now keyed by the GPU
+    Case("energy counter frozen on one GPU (DCGM side); the exporter pod is replaced mid-fault: still one page",
+         (Page("GpuTelemetryFrozen", N2, 0, ENERGY),), (Fault("frozen", metric=ENERGY, node=N2, gpu=0),),
+         move={N2: AT + 22}, bound=17, length=AT + 50, covers="frozen; exporter pod replaced mid-fault"),
+    Case("a field in every other scrape of one GPU; the exporter pod is replaced mid-fault: still one page",
+         (Page("GpuMetricIntermittent", N2, 0, POWER),),
+         (Fault("intermittent", metric=POWER, node=N2, gpu=0, every=2),),
+         move={N2: AT + 22}, bound=16, length=AT + 50, covers="intermittent; exporter pod replaced mid-fault"),
+    Case("energy counter frozen on one GPU; the replaced exporter pod reads it counting again: the page ends",
+         (Page("GpuTelemetryFrozen", N2, 0, ENERGY),), (Fault("frozen", metric=ENERGY, node=N2, gpu=0),),
+         move={N2: AT + 22}, clear=AT + 22, resolve=4, end=(), bound=17, length=AT + 50,
+         covers="frozen; cleared by an exporter pod replaced"),
+    # a device-wide field missing on a MIG GPU was missed once per MIG instance (GPU_I_ID), and a
+    # re-partition mid-fault ended the page and started two; now one page per GPU
+    Case("a field missing on one GPU; the GPU is re-partitioned (MIG) mid-fault: still one page",
+         (Page("GpuMetricMissing", N2, 1, TEMP),), (Fault("drop", metric=TEMP, node=N2, gpu=1),),
+         later=((AT + 12, (Fault("mig", node=N2, gpu=1),)),), bound=6, length=AT + 40, covers="MIG re-partition mid-fault"),
 ]
 
 #: scenarios that show a fault the rules still get wrong (tests/test_matrix.py expects them to fail)
@@ -222,18 +244,4 @@ OPEN = [
     Case("XID 62 stays set, its page over; Prometheus down 320 s: no second page",
          (Page("GpuXidWarning", N2, 1, XID),), (Fault("xid", node=N2, gpu=1, value="62"),),
          restarts=(AT + 16,), down=32, bound=2, end=(), length=AT + 70, covers="lifecycle: XID; outage > 5 min"),
-    # alerts whose labels hold the exporter's `instance`: a pod replaced mid-fault is a new target, a new
-    # label set, so `for` starts again and the page ends and fires again
-    Case("energy counter frozen on one GPU (DCGM side); the exporter pod is replaced mid-fault: still one page",
-         (Page("GpuTelemetryFrozen", N2, 0, ENERGY),), (Fault("frozen", metric=ENERGY, node=N2, gpu=0),),
-         move={N2: AT + 22}, bound=17, length=AT + 50, covers="lifecycle: frozen; exporter restart"),
-    Case("a field in every other scrape of one GPU; the exporter pod is replaced mid-fault: still one page",
-         (Page("GpuMetricIntermittent", N2, 0, POWER),),
-         (Fault("intermittent", metric=POWER, node=N2, gpu=0, every=2),),
-         move={N2: AT + 22}, bound=16, length=AT + 50, covers="lifecycle: intermittent; exporter restart"),
-    # a field missing on a MIG GPU is missed once per MIG instance (one GpuMetricMissing per GPU_I_ID):
-    # re-partitioned mid-fault, the page ends and two start
-    Case("a field missing on one GPU; the GPU is re-partitioned (MIG) mid-fault: still one page",
-         (Page("GpuMetricMissing", N2, 1, TEMP),), (Fault("drop", metric=TEMP, node=N2, gpu=1),),
-         later=((AT + 12, (Fault("mig", node=N2, gpu=1),)),), bound=6, length=AT + 40, covers="lifecycle: MIG mid-fault"),
 ]

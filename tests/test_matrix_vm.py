@@ -26,7 +26,8 @@ from tests.matrix_cases import CASES as ALL_CASES
 #: service discovery and GpuLost pages for its GPUs beside the target's alert. Live vmalert reads its
 #: own last value (tests/test_live_alertmanager.py, tests/test_matrix_vmlive.py).
 HELD_TARGETS = {"one node's exporter answers HTTP 500", "one node's exporter serves an empty page",
-                "one node's scrapes time out (9 s against 8 s)", "one node's exporter writes hostname instead of Hostname"}
+                "one node's scrapes time out (9 s against 8 s)", "one node's exporter writes hostname instead of Hostname",
+                "an exporter rollout writes hostname instead of Hostname, node by node: one page"}
 CASES = [c for c in ALL_CASES if not c.covers.startswith("lifecycle") and c.covers != "GPU off the bus"
          and c.name not in HELD_TARGETS]
 #: scenarios that fail on one build only, not explained yet (docs/engines.md): the test expects them

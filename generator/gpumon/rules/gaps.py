@@ -7,6 +7,8 @@ outages (which the exporter alerts cover).
 
 from __future__ import annotations
 
+import textwrap
+
 from ..spec import Spec
 from . import names
 from .common import alert, record
@@ -68,8 +70,8 @@ def explained_by(spec: Spec) -> tuple[tuple[str, tuple[str, ...]], ...]:
     out = (("GpuMetricMissing", gpu_ids(spec) + field), ("GpuNodeMetricMissing", node_ids(spec) + field),
            ("GpuMetricAbsent", fleet_ids(spec) + field), ("GpuLost", device), ("GpuXidCritical", device))
     # a target whose series lost the node or GPU label: its GPUs' series ended and began again
-    # under other label sets (rules/inventory.py unlabelled, paged per target)
-    out += (("GpuIdentityLabelMissing", ("job",) + ((lab.cluster,) if lab.cluster else ()) + ("instance",)),)
+    # under other label sets (rules/inventory.py unlabelled, paged per job)
+    out += (("GpuIdentityLabelMissing", fleet_ids(spec)),)
     if any(m.sources for m in spec.required_metrics):
         # a primary gone while a fallback served it paged GpuMetricFallbackServing (rules/sources.py)
         out += (("GpuMetricFallbackServing", node_ids(spec) + field),)
@@ -99,6 +101,10 @@ def intermittent(spec: Spec) -> Rule:
     for name, on in explained_by(spec):
         fired = selector("ALERTS", alertname=name, alertstate="firing", job=spec.exporter.job)
         expr += f"\nunless on ({by(on)})\nmax_over_time({fired}[{w}])"
+    # one page per GPU and field, whichever target served it: the ratio is per target, and a
+    # replaced exporter pod (a new instance) ended the page and fired it again a for later; the
+    # old target's ratio holds until its field is no longer seen, the new one's from its first gap
+    expr = f"min by ({by(gpu_ids(spec) + (names.FIELD_LABEL,))}) (\n{textwrap.indent(expr, '  ')}\n)"
     return alert(spec, "GpuMetricIntermittent", expr, severity="warning", for_=spec.alerts.for_,
                  kind="metric_intermittent", window=w)
 

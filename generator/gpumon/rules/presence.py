@@ -9,6 +9,8 @@ alert per GPU. All tiers only look at nodes that report now, so a target that is
 
 from __future__ import annotations
 
+import textwrap
+
 from ..promqltext import matcher
 from ..durations import format_duration
 from ..spec import Metric, Spec
@@ -16,7 +18,7 @@ from . import fresh, lost, names, sources
 from .common import alert
 from .model import Rule
 from .inventory import node_count
-from .promql import by, fleet_ids, job_sel, node_ids
+from .promql import by, fleet_ids, gpu_ids, job_sel, node_ids
 
 
 def _missing(spec: Spec, m: Metric) -> str:
@@ -117,6 +119,10 @@ def gpu_metric_missing(spec: Spec, m: Metric) -> Rule:
     has = (f"group by ({nodes}) ({sources.normalized_sel(spec, m)})" if m.sources
            else _some_present(spec, m, node_ids(spec)))
     expr = f"(\n  {_missing(spec, m)}{served}\n)\nand on ({nodes})\n(\n  {has}\n)"
+    if gpu_ids(spec, m) != gpu_ids(spec):
+        # a device-wide field is missed on every MIG instance of the GPU: one page per GPU, which a
+        # re-partition (new instance ids) does not end and fire again
+        expr = f"group by ({by(gpu_ids(spec, m) + (names.FIELD_LABEL,))}) (\n{textwrap.indent(expr, '  ')}\n)"
     return alert(spec, "GpuMetricMissing", expr, severity="warning", for_=spec.alerts.for_,
                  kind="gpu_metric_missing", labels={names.FIELD_LABEL: m.name}, metric=m.name, title=m.title)
 
@@ -155,10 +161,14 @@ def identity_label_missing(spec: Spec) -> Rule:
     4.8.2; ``uuid`` in 1.x compatibility mode): per-GPU rules and dashboards cannot see them.
     Critical: the target's GPUs leave the inventory, so GpuLost, the presence tiers and every
     per-GPU threshold of that target are blind, as for a target serving only 1.x names
-    (GpuExporterLegacyNames), and this is the one alert that fires."""
+    (GpuExporterLegacyNames), and this is the one alert that fires.
+
+    One alert per job (and cluster), its value the number of targets: the cause is the exporter's
+    version or configuration, rolled out over many nodes; per target, a rollout paged once per
+    node as it went (the targets are in the runbook's query)."""
     unlabelled = fresh.fresh(job_sel(spec, names.UNLABELLED), fresh.coverage_group(spec))
-    # every label but the field name stays: per target, with the cluster label where the spec names one
-    expr = f"max without ({names.FIELD_LABEL}) ({unlabelled})"
+    # one series per target: every label of the record but the field name
+    expr = f"count by ({by(fleet_ids(spec))}) (max without ({names.FIELD_LABEL}) ({unlabelled}))"
     return alert(spec, "GpuIdentityLabelMissing", expr, severity="critical", for_=spec.alerts.for_,
                  kind="identity_label_missing")
 

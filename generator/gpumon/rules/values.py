@@ -238,13 +238,21 @@ def xid(spec: Spec, m: Metric, severity: str) -> Rule | None:
 
 
 def frozen(spec: Spec, m: Metric) -> Rule:
-    """A counter that stopped increasing while its target is up. A powered GPU always draws
-    energy, so a flat energy counter means the exporter serves frozen values (dcgm-exporter#164).
-    ``increase`` handles resets; the window is >= 10 x the collect interval."""
+    """A counter that stopped increasing while the GPU reports it from a target that is up. A
+    powered GPU always draws energy, so a flat energy counter means the exporter serves frozen
+    values (dcgm-exporter#164). ``increase`` handles resets; the window is >= 10 x the collect
+    interval.
+
+    Keyed by the GPU, not by the exporter target: a replaced exporter pod is a new ``instance``,
+    and keyed by it the page ended and, a ``for`` later, fired again for the same frozen counter.
+    Every series of the GPU within the window counts (the old pod's flat samples bridge the new
+    pod's first scrape, which ``increase`` cannot read yet), so the counter rising on either
+    ends it."""
     w = dur(max(spec.alerts.frozen_window, 10 * spec.exporter.collect_interval))
-    keep = by(("instance",) + gpu_ids(spec, m))
-    expr = (f"max by ({keep}) (increase({job_sel(spec, m.name)}[{w}])) == 0\n"
-            f"and on (job, instance)\n{job_sel(spec, 'up')} == 1")
+    keep = by(gpu_ids(spec, m))
+    sel = job_sel(spec, m.name)
+    expr = (f"max by ({keep}) (increase({sel}[{w}])) == 0\n"
+            f"and on ({keep})\n({sel} and on (job, instance) {job_sel(spec, 'up')} == 1)")
     return alert(spec, "GpuTelemetryFrozen", expr, severity="warning", for_=spec.alerts.for_, kind="frozen",
                  labels={"dcgm_field": m.name}, metric=m.name, title=m.title, window=w)
 

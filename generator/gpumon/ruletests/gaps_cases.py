@@ -40,7 +40,7 @@ def intermittent(spec: Spec, step: float) -> list[Scenario]:
     at = length - 2
     seen = window_value(half, at, window)
     scrapes = window_value(sc.const(1), at, window)
-    ids = gpu_ids(spec, g_half, instance=True)
+    ids = gpu_ids(spec, g_half)
     ids["dcgm_field"] = m.name
     sc.expect(at, rule.alert, [Firing(rule, ids, len(seen) / len(scrapes))])
     return [sc]
@@ -68,7 +68,7 @@ def whole_gpu_intermittent(spec: Spec, step: float) -> list[Scenario]:
     scrapes = window_value(sc.const(1), at, window)
     firing = []
     for m in spec.required_metrics:
-        ids = gpu_ids(spec, g_half, instance=True)
+        ids = gpu_ids(spec, g_half)
         ids["dcgm_field"] = m.name
         firing.append(Firing(rule, ids, len(window_value(halves[m.name], at, window)) / len(scrapes)))
     sc.expect(at, rule.alert, firing)

@@ -205,19 +205,19 @@ def gpu_lost_on_flapping_node(spec: Spec, step: float) -> Scenario:
 
 
 def identity_label_missing(spec: Spec, step: float) -> Scenario:
-    """Node 3's exporter writes another node label name (``hostname`` for ``Hostname``): one alert
-    for that target."""
+    """The exporters of nodes 3 and 4 write another node label name (``hostname`` for
+    ``Hostname``): one alert for the job, its value the two targets."""
     rule = presence.identity_label_missing(spec)
     hold = steps(rule.for_, step)
     node = spec.exporter.labels.node
     other = node.lower() if node.lower() != node else node.capitalize()
-    sc = Scenario(f"identity label missing: node 3's exporter writes {other} instead of {node}",
-                  hold + 4, step)
+    sc = Scenario(f"identity label missing: the exporters of nodes 3 and 4 write {other} instead of {node}: "
+                  "one alert", hold + 4, step)
     _fleet(sc, spec, fleet.gpus(2, 1))
-    renamed = fleet.gpus(1, 1, first_node=3)[0]
-    add_target(sc, spec, renamed.instance)
-    add_gpu(sc, spec, renamed, spec.required_metrics, node_label=other)
-    sc.expect(hold + 2, rule.alert, [Firing(rule, target_labels(spec, renamed.instance), 1)])
+    for renamed in fleet.gpus(2, 1, first_node=3):
+        add_target(sc, spec, renamed.instance)
+        add_gpu(sc, spec, renamed, spec.required_metrics, node_label=other)
+    sc.expect(hold + 2, rule.alert, [Firing(rule, fleet.fleet_labels(spec), 2)])
     return sc
 
 

@@ -284,7 +284,7 @@ def frozen(spec: Spec, m: Metric, step: float) -> list[Scenario]:
     sc.add(m.name, _series(spec, gpu, m), samples)
     sc.quiet(flat_at + window // 2, rule.alert)
     at = flat_at + window + hold + 2
-    sc.expect(at, rule.alert, [Firing(rule, gpu_ids(spec, gpu, m, instance=True), 0)])
+    sc.expect(at, rule.alert, [Firing(rule, gpu_ids(spec, gpu, m), 0)])
 
     reset_at = 6
     rlen = reset_at + window + hold + 4

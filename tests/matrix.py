@@ -579,6 +579,10 @@ FINDINGS = """
   `hostname` node by node paged once per node as it went. The harness counts the alerts behind each page at
   every step: one cause paged as several alerts the page identity cannot tell apart (another MIG instance,
   target or code) fails as "`<alert>` as several alerts".
+* **A flapping target near the threshold pages once.** A target failing one scrape in 7 or 8 sat at
+  `flapping_min_up_ratio`: `GpuExporterFlapping` fired and resolved 9-10 times in 15 minutes on both promtools. It
+  now holds, once pending or firing (its own `ALERTS` series), until the success share is half way from the
+  threshold to 1 (95 % for 90 %) or `up` stops changing, and ends a window after the target recovers.
 * **Restarts.** A restart in the middle of a fault keeps one page on promtool (whose rule engine keeps the `for`
   state; a real Prometheus restores it from `ALERTS_FOR_STATE`). A field back just before a restart used to page
   again for up to the 5 min lookback: the missing set recorded at the last evaluation before the restart had no

@@ -28,8 +28,12 @@ from tests.matrix_cases import CASES as ALL_CASES
 HELD_TARGETS = {"one node's exporter answers HTTP 500", "one node's exporter serves an empty page",
                 "one node's scrapes time out (9 s against 8 s)", "one node's exporter writes hostname instead of Hostname",
                 "an exporter rollout writes hostname instead of Hostname, node by node: one page"}
+#: GpuExporterFlapping near its threshold is held by its own ALERTS series (rules/exporter.py
+#: flapping), which vmalert -replay does not read back: there it is the plain threshold, and flickers
+SELF_HELD = {"one node's exporter fails one scrape in 7", "one node's exporter fails one scrape in 8",
+             "one node's exporter fails one scrape in 7, then every scrape succeeds: the page ends"}
 CASES = [c for c in ALL_CASES if not c.covers.startswith("lifecycle") and c.covers != "GPU off the bus"
-         and c.name not in HELD_TARGETS]
+         and c.name not in HELD_TARGETS | SELF_HELD]
 #: scenarios that fail on one build only, not explained yet (docs/engines.md): the test expects them
 #: to fail there, so a fix shows. None now: "a field in every other scrape of one GPU" failed on
 #: 1.151 because the harness read GpuMetricIntermittent (group gaps, its own 10 s interval, which

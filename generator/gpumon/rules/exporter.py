@@ -6,7 +6,7 @@ from ..spec import Spec
 from .common import alert
 from .model import Rule
 from . import names
-from .promql import by, dur, job_sel, num
+from .promql import by, dur, job_sel, num, selector
 
 
 def with_node(spec: Spec, expr: str) -> str:
@@ -59,14 +59,31 @@ def down(spec: Spec) -> Rule:
                  severity="critical", for_=spec.alerts.for_, kind="exporter_down")
 
 
+def flapping_hold_ratio(spec: Spec) -> float:
+    """The success share a flapping target must reach for :func:`flapping` to end: half way from
+    ``alerts.flapping_min_up_ratio`` to 1 (0.95 for the default 0.9)."""
+    return round((1 + spec.alerts.flapping_min_up_ratio) / 2, 6)
+
+
 def flapping(spec: Spec) -> Rule:
     """A target that keeps going down and up: each recovery resets ``for`` on :func:`down`,
     so it never fires (cloudflare/pint#966). Needs both a low success share and repeated changes,
-    so one clean outage (one change down, one up) does not also count as flapping."""
+    so one clean outage (one change down, one up) does not also count as flapping.
+
+    Held with hysteresis: once pending or firing (its own ``ALERTS`` series), it lasts while the
+    success share stays below :func:`flapping_hold_ratio` and ``up`` still changes. Without it a
+    target failing about one scrape in eight sat at the threshold, and the page ended and fired
+    again every few minutes (NVIDIA/dcgm-exporter#607: scrapes that time out now and then). Where
+    the engine does not write ``ALERTS`` back (a vmalert without remote write), the hold never
+    matches and the alert is the plain threshold."""
     w = dur(spec.alerts.flapping_window)
     up = job_sel(spec, "up")
-    expr = with_node(spec, f"avg_over_time({up}[{w}]) < {num(spec.alerts.flapping_min_up_ratio)}\n"
-                     f"  and\n  changes({up}[{w}]) > 2")
+    target = by(("job",) + ((spec.exporter.labels.cluster,) if spec.exporter.labels.cluster else ()) + ("instance",))
+    own = selector("ALERTS", alertname="GpuExporterFlapping", job=spec.exporter.job)
+    expr = with_node(spec, f"(\n    avg_over_time({up}[{w}]) < {num(spec.alerts.flapping_min_up_ratio)}\n"
+                     f"    and\n    changes({up}[{w}]) > 2\n  )\n  or\n  (\n"
+                     f"    avg_over_time({up}[{w}]) < {num(flapping_hold_ratio(spec))}\n"
+                     f"    and\n    changes({up}[{w}]) > 0\n    and on ({target})\n    {own}\n  )")
     return alert(spec, "GpuExporterFlapping", expr, severity="warning", for_=spec.alerts.for_,
                  kind="exporter_flapping", window=w)
 

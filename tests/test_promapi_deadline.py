@@ -5,6 +5,7 @@ left. Hostile servers on 127.0.0.1: a real Prometheus cannot be made to trickle 
 
 from __future__ import annotations
 
+import socket
 import threading
 import time
 
@@ -91,3 +92,28 @@ def test_validate_and_preview_end_within_the_deadline(tmp_path, command, mode):
     assert took < 4 + 4, f"{took:.1f}s"
     assert "too slowly" in proc.stdout + proc.stderr + ((tmp_path / "out").read_text()
                                                        if (tmp_path / "out").exists() else "")
+
+
+def test_a_host_name_whose_lookup_hangs_ends_at_the_timeout(monkeypatch, trickler):
+    """getaddrinfo takes no timeout: a resolver that does not answer (here one that sleeps 20 s, as
+    glibc's retries do against a dead nameserver; no real server can be made to) ends the request
+    at its timeout, named as a timeout of its URL; a name that resolves connects as before."""
+    real = socket.getaddrinfo
+
+    def resolver(host, *args, **kwargs):
+        if host == "prom.slow-dns.test":
+            time.sleep(20)
+        return real("127.0.0.1" if host == "prom.fast-dns.test" else host, *args, **kwargs)
+    monkeypatch.setattr(socket, "getaddrinfo", resolver)
+    with PromClient("http://prom.slow-dns.test:9090", timeout=1.0) as c:
+        start = time.monotonic()
+        with pytest.raises(PromError) as err:
+            c.query("vector(1)")
+        took = time.monotonic() - start
+    assert took < 2.0, f"{took:.1f}s"
+    assert err.value.kind == "timeout" and err.value.url == "http://prom.slow-dns.test:9090/api/v1/query"
+    port = trickler.url.rsplit(":", 1)[1]
+    with PromClient(f"http://prom.fast-dns.test:{port}", timeout=1.0) as c:
+        with pytest.raises(PromError) as err:
+            c.query("vector(1)")   # reached the trickling server through the name: its own timeout
+    assert "sent its answer too slowly" in err.value.message

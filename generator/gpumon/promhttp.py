@@ -13,14 +13,20 @@ internal address, is refused by name, so nothing another host answers reaches a 
 of the body) just before each timeout keeps a request open for ever. :class:`DeadlineBackend` wraps
 the network backend of every httpcore connection pool of the client, and bounds every connect, TLS
 handshake, read and write by the time left until the absolute deadline of the request in flight on
-this thread (:func:`deadline`); at that deadline an operation fails as httpcore's own timeout. No
-thread is started: the socket's own timeout does the waiting.
+this thread (:func:`deadline`); at that deadline an operation fails as httpcore's own timeout. The
+socket's own timeout does the waiting, except for the host name's lookup: ``getaddrinfo`` takes no
+timeout (a resolver that does not answer held a run for the resolver's own retries, 20 s and more
+with glibc's defaults), so it runs on a daemon thread, waited for until the deadline, and the
+connection is made to the addresses it returned.
 """
 
 from __future__ import annotations
 
 import contextlib
 import contextvars
+import ipaddress
+import socket
+import threading
 import time
 from urllib.parse import unquote, urljoin, urlsplit, urlunsplit
 
@@ -98,9 +104,18 @@ class DeadlineBackend(httpcore.NetworkBackend):
 
     def connect_tcp(self, host: str, port: int, timeout: float | None = None, local_address: str | None = None,
                     socket_options=None) -> httpcore.NetworkStream:
-        """A TCP connection, made before the request's deadline."""
-        bounded = _bounded(timeout, httpcore.ConnectTimeout)
-        return DeadlineStream(self._inner.connect_tcp(host, port, bounded, local_address, socket_options))
+        """A TCP connection, made before the request's deadline: the host's addresses looked up
+        within it (:func:`resolve`), then each tried in turn with the time left."""
+        failed: OSError | None = None
+        for address in resolve(host, port, _bounded(timeout, httpcore.ConnectTimeout)):
+            try:
+                stream = self._inner.connect_tcp(address, port, _bounded(timeout, httpcore.ConnectTimeout),
+                                                 local_address, socket_options)
+            except httpcore.ConnectError as exc:
+                failed = exc
+                continue
+            return DeadlineStream(stream)
+        raise failed if failed else httpcore.ConnectError(f"{host}: no address")
 
     def connect_unix_socket(self, path: str, timeout: float | None = None,
                             socket_options=None) -> httpcore.NetworkStream:
@@ -111,6 +126,36 @@ class DeadlineBackend(httpcore.NetworkBackend):
     def sleep(self, seconds: float) -> None:
         """Sleep (httpcore's retry back-off)."""
         self._inner.sleep(seconds)
+
+
+def resolve(host: str, port: int, timeout: float | None) -> list[str]:
+    """The addresses of ``host`` (an IP address as is), in the resolver's order, each once.
+
+    Raises:
+        httpcore.ConnectTimeout: no answer within ``timeout`` seconds (the lookup goes on, on its
+            daemon thread, and its answer is dropped).
+        httpcore.ConnectError: the resolver's own error (no such host, no network).
+    """
+    try:
+        ipaddress.ip_address(host)
+        return [host]
+    except ValueError:
+        pass
+    answer: list = []
+
+    def lookup() -> None:
+        try:
+            answer.append(socket.getaddrinfo(host, port, type=socket.SOCK_STREAM))
+        except OSError as exc:
+            answer.append(exc)
+    worker = threading.Thread(target=lookup, name=f"gpumon-resolve-{host}", daemon=True)
+    worker.start()
+    worker.join(timeout)
+    if not answer:
+        raise httpcore.ConnectTimeout(f"looking up {host} took longer than the time left ({timeout or 0:.1f}s)")
+    if isinstance(answer[0], OSError):
+        raise httpcore.ConnectError(f"{host}: {answer[0]}")
+    return list(dict.fromkeys(info[4][0] for info in answer[0]))
 
 
 def bound(client: httpx.Client) -> None:

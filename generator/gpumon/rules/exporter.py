@@ -6,7 +6,13 @@ from ..spec import Spec
 from .common import alert
 from .model import Rule
 from . import names
-from .promql import by, dur, job_sel, num, selector
+from .promql import by, dur, fleet_ids, job_sel, num, selector
+
+
+def target_ids(spec: Spec) -> tuple[str, ...]:
+    """The labels of one exporter target: ``job``, the cluster label when the spec names one, and
+    ``instance`` (the labels of ``up`` and ``scrape_*``)."""
+    return fleet_ids(spec) + ("instance",)
 
 
 def with_node(spec: Spec, expr: str) -> str:
@@ -18,7 +24,7 @@ def with_node(spec: Spec, expr: str) -> str:
     its alert without a node label. ``topk`` keeps one node should a pod address move to another
     node's exporter; ``max by`` makes both reads one series per target and node."""
     lab = spec.exporter.labels
-    ids = ("job",) + ((lab.cluster,) if lab.cluster else ()) + ("instance",)
+    ids = target_ids(spec)
     on = by(ids)
     seen = (f"max by ({by(ids + (lab.node,))}) (\n  max_over_time({job_sel(spec, names.TARGET_NODE)}"
             f"[{dur(spec.alerts.inventory_lookback)}])\n  or\n  {job_sel(spec, names.TARGETS_KNOWN)}\n)")
@@ -78,7 +84,7 @@ def flapping(spec: Spec) -> Rule:
     matches and the alert is the plain threshold."""
     w = dur(spec.alerts.flapping_window)
     up = job_sel(spec, "up")
-    target = by(("job",) + ((spec.exporter.labels.cluster,) if spec.exporter.labels.cluster else ()) + ("instance",))
+    target = by(target_ids(spec))
     own = selector("ALERTS", alertname="GpuExporterFlapping", job=spec.exporter.job)
     expr = with_node(spec, f"(\n    avg_over_time({up}[{w}]) < {num(spec.alerts.flapping_min_up_ratio)}\n"
                      f"    and\n    changes({up}[{w}]) > 2\n  )\n  or\n  (\n"
@@ -103,7 +109,7 @@ def scrape_slow(spec: Spec) -> Rule:
     ratio = spec.alerts.scrape_slow_ratio
     limit = ratio * spec.exporter.scrape_timeout
     duration, timeout = job_sel(spec, "scrape_duration_seconds"), job_sel(spec, "scrape_timeout_seconds")
-    on = by(("job",) + ((spec.exporter.labels.cluster,) if spec.exporter.labels.cluster else ()) + ("instance",))
+    on = by(target_ids(spec))
     # the target's own timeout when Prometheus exposes it (--enable-feature=extra-scrape-metrics):
     # a target scraped with a 2 s timeout was never flagged against the spec's 10 s. One comparison
     # against a per-target limit (its own, else the spec's): two comparisons joined by `or` give one
@@ -133,7 +139,7 @@ def legacy_names(spec: Spec) -> Rule | None:
     if not legacy:
         return None
     lab = spec.exporter.labels
-    on = ("job",) + ((lab.cluster,) if lab.cluster else ()) + ("instance",)
+    on = target_ids(spec)
     served = " or ".join(job_sel(spec, n) for n in legacy)
     expr = (f"group by ({by(on + (lab.node,))}) (\n  {served}\n)\nunless on ({by(on + (lab.node,))})\n"
             f'{job_sel(spec, names.TARGET_NODE)}')
